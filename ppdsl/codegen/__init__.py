@@ -1,0 +1,1 @@
+"""Plan-module code generation (jinja2 templates)."""

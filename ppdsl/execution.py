@@ -1,0 +1,278 @@
+"""Cross-rank execution of an Expansion: every rank runs its order, stages exchange activations and gradients.
+
+One pass computes, for a fixed per-rank order, each job's start and end under the declared costs, and finds a
+deadlock when no rank can move. Communication semantics:
+
+* a forward on stage s > 0 waits for the forward of stage s - 1 (same micro-batch) plus the link latency;
+* a backward / backward_b on stage s < S - 1 waits for the backward / backward_b of stage s + 1;
+* an auxiliary job declared `receives` / `sends` takes over its anchor's receive / send;
+* by default a send never waits (stream-ordered, as Paddle's send streams); with `rendezvous=True` a send
+  completes only when the receiving rank has reached the job that receives it (a blocking transport such as
+  gloo), so the sender's next job waits for that.
+
+A worklist wakes a rank only when what it waits for happens: O(jobs) for the whole schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ppdsl.ir import BACKWARD, BACKWARD_B, FORWARD, Expansion
+
+F_SIGNAL, G_SIGNAL = 0, 1  # activation sent forward / gradient sent backward
+
+
+@dataclass
+class RankStats:
+    rank: int
+    busy: float
+    idle: float
+    peak_activations: float
+    peak_time: float
+    jobs: int
+
+
+@dataclass
+class Wait:
+    """Why a rank cannot move: it waits at `step` to receive from, or (rendezvous) to send to, `peer`."""
+
+    rank: int
+    step: int
+    job: str
+    kind: str  # "receive" | "send"
+    peer: int
+    peer_job: str
+
+
+@dataclass
+class Execution:
+    makespan: float
+    bubble_ratio: float
+    ranks: list[RankStats]
+    start: list[list[float]]
+    end: list[list[float]]
+    deadlock: list[Wait] = field(default_factory=list)  # the cycle, when there is one
+    blocked: list[Wait] = field(default_factory=list)  # every rank that cannot move
+
+    @property
+    def completed(self) -> bool:
+        return not self.blocked
+
+
+def _signal_tables(exp: Expansion, used: set[int]):
+    """For each (type, rank, chunk): the offset of the signal it waits for / emits (-1: none).
+
+    A signal id is (stage * microbatches + mb) * 2 + kind, so `offset + 2 * mb` names it.
+    """
+    types = exp.defn.job_types
+    nstages, m = exp.nstages, exp.microbatches
+    receiver = {}  # anchor type -> aux type that receives for it
+    sender = {}
+    for t, jt in enumerate(types):
+        if t in used and jt.receives and jt.before:
+            receiver[exp.defn.type_index(jt.before)] = t
+        if t in used and jt.sends and jt.after:
+            sender[exp.defn.type_index(jt.after)] = t
+
+    def base_in(t: int, s: int) -> int:
+        if t == FORWARD and s > 0:
+            return ((s - 1) * m) * 2 + F_SIGNAL
+        if t in (BACKWARD, BACKWARD_B) and s < nstages - 1:
+            return ((s + 1) * m) * 2 + G_SIGNAL
+        return -1
+
+    def base_out(t: int, s: int) -> int:
+        if t == FORWARD and s < nstages - 1:
+            return (s * m) * 2 + F_SIGNAL
+        if t in (BACKWARD, BACKWARD_B) and s > 0:
+            return (s * m) * 2 + G_SIGNAL
+        return -1
+
+    in_off, out_off = [], []
+    for t, jt in enumerate(types):
+        ins, outs = [], []
+        for r in range(exp.pp):
+            row_in, row_out = [], []
+            for c in range(exp.vpp):
+                s = exp.stage_of[r][c]
+                if jt.receives and jt.before:
+                    anchor = exp.defn.type_index(jt.before)
+                    row_in.append(base_in(anchor, s) if anchor != BACKWARD else base_in(BACKWARD, s))
+                elif t in receiver or (t == BACKWARD_B and BACKWARD in receiver):
+                    row_in.append(-1)
+                else:
+                    row_in.append(base_in(t, s))
+                if jt.sends and jt.after:
+                    row_out.append(base_out(exp.defn.type_index(jt.after), s))
+                elif t in sender or (t == BACKWARD_B and BACKWARD in sender):
+                    row_out.append(-1)
+                else:
+                    row_out.append(base_out(t, s))
+            ins.append(row_in)
+            outs.append(row_out)
+        in_off.append(ins)
+        out_off.append(outs)
+    return in_off, out_off
+
+
+def execute(exp: Expansion, rendezvous: bool = False, used: set[int] | None = None) -> Execution:
+    """Run all ranks together; complete schedules only (run `checks.check_ranks` first)."""
+    from ppdsl.checks import used_types
+
+    if used is None:
+        used = used_types(exp)
+    pp, vpp, m, ntypes = exp.pp, exp.vpp, exp.microbatches, exp.ntypes
+    in_off, out_off = _signal_tables(exp, used)
+    cost = exp.cost
+    lat = exp.latency
+    rank_of_stage = [r for r, _ in exp.rank_of_stage()]
+    nsig = exp.nstages * m * 2
+    sig_end = [-1.0] * nsig
+    posted = [-1.0] * nsig if rendezvous else None
+    waiter: dict[int, int] = {}  # signal -> rank waiting to receive it
+    sender_waiting: dict[int, int] = {}  # signal -> rank waiting for its receiver (rendezvous)
+    pending_send = [-1] * pp  # rendezvous: the signal a rank's last job is still sending
+    cursor = [0] * pp
+    free = [0.0] * pp
+    start = [[0.0] * len(jobs) for jobs in exp.jobs]
+    end = [[0.0] * len(jobs) for jobs in exp.jobs]
+    two_m = 2 * m
+
+    def sig_rank(sg: int) -> int:
+        return rank_of_stage[sg // two_m]
+
+    work = list(range(pp - 1, -1, -1))
+    while work:
+        r = work.pop()
+        jobs = exp.jobs[r]
+        n = len(jobs)
+        i = cursor[r]
+        t_free = free[r]
+        if pending_send[r] >= 0:
+            p = posted[pending_send[r]]
+            if p < 0:
+                continue
+            t_free = max(t_free, p)
+            pending_send[r] = -1
+        st_row, en_row = start[r], end[r]
+        while i < n:
+            code = jobs[i]
+            t = code % ntypes
+            rest = code // ntypes
+            c = rest % vpp
+            mb = rest // vpp
+            off = in_off[t][r][c]
+            if off >= 0:
+                sg = off + 2 * mb
+                remote = sig_rank(sg) != r
+                if rendezvous and remote and posted[sg] < 0:
+                    posted[sg] = t_free
+                    s_rank = sender_waiting.pop(sg, -1)
+                    if s_rank >= 0:
+                        work.append(s_rank)
+                e = sig_end[sg]
+                if e < 0:
+                    waiter[sg] = r
+                    break
+                ready = e + lat if remote else e
+                st = ready if ready > t_free else t_free
+            else:
+                st = t_free
+            en = st + cost[t][r][c]
+            st_row[i] = st
+            en_row[i] = en
+            t_free = en
+            i += 1
+            off = out_off[t][r][c]
+            if off >= 0:
+                sg = off + 2 * mb
+                sig_end[sg] = en
+                w = waiter.pop(sg, -1)
+                if w >= 0:
+                    work.append(w)
+                if rendezvous:
+                    # the receiver is the rank of the next (F) or previous (G) stage
+                    stage = sg // two_m + (1 if sg % 2 == F_SIGNAL else -1)
+                    if rank_of_stage[stage] != r:
+                        p = posted[sg]
+                        if p < 0:
+                            sender_waiting[sg] = r
+                            pending_send[r] = sg
+                            break
+                        if p > t_free:
+                            t_free = p
+        cursor[r] = i
+        free[r] = t_free
+
+    return _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage)
+
+
+def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage) -> Execution:
+    pp = exp.pp
+    two_m = 2 * exp.microbatches
+    blocked: list[Wait] = []
+    by_rank: dict[int, Wait] = {}
+    recv_wait = {r: sg for sg, r in waiter.items()}
+    for r in range(pp):
+        jobs = exp.jobs[r]
+        if pending_send[r] >= 0:
+            sg = pending_send[r]
+            stage = sg // two_m + (1 if sg % 2 == F_SIGNAL else -1)
+            peer = rank_of_stage[stage]
+            step = cursor[r] - 1
+            w = Wait(r, step, exp.label(jobs[step]), "send", peer, _signal_job_label(exp, sg, stage))
+        elif cursor[r] < len(jobs):
+            sg = recv_wait.get(r)
+            step = cursor[r]
+            if sg is None:  # pragma: no cover - a blocked rank always waits for something
+                continue
+            stage = sg // two_m
+            peer = rank_of_stage[stage]
+            w = Wait(r, step, exp.label(jobs[step]), "receive", peer, _signal_job_label(exp, sg, stage))
+        else:
+            continue
+        blocked.append(w)
+        by_rank[r] = w
+
+    cycle: list[Wait] = []
+    if blocked:
+        r = blocked[0].rank
+        seen: list[int] = []
+        while r in by_rank and r not in seen:
+            seen.append(r)
+            r = by_rank[r].peer
+        if r in seen:
+            cycle = [by_rank[x] for x in seen[seen.index(r) :]]
+
+    ends = [row[cursor[r] - 1] if cursor[r] else 0.0 for r, row in enumerate(end)]
+    makespan = max(ends) if ends else 0.0
+    stats = []
+    for r in range(pp):
+        jobs = exp.jobs[r]
+        busy = 0.0
+        level = peak = 0.0
+        peak_time = 0.0
+        ntypes, vpp = exp.ntypes, exp.vpp
+        cost, mem = exp.cost, exp.mem_delta
+        end_row = end[r]
+        for i in range(cursor[r]):
+            code = jobs[i]
+            t = code % ntypes
+            c = (code // ntypes) % vpp
+            busy += cost[t][r][c]
+            level += mem[t][r][c]
+            if level > peak:
+                peak = level
+                peak_time = end_row[i]
+        stats.append(RankStats(r, busy, makespan - busy, peak, peak_time, len(jobs)))
+    total_idle = sum(s.idle for s in stats)
+    bubble = total_idle / (pp * makespan) if makespan > 0 else 0.0
+    return Execution(makespan, bubble, stats, start, end, cycle, blocked)
+
+
+def _signal_job_label(exp: Expansion, sg: int, stage: int) -> str:
+    """The job of `stage` that sends (or receives) signal `sg`, for messages."""
+    _, c = exp.rank_of_stage()[stage]
+    mb = (sg // 2) % exp.microbatches
+    kind = FORWARD if sg % 2 == F_SIGNAL else BACKWARD
+    return exp.label(exp.encode(kind, c, mb))

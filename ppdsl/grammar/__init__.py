@@ -1,0 +1,1 @@
+"""The .sched grammar and its parser."""
