@@ -132,20 +132,14 @@ def available_schedules() -> list[str]:
 
 def action_strings(order: Mapping[int, Sequence[_Action | None]]) -> Order:
     """``rank -> [str(action) or ""]``: the text torch writes to its CSV."""
-    return {
-        rank: ["" if a is None else str(a) for a in actions]
-        for rank, actions in sorted(order.items())
-    }
+    return {rank: ["" if a is None else str(a) for a in actions] for rank, actions in sorted(order.items())}
 
 
 def parse_action_strings(order: Mapping[int, Sequence[str]]) -> ActionOrder:
     """Inverse of :func:`action_strings`, with torch's ``_Action.from_str``."""
     from torch.distributed.pipelining.schedules import _Action
 
-    return {
-        rank: [_Action.from_str(s) for s in actions]
-        for rank, actions in sorted(order.items())
-    }
+    return {rank: [_Action.from_str(s) for s in actions] for rank, actions in sorted(order.items())}
 
 
 def _leaves(action: _Action) -> tuple[_Action, ...]:
@@ -172,12 +166,7 @@ def count_compute_actions(
 ) -> int:
     """Compute actions (F, B, I, W; an OVERLAP_F_B counts as its parts)."""
     values = ops.values() if isinstance(ops, Mapping) else ops
-    return sum(
-        len(_leaves(a))
-        for actions in values
-        for a in actions
-        if a is not None and a.is_compute_op
-    )
+    return sum(len(_leaves(a)) for actions in values for a in actions if a is not None and a.is_compute_op)
 
 
 # --------------------------------------------------------------------------
@@ -185,9 +174,7 @@ def count_compute_actions(
 # --------------------------------------------------------------------------
 
 
-def torch_interleaved_ops(
-    pp: int, vpp: int, microbatches: int, with_comms: bool = True
-) -> list[list[_Action | None]]:
+def torch_interleaved_ops(pp: int, vpp: int, microbatches: int, with_comms: bool = True) -> list[list[_Action | None]]:
     """Interleaved 1F1B as ``get_schedule_ops`` returns it: one list per rank.
 
     With ``with_comms`` the lists hold the lowered schedule (UNSHARD/RESHARD,
@@ -224,11 +211,7 @@ def torch_simulate(
 
     items = ops.items() if isinstance(ops, Mapping) else enumerate(ops)
     order = {
-        rank: [
-            a
-            for a in actions
-            if a is not None and a.computation_type.value not in _RANK_LOCAL_TYPES
-        ]
+        rank: [a for a in actions if a is not None and a.computation_type.value not in _RANK_LOCAL_TYPES]
         for rank, actions in items
     }
     mapping = stage_to_rank_from_ops(order)
@@ -316,29 +299,18 @@ def torch_compute_schedule(
     instance = _torch_schedule(schedule_class, pp, microbatches, vpp)
     order = action_strings(instance.pipeline_order)
     if not keep_reduce_grad:
-        order = {
-            rank: [s for s in actions if not s.endswith("REDUCE_GRAD")]
-            for rank, actions in order.items()
-        }
+        order = {rank: [s for s in actions if not s.endswith("REDUCE_GRAD")] for rank, actions in order.items()}
     return order
 
 
-def torch_dump_compute_csv(
-    order: Mapping[int, Sequence[str]], path: str | Path
-) -> None:
+def torch_dump_compute_csv(order: Mapping[int, Sequence[str]], path: str | Path) -> None:
     """Write ``rank -> [action string]`` with torch's ``_dump_csv``.
 
     A ``_PipelineScheduleRuntime`` is given the parsed order as its
     ``pipeline_order`` and ``_dump_csv(path, format="compute_only")`` writes it.
     """
     parsed = parse_action_strings(order)
-    leaves = [
-        leaf
-        for actions in parsed.values()
-        for a in actions
-        if a is not None
-        for leaf in _leaves(a)
-    ]
+    leaves = [leaf for actions in parsed.values() for a in actions if a is not None for leaf in _leaves(a)]
     num_stages = max((leaf.stage_index for leaf in leaves), default=0) + 1
     microbatches = max((leaf.microbatch_index or 0 for leaf in leaves), default=0) + 1
     pp = len(parsed)
@@ -403,19 +375,11 @@ def torch_load_compute_csv(
 
     with Path(path).open(newline="") as f:
         rows = list(csv.reader(f))
-    leaves = [
-        leaf
-        for row in rows
-        for s in row
-        if (a := _Action.from_str(s)) is not None
-        for leaf in _leaves(a)
-    ]
+    leaves = [leaf for row in rows for s in row if (a := _Action.from_str(s)) is not None for leaf in _leaves(a)]
     if num_stages is None:
         num_stages = max((leaf.stage_index for leaf in leaves), default=0) + 1
     if microbatches is None:
-        microbatches = (
-            max((leaf.microbatch_index or 0 for leaf in leaves), default=0) + 1
-        )
+        microbatches = max((leaf.microbatch_index or 0 for leaf in leaves), default=0) + 1
     pp = len(rows)
     runtime = _runtime(pp, num_stages, microbatches)
     runtime._load_csv(str(path), format="compute_only")

@@ -230,7 +230,10 @@ class TableRow:
 
 @dataclass(frozen=True)
 class Table:
+    """A literal order, one row per rank; `when` picks it among several tables by size."""
+
     rows: tuple[TableRow, ...]
+    when: Expr | None
     span: Span
 
 

@@ -143,9 +143,7 @@ def render(diag: Diagnostic, sources: SourceCache, color: bool = False) -> str:
     return "\n".join(out)
 
 
-def render_all(
-    diagnostics: list[Diagnostic], sources: SourceCache, color: bool = False, limit: int = 20
-) -> str:
+def render_all(diagnostics: list[Diagnostic], sources: SourceCache, color: bool = False, limit: int = 20) -> str:
     """Render up to `limit` diagnostics, then say how many more there are."""
     shown = [render(d, sources, color) for d in diagnostics[:limit]]
     if len(diagnostics) > limit:

@@ -34,9 +34,7 @@ def parse_params(pairs: list[str] | None) -> dict[str, int | float | bool]:
         key, sep, raw = pair.partition("=")
         key, raw = key.strip(), raw.strip()
         if not sep or not key:
-            raise DiagnosticError(
-                [Diagnostic("E007", f"bad parameter `{pair}`", help="write `--param name=value`")]
-            )
+            raise DiagnosticError([Diagnostic("E007", f"bad parameter `{pair}`", help="write `--param name=value`")])
         if raw in ("true", "false"):
             out[key] = raw == "true"
             continue
@@ -149,9 +147,7 @@ def _placement(defn: ScheduleDef, env: dict, pp: int, vpp: int) -> list[list[int
         return [[c * pp + r for c in range(vpp)] for r in range(pp)]
     if defn.placement_kind == "vshape":
         return [[c * pp + (r if c % 2 == 0 else pp - 1 - r) for c in range(vpp)] for r in range(pp)]
-    stage_of = [
-        [int(_call(defn.placement_fn, {**env, "rank": r, "chunk": c})) for c in range(vpp)] for r in range(pp)
-    ]
+    stage_of = [[int(_call(defn.placement_fn, {**env, "rank": r, "chunk": c})) for c in range(vpp)] for r in range(pp)]
     owners: dict[int, tuple[int, int]] = {}
     for r, row in enumerate(stage_of):
         for c, s in enumerate(row):
@@ -180,8 +176,8 @@ def _run_orders(
     defn: ScheduleDef, env: dict, pp: int, vpp: int, microbatches: int
 ) -> tuple[list[list[int]], list[list[int]]]:
     ntypes = len(defn.job_types)
-    if defn.table is not None:
-        return _table_orders(defn, pp, vpp, ntypes)
+    if defn.tables:
+        return _table_orders(defn, env, pp, vpp, ntypes)
     params = [env[p] for p in defn.params]
     # A loop may run at most this often: far more than any complete schedule needs, far less than a hang.
     cap = 4 * ntypes * vpp * microbatches + 4096
@@ -253,8 +249,20 @@ def _order_crash(defn: ScheduleDef, err: Exception, rank: int) -> Diagnostic:
     )
 
 
-def _table_orders(defn: ScheduleDef, pp: int, vpp: int, ntypes: int):
-    rows = dict(defn.table)
+def _table_orders(defn: ScheduleDef, env: dict, pp: int, vpp: int, ntypes: int):
+    chosen = next((t for t in defn.tables if t.when is None or _call(t.when, env)), None)
+    if chosen is None:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "S112",
+                    f"no table of `{defn.name}` is for pp={pp}, vpp={vpp}, microbatches={env['microbatches']}",
+                    defn.tables[0].span,
+                    help="the `when` conditions of the tables say which sizes they are written for",
+                )
+            ]
+        )
+    rows = dict(chosen.rows)
     if sorted(rows) != list(range(pp)):
         have = ", ".join(map(str, sorted(rows))) or "none"
         raise DiagnosticError(
@@ -262,8 +270,8 @@ def _table_orders(defn: ScheduleDef, pp: int, vpp: int, ntypes: int):
                 Diagnostic(
                     "S112",
                     f"the table has rows for ranks {have}, but pp = {pp}",
-                    defn.table_span,
-                    help=f"a table schedule runs only at pp = {len(rows)}; pass `--pp {len(rows)}`",
+                    chosen.span,
+                    help=f"this table is written for pp = {len(rows)}; pass `--pp {len(rows)}`",
                 )
             ]
         )
@@ -353,4 +361,4 @@ def _job_table(defn: ScheduleDef, env: dict, pp: int, vpp: int, stage_of, fns) -
     return table
 
 
-__all__ = ["expand", "parse_params", "FORWARD", "BACKWARD", "BACKWARD_B", "BACKWARD_W"]
+__all__ = ["BACKWARD", "BACKWARD_B", "BACKWARD_W", "FORWARD", "expand", "parse_params"]

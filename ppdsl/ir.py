@@ -87,6 +87,15 @@ class ParamDef:
     span: Span
 
 
+@dataclass(frozen=True)
+class TableDef:
+    """A literal order: rows of (rank, [(type, chunk, micro-batch, site)]), used when `when` holds (or always)."""
+
+    when: Callable[..., bool] | None
+    rows: list[tuple[int, list[tuple[int, int, int, int]]]]
+    span: Span
+
+
 @dataclass
 class ScheduleDef:
     """A resolved schedule: everything the file declares, with expressions compiled to Python callables.
@@ -110,8 +119,7 @@ class ScheduleDef:
     rule_priorities: list[Callable[..., int] | None]
     order_fn: Callable[..., None] | None
     order_source: str  # the generated Python of the order body (for codegen and debugging)
-    table: list[tuple[int, list[tuple[int, int, int, int]]]] | None  # rank -> [(type, chunk, mb, site)]
-    table_span: Span | None
+    tables: list[TableDef]  # literal orders, the first whose `when` holds is used
     sites: list[Site]
     line_sites: dict[int, int]  # generated-code line -> site id, to place runtime errors
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, every file read

@@ -20,6 +20,9 @@ INT, FLOAT, BOOL = "int", "float", "bool"
 FUNCTIONS = {"min": (2, None), "max": (2, None), "abs": (1, 1), "ceildiv": (2, 2)}
 BUILTIN_NAMES = ("pp", "vpp", "microbatches", "rank", "chunk", "stage")
 PY_OPS = {"and": " and ", "or": " or "}
+# The backward of a micro-batch is whole or split, so `backward` and `backward_b` draw micro-batches from one
+# counter: `backward_b backward` takes micro-batches k and k + 1 (Paddle's ZBH1 and DualPipe rely on this).
+COUNTER_SLOT = {"backward_b": 1}
 
 
 def mangle(name: str) -> str:
@@ -156,7 +159,7 @@ class OrderCompiler:
         def _order(v_pp, v_vpp, v_microbatches, v_rank, <params>, _jobs, _sites, _ctr, _V, _T, _cap, _fail)
 
     which appends packed job codes and site ids for one rank. `_ctr[t][c]` is the per-job-type, per-chunk
-    micro-batch counter that gives `forward` "the next micro-batch".
+    micro-batch counter (shared by backward and backward_b) that gives `forward` "the next micro-batch".
     """
 
     def __init__(
@@ -280,10 +283,11 @@ class OrderCompiler:
                 label="not a job type",
                 help=f"did you mean `{close[0]}`?"
                 if close
-                else f"declare it with `job {stmt.name} : <region> ops \"<pattern>\"`",
+                else f'declare it with `job {stmt.name} : <region> ops "<pattern>"`',
             )
             return
-        self.used_types.add(t)
+        slot = COUNTER_SLOT.get(self.type_names[t], t)
+        self.used_types.add(slot)
         chunk_src = mangle("chunk") if "chunk" in scope.names else "0"
         mb_src = None
         for key, value, key_span in stmt.kwargs:
@@ -312,8 +316,8 @@ class OrderCompiler:
             self._emit(indent, f"_c = {chunk_src}", site)
             self._emit(indent, f"if not 0 <= _c < _V: _fail({site}, 'chunk', _c)", site)
         if mb_src is None:
-            self._emit(indent, f"_k = _ctr_{t}[{c}]", site)
-            self._emit(indent, f"_ctr_{t}[{c}] = _k + 1", site)
+            self._emit(indent, f"_k = _ctr_{slot}[{c}]", site)
+            self._emit(indent, f"_ctr_{slot}[{c}] = _k + 1", site)
         else:
             self._emit(indent, f"_k = {mb_src}", site)
             self._emit(indent, f"if _k < 0: _fail({site}, 'mb', _k)", site)

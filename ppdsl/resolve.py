@@ -23,6 +23,7 @@ from ppdsl.ir import (
     ScheduleDef,
     Site,
     StreamRule,
+    TableDef,
 )
 from ppdsl.lowering import FLOAT, INT, ExprCompiler, OrderCompiler, Scope, ceildiv, mangle
 
@@ -129,7 +130,8 @@ class _Resolver:
         rules: list[ast.Rule] = []
         placement: ast.Placement | None = None
         memory_limit: ast.MemoryLimit | None = None
-        body: ast.Order | ast.Table | None = None
+        body: ast.Order | None = None
+        tables: list[ast.Table] = []
         for item_file, item in items:
             if isinstance(item, ast.Docstring):
                 if not doc:
@@ -165,9 +167,18 @@ class _Resolver:
                     memory_limit = item
             elif isinstance(item, ast.Rule):
                 rules.append(item)
-            elif isinstance(item, (ast.Order, ast.Table)):
+            elif isinstance(item, ast.Order):
                 if single(("order",), item_file, item.span, "the order"):
                     body = item
+            elif isinstance(item, ast.Table):
+                if tables and tables[-1].when is None:
+                    self.error(
+                        "E003",
+                        "a table follows a table without `when`",
+                        item.span,
+                        help="only the last table may leave out `when <condition>`",
+                    )
+                tables.append(item)
 
         job_types = self._job_types(job_decls)
         type_index = {jt.name: i for i, jt in enumerate(job_types)}
@@ -237,26 +248,34 @@ class _Resolver:
             priorities.append(prio)
 
         sites: list[Site] = [Site(Span(file, 1, 1, 1, 2), "")]
-        order_fn, order_source, line_sites, table, table_span = None, "", {}, None, None
-        if body is None:
+        order_fn, order_source, line_sites, table_defs = None, "", {}, []
+        if body is not None and tables:
+            self.error(
+                "E003",
+                "the schedule has both an `order` and a `table`",
+                tables[0].span,
+                help="keep one of them",
+            )
+        elif body is None and not tables:
             self.error(
                 "E006",
                 "the schedule has no `order` or `table`",
                 Span(file, 1, 1, 1, 2),
                 help="add `order { ... }` with the job order of a rank",
             )
-        elif isinstance(body, ast.Order):
-            oc = OrderCompiler(
-                self.exprs, type_index, [jt.name for jt in job_types], param_types, sites, self.sources
-            )
+        elif body is not None:
+            oc = OrderCompiler(self.exprs, type_index, [jt.name for jt in job_types], param_types, sites, self.sources)
             order_source = oc.compile(body.body, body.span)
             line_sites = oc.line_sites
             if not self.diagnostics:
                 namespace: dict = {"_ceildiv": ceildiv}
                 exec(compile(order_source, f"<order of {file}>", "exec"), namespace)
                 order_fn = namespace["_order"]
-        else:
-            table, table_span = self._table(body, type_index, job_types, sites), body.span
+        for tab in tables:
+            when = None
+            if tab.when is not None:
+                when = self._fn(self.exprs.compile(tab.when, globals_scope)[0], params)
+            table_defs.append(TableDef(when, self._table(tab, type_index, job_types, sites), tab.span))
 
         if self.diagnostics:
             raise DiagnosticError(self.diagnostics)
@@ -277,8 +296,7 @@ class _Resolver:
             rule_priorities=priorities,
             order_fn=order_fn,
             order_source=order_source,
-            table=table,
-            table_span=table_span,
+            tables=table_defs,
             sites=sites,
             line_sites=line_sites,
             sources=self.sources,

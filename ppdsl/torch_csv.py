@@ -50,7 +50,7 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
                     actions.append((int(m.group(1)), LETTER_TYPE[m.group(2)], int(m.group(3)), span))
                     continue
                 if _TORCH_ONLY.match(part):
-                    help_text = "export the compute-only schedule (`_dump_csv(..., format=\"compute_only\")`)"
+                    help_text = 'export the compute-only schedule (`_dump_csv(..., format="compute_only")`)'
                 else:
                     help_text = "a cell is `<stage><F|B|I|W><micro-batch>`, e.g. `0F3` or `2I1`"
                 errors.append(
@@ -128,9 +128,7 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
     elif placement is None:
         stage_rows = held
     else:
-        raise DiagnosticError(
-            [Diagnostic("E007", f"unknown placement `{placement}`", help="use `looped` or `vshape`")]
-        )
+        raise DiagnosticError([Diagnostic("E007", f"unknown placement `{placement}`", help="use `looped` or `vshape`")])
     for r, stage_list in stage_rows.items():
         if sorted(stage_list) != held[r]:
             raise DiagnosticError(

@@ -76,9 +76,7 @@ def _restore_zbvpp_memory_defaults(pass_obj: Any, pp: int, vpp: int) -> None:
     attribute is therefore ignored). Scheduling is then driven by
     ``program_runtimes`` ([F, B, W, loss, comm], default [61, 72, 71, 34, 3]).
     """
-    keys = [
-        f"{t}{c}" for t in ("forward", "backward_b", "backward_w") for c in range(vpp)
-    ]
+    keys = [f"{t}{c}" for t in ("forward", "backward_b", "backward_w") for c in range(vpp)]
     pass_obj.program_mem_usages = [dict.fromkeys(keys, 0) for _ in range(pp)]
     pass_obj.program_max_mem_usages = [dict.fromkeys(keys, 0) for _ in range(pp)]
     pass_obj.base_memory = [0] * pp
@@ -92,9 +90,7 @@ def _to_tuple(job_type: str, micro_batch: int, chunked: bool) -> Job:
     return (job_type, 0, micro_batch)
 
 
-def paddle_job_list(
-    mode: str, pp: int, rank: int, microbatches: int, vpp: int = 1, **extra: Any
-) -> list[Job] | None:
+def paddle_job_list(mode: str, pp: int, rank: int, microbatches: int, vpp: int = 1, **extra: Any) -> list[Job] | None:
     """Job list Paddle 3.3.1 builds for ``rank`` (its ``pp_stage``).
 
     ``mode`` is Paddle's schedule name (see ``MODES``); ``extra`` holds further
@@ -104,9 +100,7 @@ def paddle_job_list(
     the sizes.
     """
     if mode not in MODES:
-        raise ValueError(
-            f"unknown Paddle schedule mode {mode!r}; expected one of {MODES}"
-        )
+        raise ValueError(f"unknown Paddle schedule mode {mode!r}; expected one of {MODES}")
     if not 0 <= rank < pp:
         raise ValueError(f"rank {rank} out of range for pp={pp}")
 
@@ -128,14 +122,9 @@ def paddle_job_list(
     return [_to_tuple(job.type(), job.micro_batch_id(), chunked) for job in jobs]
 
 
-def paddle_accepts(
-    mode: str, pp: int, microbatches: int, vpp: int = 1, **extra: Any
-) -> bool:
+def paddle_accepts(mode: str, pp: int, microbatches: int, vpp: int = 1, **extra: Any) -> bool:
     """True if Paddle builds a job list for every rank 0..pp-1.
 
     (Eager1F1B's check depends on the rank; rank 0 is the strictest.)
     """
-    return all(
-        paddle_job_list(mode, pp, rank, microbatches, vpp, **extra) is not None
-        for rank in range(pp)
-    )
+    return all(paddle_job_list(mode, pp, rank, microbatches, vpp, **extra) is not None for rank in range(pp))

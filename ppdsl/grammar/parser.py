@@ -109,9 +109,7 @@ def _syntax_diagnostic(err: UnexpectedInput, file: str, text: str, parser: Lark)
         message, help_text = found
     if not help_text and "`}`" in label and message == "unexpected end of file":
         help_text = "a `{` is not closed"
-    return Diagnostic(
-        "E001", message, Span(file, line, col, line, col + width), label=label, help=help_text
-    )
+    return Diagnostic("E001", message, Span(file, line, col, line, col + width), label=label, help=help_text)
 
 
 def _join_or(items: list[str], limit: int = 8) -> str:
@@ -142,17 +140,13 @@ def parse(text: str, file: str = "<string>") -> ast.SchedFile:
             errors.append(diag)
         raise DiagnosticError(errors) from None
     except RecursionError:
-        raise DiagnosticError(
-            [Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))]
-        ) from None
+        raise DiagnosticError([Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))]) from None
     if errors:
         raise DiagnosticError(errors)
     try:
         items = _ToAst(file).transform(tree)
     except RecursionError:
-        raise DiagnosticError(
-            [Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))]
-        ) from None
+        raise DiagnosticError([Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))]) from None
     return ast.SchedFile(path=file, text=text, items=items)
 
 
@@ -317,7 +311,10 @@ class _ToAst(Transformer):
         return ast.Order(children[0], self._span(meta))
 
     def table(self, meta, children):
-        return ast.Table(tuple(children), self._span(meta))
+        when = None
+        if children and not isinstance(children[0], ast.TableRow):
+            when, children = children[0], children[1:]
+        return ast.Table(tuple(children), when, self._span(meta))
 
     def table_row(self, meta, children):
         rank_tok, *cells = children
@@ -399,9 +396,7 @@ class _ToAst(Transformer):
 
     def call(self, meta, children):
         name, *args = children
-        return ast.Call(
-            str(name), tuple(a for a in args if a is not None), self._span(meta), self._tok_span(name)
-        )
+        return ast.Call(str(name), tuple(a for a in args if a is not None), self._span(meta), self._tok_span(name))
 
     def binop(self, meta, children):
         left, op, right = children
