@@ -92,7 +92,7 @@ class _Resolver:
                 )
                 continue
             try:
-                for inc_file, inc_item in self._items(inc_text, str(target), stack + (str(target),)):
+                for inc_file, inc_item in self._items(inc_text, str(target), (*stack, str(target))):
                     if isinstance(inc_item, (ast.Docstring, ast.ScheduleName)):
                         continue  # the including file names and documents the schedule
                     out.append((inc_file, inc_item))

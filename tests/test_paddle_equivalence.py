@@ -44,7 +44,7 @@ def _compare(mode: str, file: str, pp: int, vpp: int, m: int, **attrs) -> str | 
         want = paddle_job_list(mode, pp, rank, m, vpp, **attrs)
         got = exp.job_tuples(rank)
         if got != want:
-            at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
             return f"rank {rank} differs at job {at}: ppdsl {got[at : at + 3]} paddle {want[at : at + 3]}"
     return None
 

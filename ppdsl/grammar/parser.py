@@ -114,7 +114,7 @@ def _syntax_diagnostic(err: UnexpectedInput, file: str, text: str, parser: Lark)
 
 def _join_or(items: list[str], limit: int = 8) -> str:
     if len(items) > limit:
-        items = items[:limit] + [f"{len(items) - limit} more"]
+        items = [*items[:limit], f"{len(items) - limit} more"]
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " or " + items[-1]
