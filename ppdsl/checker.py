@@ -114,7 +114,7 @@ def check_expansion(exp: Expansion, rendezvous: bool = False, result: CheckResul
                 Diagnostic(
                     "S106",
                     f"rank {stats.rank} holds {stats.peak_activations:g} activations, over its limit of {limit:g}",
-                    exp.defn.sites[0].span if not exp.sites[stats.rank] else None,
+                    exp.defn.memory_limit_span,
                     label=f"peak at time {stats.peak_time:g}",
                     help="run backwards earlier (fewer warm-up forwards) or raise `memory limit`",
                 )

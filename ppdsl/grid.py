@@ -16,7 +16,7 @@ def text_grid(exp: Expansion, marks: dict[int, int] | None = None, width: int = 
     else:
         lo = 0
     hi = min(longest, lo + width)
-    labels = [[exp.label(code) for code in jobs[lo:hi]] for jobs in exp.jobs]
+    labels = [[_short(exp.label(code)) for code in jobs[lo:hi]] for jobs in exp.jobs]
     cell = max([len(x) for row in labels for x in row] + [len(str(hi)), 2]) + 2
     head = "step".ljust(8) + "".join(str(s).center(cell) for s in range(lo, hi))
     lines = [head + (" ..." if hi < longest else "")]
@@ -27,3 +27,7 @@ def text_grid(exp: Expansion, marks: dict[int, int] | None = None, width: int = 
             cells.append((f">{label}<" if marks.get(r) == step else label).center(cell))
         lines.append(f"rank {r}".ljust(8) + "".join(cells))
     return "\n".join(lines)
+
+
+def _short(label: str) -> str:
+    return "opt" if label == "optimizer" else label

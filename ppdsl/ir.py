@@ -115,6 +115,7 @@ class ScheduleDef:
     comm: dict[str, Callable[..., float]]
     memory: dict[str, tuple[str, Callable[..., float]]]
     memory_limit_fn: Callable[..., float] | None
+    memory_limit_span: Span | None
     rules: list[StreamRule]
     rule_priorities: list[Callable[..., int] | None]
     order_fn: Callable[..., None] | None

@@ -292,6 +292,7 @@ class _Resolver:
             comm=comm,
             memory=memory,
             memory_limit_fn=limit_fn,
+            memory_limit_span=memory_limit.span if memory_limit else None,
             rules=stream_rules,
             rule_priorities=priorities,
             order_fn=order_fn,

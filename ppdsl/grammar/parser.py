@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+import re
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ppdsl import ast
 from ppdsl.diagnostics import Diagnostic, DiagnosticError, Span
@@ -22,6 +23,7 @@ def _parser() -> Lark:
         parser="lalr",
         propagate_positions=True,
         maybe_placeholders=False,
+        cache=True,  # the LALR tables are built once per grammar version and kept in the temp dir
     )
 
 
@@ -101,10 +103,12 @@ def _syntax_diagnostic(err: UnexpectedInput, file: str, text: str, parser: Lark)
         message = "unexpected end of file"
         expected = _friendly_expected(getattr(err, "expected", set()) or set(), parser)
         label = "expected " + _join_or(expected) if expected else ""
-    try:
-        found = err.match_examples(parser.parse, _EXAMPLES, use_accepts=True)
-    except Exception:  # match_examples re-parses examples; never let it hide the real error
-        found = None
+    found = None
+    if not (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
+        try:
+            found = err.match_examples(parser.parse, _EXAMPLES, use_accepts=True)
+        except Exception:  # match_examples re-parses examples; never let it hide the real error
+            found = None
     if found:
         message, help_text = found
     if not help_text and "`}`" in label and message == "unexpected end of file":
@@ -120,34 +124,52 @@ def _join_or(items: list[str], limit: int = 8) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1]
 
 
+# A top-level item starts at column 1 with one of these words; after a syntax error, parsing resumes at the
+# next such line, so one mistake is reported once and mistakes in later items are still found.
+_ITEM_START = re.compile(
+    r'^(schedule|include|param|require|job|placement|cost|comm|memory|rule|order|table)\b|^"""', re.M
+)
+
+
 def parse(text: str, file: str = "<string>") -> ast.SchedFile:
-    """Parse a `.sched` text; raise DiagnosticError with every syntax error found (up to a limit)."""
+    """Parse a `.sched` text; raise DiagnosticError with the syntax errors found (one per top-level item)."""
     parser = _parser()
-    errors: list[Diagnostic] = []
-
-    def recover(err: UnexpectedInput) -> bool:
-        diag = _syntax_diagnostic(err, file, text, parser)
-        # After the first error, only report errors on new lines: the rest are usually echoes of it.
-        if not errors or diag.span.line != errors[-1].span.line:
-            errors.append(diag)
-        return len(errors) < MAX_SYNTAX_ERRORS and not isinstance(err, UnexpectedEOF)
-
     try:
-        tree = parser.parse(text, on_error=recover)
+        tree = parser.parse(text)
     except UnexpectedInput as err:
-        diag = _syntax_diagnostic(err, file, text, parser)
-        if not errors or diag.span.line != errors[-1].span.line:
-            errors.append(diag)
-        raise DiagnosticError(errors) from None
+        raise DiagnosticError(_all_syntax_errors(text, file, err)) from None
     except RecursionError:
-        raise DiagnosticError([Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))]) from None
-    if errors:
-        raise DiagnosticError(errors)
+        raise DiagnosticError([_too_deep(file)]) from None
     try:
         items = _ToAst(file).transform(tree)
     except RecursionError:
-        raise DiagnosticError([Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))]) from None
+        raise DiagnosticError([_too_deep(file)]) from None
     return ast.SchedFile(path=file, text=text, items=items)
+
+
+def _too_deep(file: str) -> Diagnostic:
+    return Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))
+
+
+def _all_syntax_errors(text: str, file: str, first: UnexpectedInput) -> list[Diagnostic]:
+    parser = _parser()
+    errors = [_syntax_diagnostic(first, file, text, parser)]
+    starts = [m.start() for m in _ITEM_START.finditer(text)] + [len(text)]
+    failed_at = getattr(first, "pos_in_stream", None)
+    if failed_at is None or failed_at < 0:
+        failed_at = len(text)
+    for begin, end in zip(starts, starts[1:], strict=False):
+        if begin <= failed_at or len(errors) >= MAX_SYNTAX_ERRORS:
+            continue
+        # Pad with the text before, blanked, so lines and columns stay those of the file.
+        chunk = re.sub(r"[^\n]", " ", text[:begin]) + text[begin:end]
+        try:
+            parser.parse(chunk)
+        except UnexpectedInput as err:
+            errors.append(_syntax_diagnostic(err, file, chunk, parser))
+        except RecursionError:
+            errors.append(_too_deep(file))
+    return errors
 
 
 def _unquote(tok: Token) -> str:
