@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 from lark import Lark, Token, Transformer, v_args
@@ -158,7 +159,7 @@ def _all_syntax_errors(text: str, file: str, first: UnexpectedInput) -> list[Dia
     failed_at = getattr(first, "pos_in_stream", None)
     if failed_at is None or failed_at < 0:
         failed_at = len(text)
-    for begin, end in zip(starts, starts[1:], strict=False):
+    for begin, end in itertools.pairwise(starts):
         if begin <= failed_at or len(errors) >= MAX_SYNTAX_ERRORS:
             continue
         # Pad with the text before, blanked, so lines and columns stay those of the file.
