@@ -8,6 +8,7 @@ statement that was running.
 from __future__ import annotations
 
 import traceback
+from dataclasses import replace
 
 from ppdsl.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.ir import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, Expansion, ScheduleDef
@@ -101,10 +102,10 @@ def expand(
     ntypes = len(defn.job_types)
     cost = _job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn, costs))
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
-    latency = float(_call(defn.comm["latency"], env)) if "latency" in defn.comm else 0.0
-    bandwidth = float(_call(defn.comm["bandwidth"], env)) if "bandwidth" in defn.comm else None
+    latency = _call(defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
+    bandwidth = _call(defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
     limit = (
-        [float(_call(defn.memory_limit_fn, {**env, "rank": r})) for r in range(pp)]
+        [_call(defn.memory_limit_fn, {**env, "rank": r}, real=True) for r in range(pp)]
         if defn.memory_limit_fn
         else [None] * pp
     )
@@ -123,6 +124,10 @@ def expand(
         bandwidth=bandwidth,
         mem_delta=mem,
         memory_limit=limit,
+        rules=[
+            replace(rule, priority=None if prio is None else int(_call(prio, env, rule.span)))
+            for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
+        ],
     )
 
 
@@ -130,10 +135,12 @@ def _safe_bool(fn, env) -> bool:
     return bool(_call(fn, env))
 
 
-def _call(fn, env, span: Span | None = None):
-    """Evaluate a compiled expression; arithmetic faults become diagnostics."""
+def _call(fn, env, span: Span | None = None, real: bool = False):
+    """Evaluate a compiled expression; arithmetic faults become diagnostics. `real`: as a float (costs, memory),
+    so an integer too large for a float is a diagnostic too."""
     try:
-        return fn(env)
+        value = fn(env)
+        return float(value) if real else value
     except ZeroDivisionError:
         raise DiagnosticError(
             [Diagnostic("S111", f"division by zero in `{fn.source}`", span, help="guard the divisor")]
@@ -323,7 +330,7 @@ def _memory_fns(defn: ScheduleDef):
 
     def amount(pair, env):
         sign, fn = pair
-        return sign * (float(_call(fn, env)) if callable(fn) else float(fn))
+        return sign * (_call(fn, env, real=True) if callable(fn) else float(fn))
 
     for jt in defn.job_types:
         if jt.name in signed and jt.name not in ("backward", "backward_w"):
@@ -354,7 +361,7 @@ def _job_table(defn: ScheduleDef, env: dict, pp: int, vpp: int, stage_of, fns) -
             row = []
             for c in range(vpp):
                 scope = {**env, "rank": r, "chunk": c, "stage": stage_of[r][c]}
-                value = fn(scope) if not hasattr(fn, "source") else _call(fn, scope)
+                value = fn(scope) if not hasattr(fn, "source") else _call(fn, scope, real=True)
                 row.append(float(value))
             rows.append(row)
         table.append(rows)

@@ -153,6 +153,7 @@ class Expansion:
     bandwidth: float | None
     mem_delta: list[list[list[float]]]  # [type][rank][chunk]: activation units a job adds (negative: frees)
     memory_limit: list[float | None]  # [rank]
+    rules: list[StreamRule]  # with priorities evaluated for these sizes
 
     @property
     def ntypes(self) -> int:

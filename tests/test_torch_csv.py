@@ -1,0 +1,109 @@
+"""PyTorch pipelining's compute-only CSV: export, import, and the round trip expand -> torch-csv -> import -> expand."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from ppdsl.checker import check_expansion
+from ppdsl.checks import used_types
+from ppdsl.diagnostics import DiagnosticError
+from ppdsl.expand import expand
+from ppdsl.formats import to_torch_csv, torch_actions
+from ppdsl.library import library_files
+from ppdsl.resolve import load, resolve_text
+from ppdsl.torch_csv import torch_csv_to_sched
+
+# Library schedules and sizes; those with auxiliary jobs (1F1B's recv_forward/send_backward) round-trip their
+# compute jobs only, since torch's compute-only format has no place for them.
+CASES = [
+    ("fthenb", 4, 8, 1),
+    ("fthenb", 2, 3, 2),
+    ("1f1b", 4, 8, 1),
+    ("eager1f1b", 3, 6, 1),
+    ("zbh1", 4, 8, 1),
+    ("vpp", 4, 8, 2),
+    ("vpp", 2, 2, 2),
+    ("interleaved1f1b", 4, 8, 2),
+    ("interleaved1f1b", 2, 6, 3),
+    ("zbv", 4, 8, 2),
+    ("dualpipev", 3, 6, 2),
+    ("zbvpp", 4, 4, 2),
+]
+
+
+def _lib(stem: str):
+    return load(next(p for p in library_files() if p.stem == stem))
+
+
+@pytest.mark.parametrize(("stem", "pp", "m", "vpp"), CASES)
+def test_round_trip_is_identity(stem, pp, m, vpp, tmp_path):
+    exp = expand(_lib(stem), pp, m, vpp)
+    text = to_torch_csv(exp)
+    csv_path = tmp_path / f"{stem}.csv"
+    csv_path.write_text(text, newline="")
+    imported = resolve_text(torch_csv_to_sched(text, str(csv_path), f"{stem}_imported"), str(tmp_path / "x.sched"))
+    again = expand(imported, pp, m, vpp)
+    assert torch_actions(again) == torch_actions(exp)
+    assert again.stage_of == exp.stage_of
+    if not any(not exp.defn.job_types[t].builtin for t in used_types(exp)):
+        # no auxiliary jobs: the whole expansion, optimizer included, comes back
+        assert [again.job_tuples(r) for r in range(pp)] == [exp.job_tuples(r) for r in range(pp)]
+    assert check_expansion(again).valid
+
+
+def test_torch_csv_layout():
+    exp = expand(_lib("fthenb"), 2, 2, 1)
+    assert to_torch_csv(exp) == "0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0,1B1\r\n"
+
+
+def test_imported_v_schedule_keeps_v_placement(tmp_path):
+    exp = expand(_lib("zbv"), 2, 4, 2)
+    sched = torch_csv_to_sched(to_torch_csv(exp), "zbv.csv", "zbv_imported")
+    assert "placement vshape" in sched
+
+
+def test_idle_cells_and_overlap_actions_import():
+    """Idle cells vanish; DualPipeV's overlapped pair becomes its forward then its backward."""
+    text = "0F0,,3F0,(0F1;3B0)OVERLAP_F_B\r\n,1F0,2F0\r\n"
+    sched = torch_csv_to_sched(text, "t.csv", "t")
+    assert "placement vshape" in sched
+    assert "rank 0: F0.c0 F0.c1 F1.c0 B0.c1 optimizer" in sched
+    assert "rank 1: F0.c0 F0.c1 optimizer" in sched
+
+
+@pytest.mark.parametrize(
+    ("text", "row", "col", "fragment"),
+    [
+        ("0F0,0X1\n1F0\n", 1, 5, "`0X1` is not a compute action"),
+        ("0F0,0B0\n1F0, 1SEND_F0\n", 2, 6, "`1SEND_F0` is not a compute action"),
+        ("0F0\n0B0\n", 2, 1, "stage 0 appears on rank 0 and on rank 1"),
+        ("", 1, 1, "the CSV has no actions"),
+    ],
+)
+def test_malformed_csv_names_row_and_column(text, row, col, fragment):
+    with pytest.raises(DiagnosticError) as err:
+        torch_csv_to_sched(text, "bad.csv", "bad")
+    diag = err.value.diagnostics[0]
+    assert fragment in diag.message
+    assert (diag.span.line, diag.span.col) == (row, col)
+
+
+TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.mark.skipif(not TORCH, reason="torch is not installed (pip install -e '.[bench]' brings torch 2.13)")
+@pytest.mark.parametrize(("stem", "pp", "m", "vpp"), [c for c in CASES if c[0] != "fthenb" or c[3] == 1])
+def test_torch_loads_our_csv(stem, pp, m, vpp, tmp_path):
+    """torch's own `_load_csv` validates what `ppdsl expand --format torch-csv` writes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from torch_reference import torch_load_compute_csv
+
+    exp = expand(_lib(stem), pp, m, vpp)
+    path = tmp_path / "s.csv"
+    path.write_text(to_torch_csv(exp), newline="")
+    loaded = torch_load_compute_csv(path, microbatches=m, num_stages=pp * vpp)
+    assert [[str(a) for a in row if a is not None] for _, row in sorted(loaded.order.items())] == torch_actions(exp)
