@@ -56,6 +56,9 @@ class ExprCompiler:
     def compile(self, e: ast.Expr, scope: Scope) -> tuple[str, str]:
         """Python source and static type of `e`."""
         if isinstance(e, ast.Num):
+            if isinstance(e.value, float) and e.value == float("inf"):  # repr would be `inf`, not Python
+                self.error("E010", "the number is too large", e.span, label="not a finite real number")
+                return "0.0", FLOAT
             return repr(e.value), INT if isinstance(e.value, int) else FLOAT
         if isinstance(e, ast.Bool):
             return repr(e.value), BOOL

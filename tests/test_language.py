@@ -10,6 +10,10 @@ from ppdsl.expand import expand
 from ppdsl.resolve import load, resolve_text
 
 GPIPE = "order { forward * microbatches backward * microbatches optimizer }"
+CHUNKED = (
+    "order { for chunk in 0 .. vpp { forward * microbatches }"
+    " for c in 0 .. vpp { backward(chunk = vpp - 1 - c) * microbatches } optimizer }"
+)
 
 
 def labels(exp, rank=0):
@@ -49,7 +53,7 @@ def test_loops_lets_conditionals_and_arithmetic():
 
 
 def test_chunk_variable_is_the_default_chunk():
-    src = "order { for chunk in 0 .. vpp { forward * microbatches } for c in 0 .. vpp { backward(chunk = vpp - 1 - c) * microbatches } optimizer }"
+    src = CHUNKED
     exp = expand(resolve_text(src), 2, 1, vpp=2)
     assert labels(exp) == ["F0.c0", "F0.c1", "B0.c1", "B0.c0", "optimizer"]
     assert check_expansion(exp).valid
@@ -126,7 +130,8 @@ def test_include_brings_definitions_and_the_includer_overrides(tmp_path):
         'param warmup = 2\ncost forward = 5\njob recv_forward : forward ops "pd_op.recv_v2" before forward receives\n'
     )
     (tmp_path / "main.sched").write_text(
-        'include "common.sched"\ncost forward = 1\norder { repeat microbatches { recv_forward forward } backward * microbatches optimizer }'
+        'include "common.sched"\ncost forward = 1\n'
+        "order { repeat microbatches { recv_forward forward } backward * microbatches optimizer }"
     )
     exp = expand(load(tmp_path / "main.sched"), 2, 2)
     assert exp.params == {"warmup": 2}
