@@ -25,5 +25,8 @@ def find_schedule(name_or_path: str) -> Path:
     stem = path.name[:-6] if path.name.endswith(".sched") else path.name
     candidate = library_dir() / f"{stem.lower()}.sched"
     if path.parent == Path(".") and candidate.exists():
-        return candidate
+        try:  # short paths read better in diagnostics
+            return candidate.relative_to(Path.cwd())
+        except ValueError:
+            return candidate
     return path

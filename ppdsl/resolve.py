@@ -77,7 +77,11 @@ class _Resolver:
             if not isinstance(item, ast.Include):
                 out.append((file, item))
                 continue
-            target = (Path(file).parent / item.path).resolve()
+            try:
+                target = (Path(file).parent / item.path).resolve()
+            except (OSError, ValueError, RuntimeError) as err:  # e.g. a NUL byte in the path
+                self.error("E005", f"cannot include `{item.path}`: {_reason(err)}", item.span)
+                continue
             if str(target) in stack or len(stack) >= MAX_INCLUDE_DEPTH:
                 self.error("E005", f"`{item.path}` includes itself", item.span, help="remove the cycle")
                 continue
@@ -269,8 +273,16 @@ class _Resolver:
             line_sites = oc.line_sites
             if not self.diagnostics:
                 namespace: dict = {"_ceildiv": ceildiv}
-                exec(compile(order_source, f"<order of {file}>", "exec"), namespace)
-                order_fn = namespace["_order"]
+                try:
+                    exec(compile(order_source, f"<order of {file}>", "exec"), namespace)
+                    order_fn = namespace["_order"]
+                except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
+                    self.error(
+                        "E001",
+                        "the order is nested too deeply",
+                        body.span,
+                        help="Python compiles it: keep blocks under 20 levels and expressions under 200",
+                    )
         for tab in tables:
             when = None
             if tab.when is not None:
@@ -323,7 +335,11 @@ class _Resolver:
         names = ["pp", "vpp", "microbatches", *params, *extra]
         args = ", ".join(mangle(n) for n in names)
         namespace: dict = {"_ceildiv": ceildiv}
-        exec(f"def _f({args}):\n    return {src}\n", namespace)
+        try:
+            exec(f"def _f({args}):\n    return {src}\n", namespace)
+        except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
+            self.error("E001", "expression nested too deeply", None, help="split it, or simplify it")
+            namespace["_f"] = lambda *args: 0
         inner = namespace["_f"]
         order = tuple(names)
 
