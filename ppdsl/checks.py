@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppdsl.diagnostics import Diagnostic
+from ppdsl.diagnostics import Diagnostic, number_text
 from ppdsl.ir import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER, Expansion
 
 MAX_PER_KIND = 12  # diagnostics of one code kept in full; the rest are counted
@@ -68,7 +68,7 @@ def _check_rank(exp: Expansion, rank: int, aux: list[int], out: _Collector) -> N
             out.add(
                 Diagnostic(
                     "S107",
-                    f"micro-batch {mb} does not exist: there are {m} micro-batches (0 .. {m - 1})",
+                    f"micro-batch {number_text(mb)} does not exist: there are {m} micro-batches (0 .. {m - 1})",
                     span_of[sites[i]].span,
                     label=f"rank {rank} step {i} runs `{exp.label(code)}`",
                     help="count the jobs this statement emits for these sizes",

@@ -153,3 +153,11 @@ def render_all(diagnostics: list[Diagnostic], sources: SourceCache, color: bool 
 
 def to_json(diagnostics: list[Diagnostic]) -> str:
     return json.dumps([d.to_dict() for d in diagnostics], indent=2)
+
+
+def number_text(value: object) -> str:
+    """`str(value)`, or the size of an integer too long for Python to print (over 4300 digits)."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"<a {value.bit_length()}-bit integer>"

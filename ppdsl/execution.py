@@ -53,6 +53,15 @@ class Execution:
     end: list[list[float]]
     deadlock: list[Wait] = field(default_factory=list)  # the cycle, when there is one
     blocked: list[Wait] = field(default_factory=list)  # every rank that cannot move
+    visits: list[tuple[int, int]] | None = None  # (rank, step) in the order jobs became runnable
+
+    def merged_order(self) -> list[tuple[int, int]]:
+        """Every rank's jobs as one sequence that respects all dependencies: by start time, ties in visit
+        order (a topological order, so a zero-cost producer still precedes its consumer)."""
+        if self.visits is None:
+            raise ValueError("run execute(..., record_visits=True) to merge orders")
+        rank_in_visit = {key: i for i, key in enumerate(self.visits)}
+        return sorted(self.visits, key=lambda key: (self.start[key[0]][key[1]], rank_in_visit[key]))
 
     @property
     def completed(self) -> bool:
@@ -115,7 +124,9 @@ def _signal_tables(exp: Expansion, used: set[int]):
     return in_off, out_off
 
 
-def execute(exp: Expansion, rendezvous: bool = False, used: set[int] | None = None) -> Execution:
+def execute(
+    exp: Expansion, rendezvous: bool = False, used: set[int] | None = None, record_visits: bool = False
+) -> Execution:
     """Run all ranks together; complete schedules only (run `checks.check_ranks` first)."""
     from ppdsl.checks import used_types
 
@@ -137,6 +148,7 @@ def execute(exp: Expansion, rendezvous: bool = False, used: set[int] | None = No
     start = [[0.0] * len(jobs) for jobs in exp.jobs]
     end = [[0.0] * len(jobs) for jobs in exp.jobs]
     two_m = 2 * m
+    visits: list[tuple[int, int]] | None = [] if record_visits else None
 
     def sig_rank(sg: int) -> int:
         return rank_of_stage[sg // two_m]
@@ -181,6 +193,8 @@ def execute(exp: Expansion, rendezvous: bool = False, used: set[int] | None = No
             en = st + cost[t][r][c]
             st_row[i] = st
             en_row[i] = en
+            if visits is not None:
+                visits.append((r, i))
             t_free = en
             i += 1
             off = out_off[t][r][c]
@@ -204,7 +218,9 @@ def execute(exp: Expansion, rendezvous: bool = False, used: set[int] | None = No
         cursor[r] = i
         free[r] = t_free
 
-    return _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage)
+    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage)
+    result.visits = visits
+    return result
 
 
 def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage) -> Execution:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import replace
 
-from ppdsl.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.diagnostics import Diagnostic, DiagnosticError, Span, number_text
 from ppdsl.ir import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, Expansion, ScheduleDef
 
 DEFAULT_COSTS = {"forward": 1.0, "backward": 2.0, "backward_b": 1.0, "backward_w": 1.0}
@@ -160,7 +160,7 @@ def _placement(defn: ScheduleDef, env: dict, pp: int, vpp: int) -> list[list[int
         for c, s in enumerate(row):
             problem = None
             if not 0 <= s < pp * vpp:
-                problem = f"rank {r} chunk {c} is placed on stage {s}, outside 0 .. {pp * vpp - 1}"
+                problem = f"rank {r} chunk {c} is placed on stage {number_text(s)}, outside 0 .. {pp * vpp - 1}"
             elif s in owners:
                 problem = f"stage {s} is placed on rank {owners[s][0]} chunk {owners[s][1]} and on rank {r} chunk {c}"
             if problem:
@@ -206,18 +206,19 @@ def _run_orders(
 
 def _order_failure(defn: ScheduleDef, err: _OrderFailure, rank: int, vpp: int, cap: int) -> Diagnostic:
     site = defn.sites[err.site]
+    shown = number_text(err.value)
     if err.kind == "chunk":
         return Diagnostic(
             "S108",
-            f"chunk {err.value} does not exist on rank {rank}",
+            f"chunk {shown} does not exist on rank {rank}",
             site.span,
-            label=f"chunk is {err.value}, but vpp = {vpp} gives chunks 0 .. {vpp - 1}",
+            label=f"chunk is {shown}, but vpp = {vpp} gives chunks 0 .. {vpp - 1}",
             help="keep the chunk expression within 0 .. vpp - 1",
         )
     if err.kind == "mb":
         return Diagnostic(
             "S107",
-            f"micro-batch {err.value} does not exist on rank {rank}",
+            f"micro-batch {shown} does not exist on rank {rank}",
             site.span,
             label="micro-batch ids start at 0",
         )
@@ -225,16 +226,16 @@ def _order_failure(defn: ScheduleDef, err: _OrderFailure, rank: int, vpp: int, c
     if isinstance(err.value, int) and err.value < 0:
         return Diagnostic(
             "S110",
-            f"{what} is negative ({err.value}) on rank {rank}",
+            f"{what} is negative ({shown}) on rank {rank}",
             site.span,
-            label=f"evaluates to {err.value}",
+            label=f"evaluates to {shown}",
             help="guard it with `max(0, ...)` or a `require`",
         )
     return Diagnostic(
         "S110",
-        f"{what} {err.value} on rank {rank} is larger than any complete schedule needs",
+        f"{what} {shown} on rank {rank} is larger than any complete schedule needs",
         site.span,
-        label=f"evaluates to {err.value} (limit {cap})",
+        label=f"evaluates to {shown} (limit {cap})",
         help="check the count expression",
     )
 
@@ -369,3 +370,72 @@ def _job_table(defn: ScheduleDef, env: dict, pp: int, vpp: int, stage_of, fns) -
 
 
 __all__ = ["BACKWARD", "BACKWARD_B", "BACKWARD_W", "FORWARD", "expand", "parse_params"]
+
+
+def expansion_from_orders(
+    job_types: list[dict],
+    stage_of: list[list[int]],
+    orders: list[list[tuple[str, int, int]]],
+    microbatches: int,
+    name: str = "plan",
+) -> Expansion:
+    """An Expansion of given job lists (a generated plan module's `job_list`s), with default costs, so the
+    checks and the execution model apply to them too."""
+    from ppdsl.ir import JobType, ScheduleDef, Site
+
+    types = [
+        JobType(
+            jt["name"],
+            jt["region"],
+            tuple(jt.get("ops") or ("*",)),
+            jt.get("alias"),
+            jt.get("before"),
+            jt.get("after"),
+            bool(jt.get("receives")),
+            bool(jt.get("sends")),
+        )
+        for jt in job_types
+    ]
+    index = {jt.name: i for i, jt in enumerate(types)}
+    pp, vpp = len(stage_of), len(stage_of[0]) if stage_of else 1
+    defn = ScheduleDef(
+        name=name,
+        doc="",
+        path="<plan>",
+        params={},
+        requires=[],
+        job_types=types,
+        placement_kind="expr",
+        placement_fn=None,
+        costs={},
+        comm={},
+        memory={},
+        memory_limit_fn=None,
+        memory_limit_span=None,
+        rules=[],
+        rule_priorities=[],
+        order_fn=None,
+        order_source="",
+        tables=[],
+        sites=[Site(Span("<plan>", 1, 1, 1, 2), "")],
+        line_sites={},
+    )
+    ntypes = len(types)
+    jobs = [[(mb * vpp + c) * ntypes + index[t] for t, c, mb in order] for order in orders]
+    env = {"pp": pp, "vpp": vpp, "microbatches": microbatches}
+    return Expansion(
+        defn=defn,
+        pp=pp,
+        vpp=vpp,
+        microbatches=microbatches,
+        params={},
+        stage_of=[list(row) for row in stage_of],
+        jobs=jobs,
+        sites=[[0] * len(j) for j in jobs],
+        cost=_job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn, None)),
+        latency=0.0,
+        bandwidth=None,
+        mem_delta=_job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn)),
+        memory_limit=[None] * pp,
+        rules=[],
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ppdsl.diagnostics import Span
+from ppdsl.diagnostics import Span, number_text
 
 FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER = range(5)
 BUILTIN_JOB_TYPES = ("forward", "backward", "backward_b", "backward_w", "optimizer")
@@ -202,4 +202,4 @@ def job_label(jt: JobType, chunk: int, mb: int, vpp: int) -> str:
     if jt.name == "optimizer":
         return "optimizer"
     short = SHORT_NAMES.get(jt.name) or jt.alias or jt.name
-    return f"{short}{mb}" + (f".c{chunk}" if vpp > 1 else "")
+    return f"{short}{number_text(mb)}" + (f".c{chunk}" if vpp > 1 else "")

@@ -458,6 +458,9 @@ class _Resolver:
                         + "a cell is a job name and micro-batch, with `.c<chunk>` when vpp > 1: `F3`, `B0.c1`",
                     )
                     continue
+                if max(len(m.group(2) or ""), len(m.group(3) or "")) > 1000:  # int() refuses over 4300 digits
+                    self.error("E004", "a micro-batch or chunk number has too many digits", cell.span)
+                    continue
                 mb = int(m.group(2)) if m.group(2) else 0
                 chunk = int(m.group(3)) if m.group(3) else 0
                 if m.group(2) is None and job_types[t].name != "optimizer":

@@ -7,7 +7,7 @@ import itertools
 import re
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from ppdsl import ast
 from ppdsl.diagnostics import Diagnostic, DiagnosticError, Span
@@ -145,6 +145,13 @@ def parse(text: str, file: str = "<string>") -> ast.SchedFile:
         items = _ToAst(file).transform(tree)
     except RecursionError:
         raise DiagnosticError([_too_deep(file)]) from None
+    except VisitError as err:  # lark wraps what a transformer method raises
+        if isinstance(err.orig_exc, RecursionError):
+            raise DiagnosticError([_too_deep(file)]) from None
+        if isinstance(err.orig_exc, ValueError):  # int() of a literal over Python's 4300-digit limit
+            span = Span.from_meta(file, getattr(err.obj, "meta", None))
+            raise DiagnosticError([Diagnostic("E001", "a number has too many digits", span)]) from None
+        raise
     return ast.SchedFile(path=file, text=text, items=items)
 
 

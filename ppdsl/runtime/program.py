@@ -1,0 +1,130 @@
+"""The training program a schedule runs: forward (role 0), backward (role 1), optimizer (role 2), every op on a
+stage (Paddle's chunk id), with gradient accumulation across micro-batches.
+
+Paddle does not accumulate gradients for plain (non-auto-parallel) programs: without it the optimizer silently
+sees micro-batch 0's gradient only. So every parameter gets a persistable `<name>@GRAD@MERGE` accumulator that
+the backward adds into, the optimizer steps on `accumulator / microbatches`, and resets to zero, the way
+Paddle's gradient-merge pass does for auto-parallel programs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppdsl.runtime.model import Model, ModelContext
+
+FORWARD_ROLE, BACKWARD_ROLE, OPTIMIZE_ROLE = 0, 1, 2
+LOSS_NAME = "ppdsl.loss"
+MERGE_SUFFIX = "@GRAD@MERGE"
+
+
+@dataclass
+class TrainingProgram:
+    main: object
+    startup: object
+    loss: object  # the loss Value of `main`
+    inputs: dict[str, tuple[list[int], str]]  # name -> (micro-batch shape, dtype)
+    param_stage: dict[str, int]  # parameter name -> stage
+    num_stages: int
+    micro_batch_size: int
+    accumulates: bool
+
+
+def make_optimizer(paddle, name: str, lr: float):
+    if name == "sgd":
+        return paddle.optimizer.SGD(lr)
+    if name == "adam":
+        return paddle.optimizer.Adam(lr)
+    raise ValueError(f"unknown optimizer `{name}` (sgd or adam)")
+
+
+def build_training_program(
+    paddle,
+    model: Model,
+    *,
+    micro_batch_size: int,
+    num_stages: int,
+    microbatches: int,
+    lr: float,
+    optimizer: str = "adam",
+    seed: int = 0,
+    accumulate: bool = True,
+    train: bool = True,
+) -> TrainingProgram:
+    """Build forward + backward + optimizer. `accumulate=False` gives the plain full-batch reference program,
+    `train=False` the forward alone (to evaluate losses)."""
+    from paddle.base.framework import pir_chunk_id_guard, pir_op_role_guard
+
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    main.random_seed = startup.random_seed = seed
+    ctx = ModelContext(paddle, micro_batch_size, num_stages)
+    with paddle.static.program_guard(main, startup):
+        with pir_op_role_guard(FORWARD_ROLE):
+            loss = model.build(ctx)
+            with pir_chunk_id_guard(loss.get_defining_op().chunk_id):
+                # a name, so the loss can be found again in the job program that computes it
+                paddle._C_ops.set_persistable_value(loss, LOSS_NAME)
+        if not train:
+            return TrainingProgram(main, startup, loss, dict(ctx.inputs), {}, num_stages, micro_batch_size, False)
+        opt = make_optimizer(paddle, optimizer, lr)
+        with pir_op_role_guard(BACKWARD_ROLE):
+            params_grads = opt.backward(loss)
+        param_stage = {p.name: max(p.get_defining_op().chunk_id, 0) for p, _ in params_grads}
+        accumulators = []
+        if accumulate:
+            accumulators = _accumulate_gradients(paddle, main, startup, params_grads, param_stage)
+            params_grads = scale_accumulated(paddle, accumulators, microbatches, param_stage)
+        with pir_op_role_guard(OPTIMIZE_ROLE):
+            # one apply_gradients per stage, so that every optimizer op carries its parameter's stage
+            for stage in range(num_stages):
+                group = [(p, g) for p, g in params_grads if param_stage[p.name] == stage]
+                if not group:
+                    continue
+                with pir_chunk_id_guard(stage):
+                    opt.apply_gradients(group)
+                    for p, acc in accumulators:
+                        if param_stage[p.name] == stage:
+                            paddle._C_ops.scale_(acc, 0.0, 0.0, False)  # reset for the next step
+    return TrainingProgram(main, startup, loss, dict(ctx.inputs), param_stage, num_stages, micro_batch_size, accumulate)
+
+
+def _accumulate_gradients(paddle, main, startup, params_grads, param_stage):
+    """Accumulators in startup (zeros, persistable), `acc += grad` after each gradient (role 1, marked
+    `grad_merge_add` as Paddle's backward splitter expects), the optimizer on `acc * 1/microbatches`."""
+    from paddle.base import core
+    from paddle.base.framework import pir_chunk_id_guard, pir_op_role_guard
+
+    mblock, sblock = main.global_block(), startup.global_block()
+    place = core.Place()
+    place.set_place(paddle.CPUPlace())
+    merged = []
+    for p, g in params_grads:
+        name = p.name + MERGE_SUFFIX
+        paddle.pir.set_insertion_point_to_block_end(sblock)
+        zeros = paddle.full(g.shape, 0.0, g.dtype)
+        zeros.persistable = True
+        paddle.pir.set_insertion_point_after(zeros.get_defining_op())
+        paddle._C_ops.set_persistable_value(zeros, name)
+        acc = mblock.add_kwarg(name, g.type())
+        acc.persistable = True
+        acc.place_attr = place
+        paddle.pir.set_insertion_point_after(g.get_defining_op())
+        with pir_op_role_guard(BACKWARD_ROLE), pir_chunk_id_guard(param_stage[p.name]):
+            paddle._C_ops.add_(acc, g)
+        add_op = [op for op in acc.all_used_ops() if op.name() == "pd_op.add_"][-1]
+        add_op.set_bool_attr("grad_merge_add", True)
+        merged.append((p, acc))
+    paddle.pir.set_insertion_point_to_block_end(mblock)
+    return merged
+
+
+def scale_accumulated(paddle, params_grads, microbatches: int, param_stage):
+    """(param, acc / microbatches) pairs, each scale op on its parameter's stage (optimizer role)."""
+    from paddle.base.framework import pir_chunk_id_guard, pir_op_role_guard
+
+    out = []
+    with pir_op_role_guard(OPTIMIZE_ROLE):
+        for p, acc in params_grads:
+            with pir_chunk_id_guard(param_stage[p.name]):
+                out.append((p, paddle.scale(acc, 1.0 / microbatches)))
+    return out

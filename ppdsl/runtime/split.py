@@ -1,0 +1,177 @@
+"""Classify every op into a job type and stage, and split the program into one program per job.
+
+Generic over the schedule's declared job types: an op belongs to a user type (Paddle's `recv_forward`,
+`send_backward`, ...) when its region matches and its name matches one of the type's patterns, else to the
+built-in type of its region. Values produced in one job program and used in another become persistable
+variables by name (`builtin.shadow_output` in the producer, a block keyword argument in the consumer), as
+Paddle's `_split_program_into_forward_backward_optimize` and VPP's `_split_program_for_vpp` do; those two
+are fixed to their own job types, so this is the same mechanism for any set of types.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.runtime.stages import UNKNOWN
+
+ROLE_REGION = {0: "forward", 1: "backward", 2: "optimize"}
+REGION_OF_KIND = {
+    "forward": "forward",
+    "backward": "backward",
+    "backward_b": "backward_b",
+    "backward_w": "backward_w",
+    "optimizer": "optimize",
+}
+
+
+@dataclass(frozen=True)
+class ProgramKey:
+    """One job program: a job type on a stage (or, for the optimizer, on a rank)."""
+
+    type: str
+    stage: int  # the rank for `optimizer`
+
+
+def split_matmul_grads(block) -> int:
+    """Split every splittable `matmul_grad` into input-gradient and weight-gradient matmuls.
+
+    Paddle's `_pir_split_matmul_grad_to_matmul` asserts `not has_attr("trans_x")`, but PIR names the
+    attributes `transpose_x` / `transpose_y`, so its guard never fires: filter on them here.
+    """
+    from paddle.distributed.passes.pass_utils import _pir_split_matmul_grad_to_matmul
+
+    ops = block.ops
+    found = [
+        i
+        for i, op in enumerate(ops)
+        if op.name() == "pd_op.matmul_grad" and not op.attrs()["transpose_x"] and not op.attrs()["transpose_y"]
+    ]
+    for i in reversed(found):
+        _pir_split_matmul_grad_to_matmul(block, i)
+    return len(found)
+
+
+def classify_kinds(ops, split_backward: bool) -> list[str]:
+    """forward | backward | backward_b | backward_w | optimizer, per op."""
+    from paddle.distributed.passes.pass_utils import _pir_get_backward_op_type
+
+    kinds: list[str] = [""] * len(ops)
+    pending: list[str] = []
+    for i in range(len(ops) - 1, -1, -1):
+        role = ops[i].op_role
+        if role == 2:
+            kinds[i] = "optimizer"
+        elif role == 1:
+            if not split_backward:
+                kinds[i] = "backward"
+                continue
+            if not pending:
+                pending = _pir_get_backward_op_type(ops, i)
+            kinds[i] = pending.pop()
+        else:
+            kinds[i] = "forward"
+    return kinds
+
+
+def assign_job_types(ops, kinds: list[str], job_types: Sequence[dict], used: set[str]) -> list[str]:
+    """The job type of every op: a used user type whose region and patterns match, else its built-in kind.
+
+    Every op must belong to exactly one type; an op two user types claim is an error.
+    """
+    user = [jt for jt in job_types if jt["name"] in used and jt["name"] not in REGION_OF_KIND]
+    out = []
+    clashes = []
+    for op, kind in zip(ops, kinds, strict=True):
+        region = REGION_OF_KIND[kind]
+        matches = [
+            jt["name"]
+            for jt in user
+            if (jt["region"] == region or (jt["region"] == "backward" and region.startswith("backward")))
+            and any(fnmatch.fnmatchcase(op.name(), pat) for pat in jt["ops"])
+        ]
+        if len(matches) > 1:
+            clashes.append(f"`{op.name()}` matches job types {', '.join(f'`{m}`' for m in matches)}")
+        out.append(matches[0] if matches else kind)
+    if clashes:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E032",
+                    "the declared job types do not cover every op exactly once",
+                    label=clashes[0] + (f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""),
+                    help="make the `ops` patterns of job types in one region disjoint",
+                )
+            ]
+        )
+    return out
+
+
+def op_homes(
+    types: list[str], stages: list[int], programs: set[ProgramKey], rank_of_stage: dict[int, int]
+) -> list[list[ProgramKey]]:
+    """The job programs that run each op. A whole `backward` job runs both halves of a split backward; a
+    stage-less optimizer op (a learning-rate constant, say) runs in every optimizer program."""
+    optimizers = sorted((k for k in programs if k.type == "optimizer"), key=lambda k: k.stage)
+    homes = []
+    for t, s in zip(types, stages, strict=True):
+        if t == "optimizer":
+            if s == UNKNOWN:
+                homes.append(optimizers)
+            else:
+                key = ProgramKey("optimizer", rank_of_stage.get(s, -1))
+                homes.append([key] if key in programs else [])
+            continue
+        keys = [ProgramKey(t, s)]
+        if t in ("backward_b", "backward_w"):
+            keys.append(ProgramKey("backward", s))
+        homes.append([k for k in keys if k in programs])
+    return homes
+
+
+def split_program(main, homes: list[list[ProgramKey]], order: list[ProgramKey]) -> dict[ProgramKey, object]:
+    """One clone of `main` per job program, each keeping only its own ops; values that cross programs are
+    published by name in every program that computes them and read by name where they are used."""
+    import paddle
+    from paddle.base import core
+
+    src = main.global_block().ops
+    progs = {key: main.clone() for key in order}
+    pops = {key: progs[key].global_block().ops for key in order}
+    place = core.Place()
+    place.set_place(paddle.CPUPlace())
+
+    def existing_name(i: int, r: int) -> str | None:
+        op = src[i]
+        if op.name() in ("pd_op.data", "builtin.parameter"):
+            return op.result(r).name
+        for user in op.result(r).all_used_ops():
+            if user.name() == "builtin.shadow_output":
+                return user.attrs()["output_name"]
+        return None
+
+    for i in range(len(src) - 1, -1, -1):
+        home = homes[i]
+        for r in range(src[i].num_results()):
+            users = [k for k in order if k not in home and not pops[k][i].result(r).use_empty()]
+            if not users:
+                continue
+            name = existing_name(i, r)
+            if name is None:
+                name = f"ppdsl.{i}.{src[i].name()}.{r}"
+                for h in home:
+                    paddle.pir.set_insertion_point_after(pops[h][i])
+                    paddle._C_ops.set_persistable_value(pops[h][i].result(r), name)
+            for k in users:
+                value = pops[k][i].result(r)
+                kwarg = progs[k].global_block().add_kwarg(name, value.type())
+                kwarg.place_attr = place
+                kwarg.persistable = value.persistable
+                value.replace_all_uses_with(kwarg)
+        for k in order:
+            if k not in home:
+                pops[k][i].erase()
+    paddle.pir.set_insertion_point_to_block_end(main.global_block())
+    return progs

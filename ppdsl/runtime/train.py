@@ -1,0 +1,272 @@
+"""Training with a schedule's plan on one machine, and the plain full-batch reference it must equal.
+
+A `PipelineTrainer` builds the training program at micro-batch size, the plan from the schedule's expansion,
+and runs steps with Paddle's standalone executor: the executor splits each fed array along dim 0 into one
+micro-batch per child scope. Checkpoints hold everything the startup program initialises (parameters,
+gradient accumulators, optimizer moments) and the step, written to a temporary file and renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.ir import Expansion
+from ppdsl.runtime.env import import_paddle
+from ppdsl.runtime.model import Model, synthetic_batch
+from ppdsl.runtime.plan import BuiltPlan, build_plan
+from ppdsl.runtime.program import TrainingProgram, build_training_program
+
+CHECKPOINT = "checkpoint.npz"
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 32
+    lr: float = 0.01
+    optimizer: str = "adam"
+    seed: int = 0
+
+
+def job_type_dicts(exp: Expansion) -> list[dict]:
+    return [
+        {
+            "name": jt.name,
+            "region": jt.region,
+            "ops": list(jt.ops),
+            "before": jt.before,
+            "after": jt.after,
+            "receives": jt.receives,
+            "sends": jt.sends,
+        }
+        for jt in exp.defn.job_types
+    ]
+
+
+def rule_dicts(exp: Expansion) -> list[dict]:
+    return [
+        {"pattern": r.pattern, "job": r.job, "stream": r.stream, "priority": r.priority, "attrs": dict(r.attrs)}
+        for r in exp.rules
+    ]
+
+
+def _startup_names(startup) -> list[str]:
+    """What the startup program initialises: the state a checkpoint must hold."""
+    names = []
+    for op in startup.global_block().ops:
+        if op.name() == "builtin.set_parameter":
+            names.append(op.attrs()["parameter_name"])
+        elif op.name() == "builtin.shadow_output":
+            names.append(op.attrs()["output_name"])
+    return sorted(set(names))
+
+
+@dataclass
+class PipelineTrainer:
+    exp: Expansion
+    model: Model
+    config: TrainConfig
+    program: TrainingProgram = field(init=False)
+    built: BuiltPlan = field(init=False)
+    step_index: int = 0
+
+    def __post_init__(self) -> None:
+        m = self.exp.microbatches
+        if self.config.batch_size % m:
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E036",
+                        f"batch size {self.config.batch_size} does not split into {m} micro-batches",
+                        help=f"use a batch size divisible by {m}, e.g. {m * max(1, self.config.batch_size // m)}",
+                    )
+                ]
+            )
+        paddle = self.paddle = import_paddle()
+        self.program = build_training_program(
+            paddle,
+            self.model,
+            micro_batch_size=self.config.batch_size // m,
+            num_stages=self.exp.nstages,
+            microbatches=m,
+            lr=self.config.lr,
+            optimizer=self.config.optimizer,
+            seed=self.config.seed,
+        )
+        self.built = build_plan(
+            self.program.main,
+            self.program.startup,
+            job_types=job_type_dicts(self.exp),
+            stage_of=self.exp.stage_of,
+            orders=[self.exp.job_tuples(r) for r in range(self.exp.pp)],
+            rules=rule_dicts(self.exp),
+            microbatches=m,
+        )
+        self.scope = paddle.static.Scope()
+        place = paddle.CPUPlace()
+        with paddle.static.scope_guard(self.scope):
+            paddle.static.Executor(place).run(self.program.startup)
+        # one executor per scope: two executors on one scope can crash in FetchTensors
+        self.executor = paddle.static.Executor(place)
+        self.executor._set_plan(self.built.plan)
+        self.state_names = _startup_names(self.program.startup)
+
+    def batch(self, step: int) -> dict[str, np.ndarray]:
+        if self.model.make_batch is not None:
+            return self.model.make_batch(step, self.config.batch_size, self.config.seed)
+        return synthetic_batch(self.program.inputs, self.config.batch_size, step, self.config.seed)
+
+    def step(self) -> np.ndarray:
+        """One training step; the loss of each micro-batch."""
+        with self.paddle.static.scope_guard(self.scope):
+            out = self.executor.run(
+                self.program.main, feed=self.batch(self.step_index), fetch_list=[self.built.loss_value]
+            )
+        self.step_index += 1
+        return np.asarray(out[0], dtype=np.float64).reshape(-1)
+
+    # ------------------------------------------------------------ state
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names}
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        return {n: v for n, v in self.state().items() if n in self.program.param_stage}
+
+    def set_state(self, values: dict[str, np.ndarray]) -> None:
+        place = self.paddle.CPUPlace()
+        for name, value in values.items():
+            var = self.scope.find_var(name)
+            if var is None:
+                raise DiagnosticError([Diagnostic("E037", f"the checkpoint has `{name}`, which this model lacks")])
+            var.get_tensor().set(value, place)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write the whole state and the step to DIR/checkpoint.npz, atomically."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / CHECKPOINT
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".checkpoint.", suffix=".npz.tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                meta = {"step": self.step_index, "schedule": self.exp.defn.name}
+                np.savez(f, __meta__=np.array(json.dumps(meta)), **self.state())
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return target
+
+    def resume(self, directory: str | Path) -> int:
+        path = Path(directory) / CHECKPOINT
+        try:
+            with np.load(path) as data:
+                meta = json.loads(str(data["__meta__"]))
+                self.set_state({k: data[k] for k in data.files if k != "__meta__"})
+        except (OSError, KeyError, ValueError) as err:
+            raise DiagnosticError(
+                [Diagnostic("E037", f"cannot resume from `{path}`: {err}", help="point --resume at a --save-dir")]
+            ) from None
+        self.step_index = int(meta["step"])
+        return self.step_index
+
+
+def reference_run(
+    model: Model,
+    *,
+    num_stages: int,
+    microbatches: int,
+    config: TrainConfig,
+    steps: int,
+    initial: dict[str, np.ndarray],
+    batches,
+) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """The same model trained the plain way: one full-batch program, no plan. Also the loss of each
+    micro-batch at the start of each step, from a forward-only program at micro-batch size."""
+    paddle = import_paddle()
+    full = build_training_program(
+        paddle,
+        model,
+        micro_batch_size=config.batch_size,
+        num_stages=num_stages,
+        microbatches=1,
+        lr=config.lr,
+        optimizer=config.optimizer,
+        seed=config.seed,
+        accumulate=False,
+    )
+    mb_size = config.batch_size // microbatches
+    probe = build_training_program(
+        paddle,
+        model,
+        micro_batch_size=mb_size,
+        num_stages=num_stages,
+        microbatches=1,
+        lr=config.lr,
+        optimizer=config.optimizer,
+        seed=config.seed,
+        accumulate=False,
+        train=False,
+    )
+    scope = paddle.static.Scope()
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    losses = []
+    with paddle.static.scope_guard(scope):
+        exe.run(full.startup)
+        for name, value in initial.items():
+            var = scope.find_var(name)
+            if var is not None:
+                var.get_tensor().set(value, paddle.CPUPlace())
+        for step in range(steps):
+            batch = batches(step)
+            per_mb = []
+            for k in range(microbatches):
+                part = {n: v[k * mb_size : (k + 1) * mb_size] for n, v in batch.items()}
+                per_mb.append(float(np.asarray(exe.run(probe.main, feed=part, fetch_list=[probe.loss])[0])))
+            losses.append(np.array(per_mb))
+            exe.run(full.main, feed=batch, fetch_list=[full.loss])
+        params = {n: np.array(scope.find_var(n).get_tensor()) for n in initial if n in full.param_stage}
+    return params, losses
+
+
+@dataclass
+class RunResult:
+    losses: list[np.ndarray]
+    step_seconds: list[float]
+    build_seconds: float
+    jobs_per_step: int
+    parameters: dict[str, np.ndarray]
+    started_at_step: int = 0
+
+
+def train(trainer: PipelineTrainer, steps: int, on_step=None, save_dir=None, save_every: int = 0) -> RunResult:
+    losses, times = [], []
+    first = trainer.step_index
+    while trainer.step_index < first + steps:
+        t = time.perf_counter()
+        loss = trainer.step()
+        times.append(time.perf_counter() - t)
+        losses.append(loss)
+        if save_dir and save_every and trainer.step_index % save_every == 0:
+            trainer.save(save_dir)
+        if on_step:
+            on_step(trainer.step_index, loss)
+    if save_dir:
+        trainer.save(save_dir)
+    return RunResult(
+        losses, times, trainer.built.seconds["total"], len(trainer.built.job_names), trainer.parameters(), first
+    )
+
+
+def checksum(params: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    return {
+        n: {"sum": float(np.sum(v, dtype=np.float64)), "sum_sq": float(np.sum(np.square(v, dtype=np.float64)))}
+        for n, v in sorted(params.items())
+    }
