@@ -164,6 +164,56 @@ def _print_report(result: CheckResult) -> None:
     out.print(table)
 
 
+@app.command("run")
+def run_cmd(
+    file: Annotated[str, typer.Argument(help="A .sched file or shipped schedule name.")] = "1f1b",
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline degree (stages emulated on this machine).")] = 4,
+    microbatches: Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")] = 8,
+    vpp: VPP = 1,
+    param: Params = None,
+    steps: Annotated[int, typer.Option("--steps", help="Training steps.")] = 30,
+    model: Annotated[
+        str | None, typer.Option("--model", help="`module:function` building the forward pass (see README).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Samples per step (all micro-batches).")] = 32,
+    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 0.01,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="adam or sgd.")] = "adam",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of parameters and synthetic data.")] = 0,
+    summary_json: Annotated[
+        Path | None, typer.Option("--summary-json", help="Write losses, checksums and times here.")
+    ] = None,
+    save_dir: Annotated[Path | None, typer.Option("--save-dir", help="Write checkpoints here.")] = None,
+    save_every: Annotated[int, typer.Option("--save-every", help="Checkpoint every N steps (0: at the end).")] = 0,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue from this --save-dir.")] = None,
+) -> None:
+    """Train with the schedule's plan: every stage emulated on this machine, Paddle's standalone executor."""
+    from ppdsl.run import RunOptions, run_training
+
+    options = RunOptions(
+        schedule=str(find_schedule(file)),
+        pp=pp,
+        microbatches=microbatches,
+        vpp=vpp,
+        params=param,
+        steps=steps,
+        model=model,
+        batch_size=batch_size,
+        lr=lr,
+        optimizer=optimizer,
+        seed=seed,
+        summary_json=summary_json,
+        save_dir=save_dir,
+        save_every=save_every,
+        resume=resume,
+    )
+    try:
+        code = run_training(options, out, err)
+    except DiagnosticError as e:
+        codes = {d.code for d in e.diagnostics}
+        _fail(e.diagnostics, EXIT_USAGE if any(c.startswith("E") for c in codes) else EXIT_INVALID)
+    raise typer.Exit(code)
+
+
 @app.command("expand")
 def expand_cmd(
     file: File,

@@ -23,4 +23,6 @@ def import_paddle() -> ModuleType:
             [Diagnostic("E030", f"PaddlePaddle is not available ({err.name or err})", help=INSTALL_HINT)]
         ) from None
     paddle.enable_static()
+    # Paddle's Python layer warns about every fed micro-batch shape and other things users cannot act on
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"paddle\.")
     return paddle

@@ -73,7 +73,11 @@ def build_plan(
     ops = block.ops
     stages = op_stages(work)
     kinds = classify_kinds(ops, split_backward)
-    if split_backward and "backward_w" not in kinds:
+    # gradient-accumulation adds are always classed backward_w; the backward is split only if some weight
+    # gradient itself moved there
+    if split_backward and not any(
+        kind == "backward_w" and not op.has_attr("grad_merge_add") for op, kind in zip(ops, kinds, strict=True)
+    ):
         raise DiagnosticError(
             [
                 Diagnostic(

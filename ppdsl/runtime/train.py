@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -55,6 +56,12 @@ def rule_dicts(exp: Expansion) -> list[dict]:
         {"pattern": r.pattern, "job": r.job, "stream": r.stream, "priority": r.priority, "attrs": dict(r.attrs)}
         for r in exp.rules
     ]
+
+
+def canonical_name(name: str, parameters) -> str:
+    """Optimizer state is named `<param>_moment1_<n>` with `n` from a process-wide counter, so the same model
+    built twice in one process names it differently; the name without the counter is stable."""
+    return name if name in parameters else re.sub(r"_\d+$", "", name)
 
 
 def _startup_names(startup) -> list[str]:
@@ -135,18 +142,22 @@ class PipelineTrainer:
     # ------------------------------------------------------------ state
 
     def state(self) -> dict[str, np.ndarray]:
-        return {n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names}
+        """Everything the startup program initialises, keyed by canonical name (see `canonical_name`)."""
+        return {
+            canonical_name(n, self.program.param_stage): np.array(self.scope.find_var(n).get_tensor())
+            for n in self.state_names
+        }
 
     def parameters(self) -> dict[str, np.ndarray]:
         return {n: v for n, v in self.state().items() if n in self.program.param_stage}
 
     def set_state(self, values: dict[str, np.ndarray]) -> None:
         place = self.paddle.CPUPlace()
+        actual = {canonical_name(n, self.program.param_stage): n for n in self.state_names}
         for name, value in values.items():
-            var = self.scope.find_var(name)
-            if var is None:
+            if name not in actual:
                 raise DiagnosticError([Diagnostic("E037", f"the checkpoint has `{name}`, which this model lacks")])
-            var.get_tensor().set(value, place)
+            self.scope.find_var(actual[name]).get_tensor().set(value, place)
 
     def save(self, directory: str | Path) -> Path:
         """Write the whole state and the step to DIR/checkpoint.npz, atomically."""

@@ -1,0 +1,169 @@
+"""`ppdsl run`: check the schedule, then train with it, showing progress and a summary.
+
+Everything that can be wrong with the input is found before training starts: the checker's diagnostics, a
+batch that does not split into micro-batches, a model path that does not import, a missing paddle, a
+schedule that needs a split backward on a model that has none (found while the plan is built).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ppdsl.checker import EXIT_VALID, check
+from ppdsl.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
+from ppdsl.expand import parse_params
+
+
+@dataclass
+class RunOptions:
+    schedule: str
+    pp: int
+    microbatches: int
+    vpp: int = 1
+    params: list[str] | None = None
+    steps: int = 30
+    model: str | None = None
+    batch_size: int = 32
+    lr: float = 0.01
+    optimizer: str = "adam"
+    seed: int = 0
+    summary_json: Path | None = None
+    save_dir: Path | None = None
+    save_every: int = 0
+    resume: Path | None = None
+
+
+def _validate(opts: RunOptions) -> None:
+    problems = []
+    if opts.steps < 0:
+        problems.append(Diagnostic("E007", f"--steps must not be negative, got {opts.steps}"))
+    if opts.batch_size < 1:
+        problems.append(Diagnostic("E007", f"--batch-size must be positive, got {opts.batch_size}"))
+    elif opts.microbatches >= 1 and opts.batch_size % opts.microbatches:
+        m = opts.microbatches
+        problems.append(
+            Diagnostic(
+                "E036",
+                f"batch size {opts.batch_size} does not split into {m} micro-batches",
+                help=f"use a batch size divisible by {m}, e.g. {m * max(1, opts.batch_size // m)}",
+            )
+        )
+    if opts.optimizer not in ("adam", "sgd"):
+        problems.append(Diagnostic("E007", f"unknown optimizer `{opts.optimizer}`", help="use adam or sgd"))
+    if opts.save_every < 0:
+        problems.append(Diagnostic("E007", "--save-every must not be negative"))
+    if opts.save_every and opts.save_dir is None:
+        problems.append(Diagnostic("E007", "--save-every needs --save-dir"))
+    if problems:
+        raise DiagnosticError(problems)
+
+
+def run_training(opts: RunOptions, out: Console, err: Console) -> int:
+    _validate(opts)
+    params = parse_params(opts.params)
+    result = check(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params)
+    if result.diagnostics:
+        err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
+    if not result.valid:
+        return result.exit_code
+    exp, sim = result.expansion, result.execution
+
+    from ppdsl.runtime.model import load_model  # no paddle yet: a bad model path fails fast
+
+    model = load_model(opts.model)
+    from ppdsl.runtime.train import PipelineTrainer, TrainConfig, checksum, train
+
+    t0 = time.perf_counter()
+    trainer = PipelineTrainer(
+        exp, model, TrainConfig(batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed)
+    )
+    build_seconds = time.perf_counter() - t0
+    if opts.resume is not None:
+        start = trainer.resume(opts.resume)
+        out.print(f"resumed from `{opts.resume}` at step {start}")
+
+    out.print(
+        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+        f"model {model.name}, batch {opts.batch_size}, {len(trainer.built.job_names)} jobs per step "
+        f"(plan built in {trainer.built.seconds['total'] * 1e3:.0f} ms)"
+    )
+    progress = Progress(
+        TextColumn("[bold]training"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=not out.is_terminal,
+    )
+    losses_seen: list[float] = []
+    with progress:
+        task = progress.add_task("train", total=opts.steps, loss="-")
+
+        def on_step(step: int, loss) -> None:
+            mean = float(loss.mean())
+            losses_seen.append(mean)
+            progress.update(task, advance=1, loss=f"{mean:.4f}")
+            if not out.is_terminal:
+                out.print(f"step {step:4d}  loss {mean:.4f}")
+
+        run = train(trainer, opts.steps, on_step=on_step, save_dir=opts.save_dir, save_every=opts.save_every)
+
+    _print_summary(out, exp, sim, run, build_seconds)
+    if opts.summary_json is not None:
+        _write_summary(opts, exp, run, checksum(run.parameters))
+    return EXIT_VALID
+
+
+def _print_summary(out: Console, exp, sim, run, build_seconds: float) -> None:
+    table = Table(title="summary", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    steady = run.step_seconds[1:] or run.step_seconds
+    if run.losses:
+        table.add_row("loss", f"{run.losses[0].mean():.4f} -> {run.losses[-1].mean():.4f}")
+    if steady:
+        per_step = statistics.median(steady)
+        table.add_row(
+            "time per step", f"{per_step * 1e3:.1f} ms (median; first step {run.step_seconds[0] * 1e3:.0f} ms)"
+        )
+        table.add_row("time per job", f"{per_step / max(run.jobs_per_step, 1) * 1e3:.3f} ms")
+    table.add_row("jobs per step", str(run.jobs_per_step))
+    table.add_row("plan build", f"{run.build_seconds * 1e3:.0f} ms (trainer ready in {build_seconds:.2f} s)")
+    table.add_row("simulated bubble", f"{sim.bubble_ratio:.1%} (makespan {sim.makespan:g} in cost units)")
+    peaks = ", ".join(f"{s.peak_activations:g}" for s in sim.ranks)
+    table.add_row("peak activations", f"{peaks} (per rank, in micro-batch activations)")
+    out.print(table)
+
+
+def _write_summary(opts: RunOptions, exp, run, sums) -> None:
+    from ppdsl.cli import _write_atomic
+
+    data = {
+        "schedule": exp.defn.name,
+        "file": opts.schedule,
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": exp.params,
+        "model": opts.model or "tiny_lm",
+        "batch_size": opts.batch_size,
+        "lr": opts.lr,
+        "optimizer": opts.optimizer,
+        "seed": opts.seed,
+        "first_step": run.started_at_step,
+        "losses": [[float(x) for x in step] for step in run.losses],
+        "step_seconds": run.step_seconds,
+        "plan_build_seconds": run.build_seconds,
+        "jobs_per_step": run.jobs_per_step,
+        "parameters": sums,
+    }
+    _write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")

@@ -1,0 +1,1 @@
+"""Small user models for the runtime tests (the `--model module:function` contract)."""

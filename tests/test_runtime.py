@@ -1,0 +1,282 @@
+"""The Paddle runtime on one machine: every library schedule trains exactly like a plain full-batch run.
+
+SGD is used for the equivalence: the pipelined step sums micro-batch gradients in another order than the
+full-batch step, a difference of ~1e-9 that SGD keeps at that size but Adam's division by sqrt(v) can blow up
+to ~1e-5 for near-zero gradients.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ppdsl.cli import app
+from ppdsl.diagnostics import DiagnosticError
+from ppdsl.expand import expand
+from ppdsl.library import library_files
+from ppdsl.resolve import load, resolve_text
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed (pip install -e '.[test]')"
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = 3
+# (pp, microbatches, vpp, params): two sizes per schedule, vpp = 2 where the schedule takes chunks
+SIZES = {
+    "1f1b": [(4, 8, 1), (2, 3, 1)],
+    "fthenb": [(2, 4, 1), (2, 3, 2)],
+    "eager1f1b": [(2, 4, 1), (3, 5, 1)],
+    "zbh1": [(4, 8, 1), (2, 3, 1)],
+    "vpp": [(2, 4, 2), (4, 4, 2), (2, 2, 2, {"split_backward": True})],
+    "interleaved1f1b": [(2, 4, 2), (2, 6, 3)],
+    "zbv": [(2, 4, 2), (3, 5, 2)],
+    "dualpipev": [(2, 4, 2), (2, 6, 2)],
+    "zbvpp": [(2, 2, 2), (3, 3, 2)],
+}
+CASES = [(stem, *size) for stem, sizes in SIZES.items() for size in sizes]
+
+
+def _lib(stem):
+    return load(next(p for p in library_files() if p.stem == stem))
+
+
+def _trainer(exp, optimizer="sgd", model=None, batch_size=None):
+    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.train import PipelineTrainer, TrainConfig
+
+    config = TrainConfig(batch_size=batch_size or 2 * exp.microbatches, lr=0.05, optimizer=optimizer, seed=3)
+    return PipelineTrainer(exp, model or BUILTIN, config)
+
+
+def test_every_library_schedule_is_tested():
+    assert set(SIZES) == {p.stem for p in library_files()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c[:4])))
+def test_schedule_trains_like_the_full_batch_run(case):
+    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.train import reference_run, train
+
+    stem, pp, m, vpp, *rest = case
+    exp = expand(_lib(stem), pp, m, vpp, rest[0] if rest else None)
+    trainer = _trainer(exp)
+    initial = trainer.state()
+    run = train(trainer, STEPS)
+    ref_params, ref_losses = reference_run(
+        BUILTIN,
+        num_stages=exp.nstages,
+        microbatches=m,
+        config=trainer.config,
+        steps=STEPS,
+        initial=initial,
+        batches=trainer.batch,
+    )
+    assert set(run.parameters) == set(ref_params) and ref_params
+    for name, value in ref_params.items():
+        np.testing.assert_allclose(run.parameters[name], value, atol=1e-5, rtol=0, err_msg=name)
+    assert any(not np.array_equal(initial[n], v) for n, v in ref_params.items()), "training changed nothing"
+    assert [loss.shape for loss in run.losses] == [(m,)] * STEPS
+    np.testing.assert_allclose(np.stack(run.losses), np.stack(ref_losses), atol=1e-5, rtol=0)
+    # every job of the schedule ran: one plan job per expanded job
+    assert len(trainer.built.job_names) == sum(len(j) for j in exp.jobs)
+
+
+@pytest.mark.parametrize(
+    ("mode", "stem", "pp", "m", "vpp"),
+    [("FThenB", "fthenb", 2, 4, 1), ("1F1B", "1f1b", 4, 6, 1), ("1F1B", "1f1b", 2, 2, 1), ("VPP", "vpp", 2, 4, 2)],
+)
+def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
+    """On the same program (one rank's chunks), ppdsl's plan and Paddle's `apply_pass` plan run the same jobs."""
+    from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
+
+    from ppdsl.runtime.env import import_paddle
+    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.plan import build_plan
+    from ppdsl.runtime.program import build_training_program
+    from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
+    from ppdsl.runtime.train import job_type_dicts, rule_dicts
+
+    paddle = import_paddle()
+    exp = expand(_lib(stem), pp, m, vpp)
+
+    def normal(job_type: str, mb: int):
+        base = job_type.rstrip("0123456789")
+        return base, int(job_type[len(base) :] or 0), mb
+
+    for rank in range(pp):
+        programs = [
+            build_training_program(paddle, BUILTIN, micro_batch_size=2, num_stages=vpp, microbatches=m, lr=0.1)
+            for _ in range(2)
+        ]
+        for program in programs:
+            # Paddle's VPP pass guesses backward chunk ids from neighbouring ops and cannot place
+            # `embedding_grad`; give both sides the program with every op's stage written in
+            complete_roles(program.main)
+            stamp_stages(program.main, op_stages(program.main))
+        attrs = {"num_micro_batches": m, "pp_degree": pp, "pp_stage": rank, "vpp_degree": vpp}
+        theirs = apply_pass(programs[0].main, programs[0].startup, mode, attrs)
+        # the rank's chunks are stages 0 .. vpp-1 of this program; other ranks' stages lie beyond
+        stage_of = [[c if r == rank else vpp * (1 + r) + c for c in range(vpp)] for r in range(pp)]
+        ours = build_plan(
+            programs[1].main,
+            programs[1].startup,
+            job_types=job_type_dicts(exp),
+            stage_of=stage_of,
+            orders=[exp.job_tuples(r) for r in range(pp)],
+            rules=rule_dicts(exp),
+            microbatches=m,
+            rank=rank,
+        )
+        got = [normal(j.type(), j.micro_batch_id()) for j in ours.plan.job_list()]
+        want = [normal(j.type(), j.micro_batch_id()) for j in theirs.job_list()]
+        assert got == want, (rank, got[:6], want[:6])
+
+
+def test_stream_and_priority_rules_are_set_on_ops():
+    from ppdsl.runtime.model import BUILTIN
+
+    src = (
+        'rule "pd_op.gelu" in forward { stream = "gelu_stream" priority = pp + 1 attr ppdsl_marked = true }\n'
+        'rule "pd_op.matmul" { priority = 2 }\n'
+        "order { forward * microbatches backward * microbatches optimizer }"
+    )
+    exp = expand(resolve_text(src), 2, 2)
+    trainer = _trainer(exp, model=BUILTIN)
+    gelus, matmuls = [], []
+    for name, program in trainer.built.programs.items():
+        for op in program.global_block().ops:
+            attrs = op.attrs()
+            if op.name() == "pd_op.gelu":
+                gelus.append(
+                    (name, attrs.get("execution_stream"), attrs.get("scheduling_priority"), attrs.get("ppdsl_marked"))
+                )
+            if op.name() == "pd_op.matmul":
+                matmuls.append(attrs.get("scheduling_priority"))
+    assert gelus and all(g[0].startswith("forward@") for g in gelus)
+    assert {g[1:] for g in gelus} == {("gelu_stream", 3, True)}
+    assert matmuls and set(matmuls) == {2}
+
+
+def test_checkpoint_and_resume_are_bit_identical(tmp_path):
+    from ppdsl.runtime.train import train
+
+    exp = expand(_lib("zbh1"), 2, 4)
+    straight = _trainer(exp, optimizer="adam")
+    first = train(straight, 4)
+
+    half = _trainer(exp, optimizer="adam")
+    train(half, 2, save_dir=tmp_path, save_every=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]  # no temporary files left
+    resumed = _trainer(exp, optimizer="adam")
+    assert resumed.resume(tmp_path) == 2
+    second = train(resumed, 2)
+    for name, value in first.parameters.items():
+        assert np.array_equal(value, second.parameters[name]), name
+    assert all(np.array_equal(a, b) for a, b in zip(first.losses[2:], second.losses, strict=True))
+
+
+def test_split_backward_needs_a_splittable_model():
+    from ppdsl.runtime.model import load_model
+
+    sys.path.insert(0, str(ROOT))
+    with pytest.raises(DiagnosticError) as err:
+        _trainer(expand(_lib("zbh1"), 2, 2), model=load_model("tests.models.elementwise:build"))
+    assert [d.code for d in err.value.diagnostics] == ["E034"]
+    # the same model trains with a schedule that does not split backwards
+    from ppdsl.runtime.train import train
+
+    assert (
+        len(train(_trainer(expand(_lib("1f1b"), 2, 2), model=load_model("tests.models.elementwise:build")), 1).losses)
+        == 1
+    )
+
+
+runner = CliRunner()
+
+
+def _run(*args):
+    result = runner.invoke(app, ["run", *args])
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_cli_run_user_model_and_summary_json(tmp_path, in_repo, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    summary = tmp_path / "s.json"
+    result = _run(
+        "zbv",
+        "--pp",
+        "2",
+        "-m",
+        "4",
+        "--vpp",
+        "2",
+        "--steps",
+        "3",
+        "--batch-size",
+        "8",
+        "--model",
+        "tests.models.user_mlp:build",
+        "--summary-json",
+        str(summary),
+        "--optimizer",
+        "sgd",
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(summary.read_text())
+    assert (data["schedule"], data["pp"], data["vpp"], data["microbatches"]) == ("ZBV", 2, 2, 4)
+    assert len(data["losses"]) == 3 and all(len(step) == 4 for step in data["losses"])
+    assert len(data["step_seconds"]) == 3
+    assert set(data["parameters"]) == {"user.w0", "user.w1", "user.w2", "user.w3"}
+    assert all(v["sum_sq"] > 0 for v in data["parameters"].values())
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["1f1b", "--pp", "4", "-m", "2"], 1, "error[S100]"),
+        (["tests/ui/deadlock.sched", "--pp", "2", "-m", "4"], 1, "error[S105]"),
+        (
+            ["1f1b", "--pp", "2", "-m", "4", "--batch-size", "10"],
+            2,
+            "batch size 10 does not split into 4 micro-batches",
+        ),
+        (["1f1b", "--pp", "2", "-m", "2", "--model", "no_such_module:build"], 2, "cannot import model module"),
+        (["1f1b", "--pp", "2", "-m", "2", "--model", "tests.models.user_mlp:nope"], 2, "has no function `nope`"),
+        (["zbh1", "--pp", "2", "-m", "2", "--model", "tests.models.elementwise:build"], 2, "cannot be split"),
+        (["1f1b", "--pp", "2", "-m", "2", "--resume", "no/such/dir"], 2, "cannot resume"),
+    ],
+)
+def test_cli_run_bad_input(args, code, fragment, in_repo, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    result = _run(*args, "--steps", "1")
+    assert result.exit_code == code, result.output
+    assert fragment in result.stderr
+
+
+def test_cli_run_without_paddle_says_how_to_install(tmp_path):
+    """A process where `import paddle` fails: the message names the install command, no traceback."""
+    code = (
+        "import sys; sys.modules['paddle'] = None\n"
+        "from ppdsl.cli import run; sys.argv = ['ppdsl', 'run', '1f1b', '--pp', '2', '-m', '2', '--steps', '1']\n"
+        "run()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "PaddlePaddle is not available" in proc.stderr and "pip install 'ppdsl[paddle]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_default_run_trains(in_repo):
+    result = _run("--steps", "3")
+    assert result.exit_code == 0, result.output
+    assert "1F1B" in result.stdout and "132 jobs per step" in result.stdout
+    assert "simulated bubble" in result.stdout
