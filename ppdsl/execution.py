@@ -45,6 +45,22 @@ class Wait:
 
 
 @dataclass
+class Transfer:
+    """One activation or gradient on its way: sent by job `step` of `src_rank`, from `start` to `end`."""
+
+    src_rank: int
+    step: int
+    signal: int
+    start: float
+    end: float
+    dst_rank: int = -1
+
+    @property
+    def is_gradient(self) -> bool:
+        return self.signal % 2 == G_SIGNAL
+
+
+@dataclass
 class Execution:
     makespan: float
     bubble_ratio: float
@@ -54,6 +70,7 @@ class Execution:
     deadlock: list[Wait] = field(default_factory=list)  # the cycle, when there is one
     blocked: list[Wait] = field(default_factory=list)  # every rank that cannot move
     visits: list[tuple[int, int]] | None = None  # (rank, step) in the order jobs became runnable
+    transfers: list[Transfer] | None = None  # with record_comms
 
     def merged_order(self) -> list[tuple[int, int]]:
         """Every rank's jobs as one sequence that respects all dependencies: by start time, ties in visit
@@ -124,8 +141,40 @@ def _signal_tables(exp: Expansion, used: set[int]):
     return in_off, out_off
 
 
+def _transfer_table(exp: Expansion, out_off) -> list[list[list[float]]]:
+    """For each (type, rank, chunk): how long its output takes to reach the next rank (-1: no transfer, the
+    consumer is on the same rank or there is none). Latency plus, with a bandwidth, the activation's size
+    (what the stage's forward allocates) over the bandwidth; a gradient is as large as its activation."""
+    rank_of = [r for r, _ in exp.rank_of_stage()]
+    m2 = 2 * exp.microbatches
+    table = []
+    for rows in out_off:
+        per_type = []
+        for r, row in enumerate(rows):
+            per_rank = []
+            for c, off in enumerate(row):
+                if off < 0:
+                    per_rank.append(-1.0)
+                    continue
+                stage = off // m2
+                consumer = stage + (1 if off % 2 == F_SIGNAL else -1)
+                if rank_of[consumer] == r:
+                    per_rank.append(-1.0)
+                    continue
+                size = abs(exp.mem_delta[FORWARD][r][c])
+                seconds = exp.latency + (size / exp.bandwidth if exp.bandwidth else 0.0)
+                per_rank.append(seconds)
+            per_type.append(per_rank)
+        table.append(per_type)
+    return table
+
+
 def execute(
-    exp: Expansion, rendezvous: bool = False, used: set[int] | None = None, record_visits: bool = False
+    exp: Expansion,
+    rendezvous: bool = False,
+    used: set[int] | None = None,
+    record_visits: bool = False,
+    record_comms: bool = False,
 ) -> Execution:
     """Run all ranks together; complete schedules only (run `checks.check_ranks` first)."""
     from ppdsl.checks import used_types
@@ -134,8 +183,10 @@ def execute(
         used = used_types(exp)
     pp, vpp, m, ntypes = exp.pp, exp.vpp, exp.microbatches, exp.ntypes
     in_off, out_off = _signal_tables(exp, used)
+    transfer = _transfer_table(exp, out_off)
+    send_free = [0.0] * pp  # each rank's send stream: transfers leave one after another
+    comms: list[Transfer] | None = [] if record_comms else None
     cost = exp.cost
-    lat = exp.latency
     rank_of_stage = [r for r, _ in exp.rank_of_stage()]
     nsig = exp.nstages * m * 2
     sig_end = [-1.0] * nsig
@@ -176,7 +227,7 @@ def execute(
             off = in_off[t][r][c]
             if off >= 0:
                 sg = off + 2 * mb
-                remote = sig_rank(sg) != r
+                remote = sig_rank(sg) != r  # (arrival times below already include the transfer)
                 if rendezvous and remote and posted[sg] < 0:
                     posted[sg] = t_free
                     s_rank = sender_waiting.pop(sg, -1)
@@ -186,8 +237,7 @@ def execute(
                 if e < 0:
                     waiter[sg] = r
                     break
-                ready = e + lat if remote else e
-                st = ready if ready > t_free else t_free
+                st = e if e > t_free else t_free
             else:
                 st = t_free
             en = st + cost[t][r][c]
@@ -200,7 +250,16 @@ def execute(
             off = out_off[t][r][c]
             if off >= 0:
                 sg = off + 2 * mb
-                sig_end[sg] = en
+                x = transfer[t][r][c]
+                if x >= 0.0:
+                    leave = en if en > send_free[r] else send_free[r]
+                    arrive = leave + x
+                    send_free[r] = arrive
+                    sig_end[sg] = arrive
+                    if comms is not None:
+                        comms.append(Transfer(r, i - 1, sg, leave, arrive))
+                else:
+                    sig_end[sg] = en
                 w = waiter.pop(sg, -1)
                 if w >= 0:
                     work.append(w)
@@ -220,6 +279,11 @@ def execute(
 
     result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage)
     result.visits = visits
+    if comms is not None:
+        for tr in comms:
+            stage = tr.signal // two_m + (1 if tr.signal % 2 == F_SIGNAL else -1)
+            tr.dst_rank = rank_of_stage[stage]
+        result.transfers = comms
     return result
 
 
