@@ -12,6 +12,7 @@ from ppdsl.expand import expand
 from ppdsl.grid import text_grid
 from ppdsl.ir import Expansion, ScheduleDef
 from ppdsl.resolve import load
+from ppdsl.units import format_bytes
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -53,6 +54,7 @@ class CheckResult:
             "microbatches": self.microbatches,
             "valid": self.valid,
             "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "memory_unit": self.expansion.memory_unit if self.expansion else None,
             "makespan": ex.makespan if ex and ex.completed else None,
             "bubble_ratio": ex.bubble_ratio if ex and ex.completed else None,
             "ranks": [],
@@ -83,12 +85,25 @@ def check(
     params: dict | None = None,
     rendezvous: bool = False,
     costs: dict[str, float] | None = None,
+    model: str | None = None,
+    batch_size: int | None = None,
+    memory_limit: float | None = None,
 ) -> CheckResult:
-    """Prove a schedule complete, ordered and deadlock-free for these sizes, and measure it."""
+    """Prove a schedule complete, ordered and deadlock-free for these sizes, and measure it.
+
+    With `model` (a `module:function`, or "builtin"), activation memory is measured in bytes on the model's
+    real program at `batch_size` (this imports paddle); `memory_limit` then is in bytes too.
+    """
     result = CheckResult(str(path), pp, vpp, microbatches)
     try:
         result.defn = load(path)
         result.expansion = expand(result.defn, pp, microbatches, vpp, params, costs)
+        if model is not None:
+            from ppdsl.runtime.memory import apply_model_memory
+
+            apply_model_memory(result.expansion, None if model == "builtin" else model, batch_size or 0)
+        if memory_limit is not None:
+            result.expansion.memory_limit = [memory_limit] * pp
     except DiagnosticError as err:
         result.diagnostics.extend(err.diagnostics)
         return result
@@ -110,10 +125,14 @@ def check_expansion(exp: Expansion, rendezvous: bool = False, result: CheckResul
     for stats in ex.ranks:
         limit = exp.memory_limit[stats.rank]
         if limit is not None and stats.peak_activations > limit + 1e-9:
+            if exp.memory_unit == "bytes":
+                held = f"{format_bytes(stats.peak_activations)} of activations, over its limit of {format_bytes(limit)}"
+            else:
+                held = f"{stats.peak_activations:g} activations, over its limit of {limit:g}"
             result.diagnostics.append(
                 Diagnostic(
                     "S106",
-                    f"rank {stats.rank} holds {stats.peak_activations:g} activations, over its limit of {limit:g}",
+                    f"rank {stats.rank} holds {held}",
                     exp.defn.memory_limit_span,
                     label=f"peak at time {stats.peak_time:g}",
                     help="run backwards earlier (fewer warm-up forwards) or raise `memory limit`",

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ppdsl.diagnostics import Span, number_text
+
+if TYPE_CHECKING:
+    from ppdsl import ast
 
 FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER = range(5)
 BUILTIN_JOB_TYPES = ("forward", "backward", "backward_b", "backward_w", "optimizer")
@@ -124,6 +128,7 @@ class ScheduleDef:
     sites: list[Site]
     line_sites: dict[int, int]  # generated-code line -> site id, to place runtime errors
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, every file read
+    order_ast: ast.Order | None = None  # the order body as written, for `ppdsl compile`'s readable backend
 
     def type_index(self, name: str) -> int:
         for i, jt in enumerate(self.job_types):
@@ -154,6 +159,7 @@ class Expansion:
     mem_delta: list[list[list[float]]]  # [type][rank][chunk]: activation units a job adds (negative: frees)
     memory_limit: list[float | None]  # [rank]
     rules: list[StreamRule]  # with priorities evaluated for these sizes
+    memory_unit: str = "activations"  # or "bytes", once measured on a real program (ppdsl.runtime.memory)
 
     @property
     def ntypes(self) -> int:

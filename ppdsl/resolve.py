@@ -313,6 +313,7 @@ class _Resolver:
             sites=sites,
             line_sites=line_sites,
             sources=self.sources,
+            order_ast=body,
         )
 
     # ------------------------------------------------------------------ pieces

@@ -1,0 +1,138 @@
+"""Activation memory from the real program: what each (job type, stage) allocates and frees, in bytes.
+
+Paddle's `PipelineMemoryEstimator` (pass_utils) does this for the old IR only. Here the same idea on PIR, read
+off the split job programs: a value a backward-side job of stage s reads from an earlier job (a block keyword
+argument of its program that is neither persistable nor read only for its shape) is an activation stage s
+keeps from its forward until its last backward reader. So
+
+    forward@s     allocates every such value its stage's backward jobs read
+    backward@s    frees them all
+    backward_b@s  frees those no backward_w reads, and allocates what it hands to backward_w
+    backward_w@s  frees the rest
+
+which is the language's `memory` model (forward allocates, backward_b frees a part, backward_w the rest), with
+sizes measured instead of declared.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Bytes per job type of one stage: positive allocates, negative frees."""
+
+    stage: int
+    delta: dict[str, int]
+    saved_for_backward: int  # what the forward keeps until the backward (the classic activation memory)
+
+
+def _nbytes(value) -> int:
+    dtype = str(value.dtype).replace("paddle.", "")
+    shape = [d for d in value.shape]
+    if any(d < 0 for d in shape):
+        raise ValueError(f"value `{value.name}` has a dynamic shape {shape}; use a static micro-batch dimension")
+    return int(np.prod(shape, dtype=np.int64)) * DTYPE_BYTES.get(dtype, 4)
+
+
+def _producers(programs: dict[str, object]) -> dict[str, str]:
+    """Published value name -> the job type (program name) that computes it."""
+    out = {}
+    for name, program in programs.items():
+        for op in program.global_block().ops:
+            if op.name() == "builtin.shadow_output":
+                out.setdefault(op.attrs()["output_name"], name)
+    return out
+
+
+def _reads(program, no_need_buffer: set[str]) -> dict[str, int]:
+    """Non-persistable values a program reads from earlier jobs, with their sizes."""
+    block = program.global_block()
+    out = {}
+    for name, value in block.kwargs().items():
+        if value.persistable or name in no_need_buffer:
+            continue
+        out[name] = _nbytes(value)
+    return out
+
+
+def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
+    """Per stage, from emulation job programs named `<type>@<stage>` (`ppdsl.runtime.plan.build_plan`)."""
+    from paddle.base import core
+
+    no_need = {k: set(names) for k, names in core.get_no_need_buffer_values(programs).items()}
+    producers = _producers(programs)
+    by_stage: dict[int, dict[str, object]] = defaultdict(dict)
+    for name in programs:
+        job_type, _, stage = name.partition("@")
+        if stage.isdigit():
+            by_stage[int(stage)][job_type] = name
+    result = {}
+    for stage, types in by_stage.items():
+        reads = {t: _reads(programs[types[t]], no_need.get(types[t], set())) for t in BACKWARD_SIDE if t in types}
+        from_forward: dict[str, int] = {}
+        b_to_w: dict[str, int] = {}
+        for t, values in reads.items():
+            for name, size in values.items():
+                producer = producers.get(name, "")
+                if producer.startswith("forward@") or producer.startswith("recv_forward@") or producer == "":
+                    from_forward[name] = size
+                elif producer == types.get("backward_b") and t == "backward_w":
+                    b_to_w[name] = size
+        read_by_w = set(reads.get("backward_w", {}))
+        saved = sum(from_forward.values())
+        freed_by_w = sum(s for n, s in from_forward.items() if n in read_by_w)
+        handed = sum(b_to_w.values())
+        delta = {
+            "forward": saved,
+            "backward": -saved,
+            "backward_b": -(saved - freed_by_w) + handed,
+            "backward_w": -freed_by_w - handed,
+        }
+        result[stage] = StageMemory(stage, delta, saved)
+    return result
+
+
+def apply_model_memory(exp, model_spec: str | None, batch_size: int) -> dict[int, StageMemory]:
+    """Replace the expansion's activation units with bytes measured on the model's real program."""
+    from ppdsl.runtime.env import import_paddle
+    from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.plan import build_plan
+    from ppdsl.runtime.program import build_training_program
+    from ppdsl.runtime.train import job_type_dicts
+
+    paddle = import_paddle()
+    model = load_model(model_spec)
+    program = build_training_program(
+        paddle,
+        model,
+        micro_batch_size=batch_size // exp.microbatches,
+        num_stages=exp.nstages,
+        microbatches=exp.microbatches,
+        lr=0.01,
+    )
+    built = build_plan(
+        program.main,
+        program.startup,
+        job_types=job_type_dicts(exp),
+        stage_of=exp.stage_of,
+        orders=[exp.job_tuples(r) for r in range(exp.pp)],
+        rules=[],
+        microbatches=exp.microbatches,
+    )
+    stages = stage_memory(built.programs)
+    names = exp.type_names
+    for t, name in enumerate(names):
+        for r, row in enumerate(exp.stage_of):
+            for c, s in enumerate(row):
+                mem = stages.get(s)
+                exp.mem_delta[t][r][c] = float(mem.delta.get(name, 0)) if mem else 0.0
+    exp.memory_unit = "bytes"
+    return stages
