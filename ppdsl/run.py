@@ -39,6 +39,8 @@ class RunOptions:
     save_dir: Path | None = None
     save_every: int = 0
     resume: Path | None = None
+    profile: Path | None = None
+    profile_steps: int = 3
 
 
 def _validate(opts: RunOptions) -> None:
@@ -115,12 +117,43 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
             if not out.is_terminal:
                 out.print(f"step {step:4d}  loss {mean:.4f}")
 
-        run = train(trainer, opts.steps, on_step=on_step, save_dir=opts.save_dir, save_every=opts.save_every)
+        run = train(
+            trainer,
+            opts.steps,
+            on_step=on_step,
+            save_dir=opts.save_dir,
+            save_every=opts.save_every,
+            profile_steps=opts.profile_steps if opts.profile else 0,
+        )
 
     _print_summary(out, exp, sim, run, build_seconds)
     if opts.summary_json is not None:
         _write_summary(opts, exp, run, checksum(run.parameters))
+    if opts.profile is not None:
+        _write_profile(opts, exp, run)
+        out.print(f"profile of the last {min(opts.profile_steps, opts.steps)} steps: `{opts.profile}`")
     return EXIT_VALID
+
+
+def _write_profile(opts: RunOptions, exp, run) -> None:
+    """The measured jobs as a Chrome trace (seconds), with what `ppdsl calibrate` needs to simulate the same."""
+    from ppdsl.cli import _write_atomic
+    from ppdsl.trace import jobs_trace, trace_text
+
+    meta = {
+        "measured": True,
+        "schedule_file": opts.schedule,
+        "schedule": exp.defn.name,
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": exp.params,
+        "steps": min(opts.profile_steps, opts.steps),
+        "wall_seconds": run.profiled_seconds,
+        "emulated_on_one_process": True,
+    }
+    trace = jobs_trace(run.profile or [], exp.pp, 1e6, meta)
+    _write_atomic(opts.profile, trace_text(trace))
 
 
 def _print_summary(out: Console, exp, sim, run, build_seconds: float) -> None:

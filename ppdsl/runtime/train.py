@@ -255,25 +255,48 @@ class RunResult:
     jobs_per_step: int
     parameters: dict[str, np.ndarray]
     started_at_step: int = 0
+    profile: list | None = None  # JobRecords of the profiled steps (seconds), with profile_steps
+    profiled_seconds: float = 0.0  # wall time of the profiled steps
 
 
-def train(trainer: PipelineTrainer, steps: int, on_step=None, save_dir=None, save_every: int = 0) -> RunResult:
+def train(
+    trainer: PipelineTrainer,
+    steps: int,
+    on_step=None,
+    save_dir=None,
+    save_every: int = 0,
+    profile_steps: int = 0,
+) -> RunResult:
+    """Run `steps` steps; the last `profile_steps` of them under Paddle's host profiler (job timings)."""
+    from contextlib import ExitStack
+
+    from ppdsl.runtime.profile import host_profiler, job_records
+
     losses, times = [], []
     first = trainer.step_index
-    while trainer.step_index < first + steps:
-        t = time.perf_counter()
-        loss = trainer.step()
-        times.append(time.perf_counter() - t)
-        losses.append(loss)
-        if save_dir and save_every and trainer.step_index % save_every == 0:
-            trainer.save(save_dir)
-        if on_step:
-            on_step(trainer.step_index, loss)
+    profile_from = first + steps - min(profile_steps, steps)
+    events = None
+    with ExitStack() as stack:
+        while trainer.step_index < first + steps:
+            if profile_steps and events is None and trainer.step_index >= profile_from:
+                events = stack.enter_context(host_profiler())
+            t = time.perf_counter()
+            loss = trainer.step()
+            times.append(time.perf_counter() - t)
+            losses.append(loss)
+            if save_dir and save_every and trainer.step_index % save_every == 0:
+                trainer.save(save_dir)
+            if on_step:
+                on_step(trainer.step_index, loss)
     if save_dir:
         trainer.save(save_dir)
-    return RunResult(
+    result = RunResult(
         losses, times, trainer.built.seconds["total"], len(trainer.built.job_names), trainer.parameters(), first
     )
+    if events is not None:
+        result.profile = job_records(trainer.exp, events)
+        result.profiled_seconds = sum(times[-min(profile_steps, steps) :])
+    return result
 
 
 def checksum(params: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
