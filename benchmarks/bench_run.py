@@ -1,0 +1,828 @@
+"""How fast does a ppdsl plan run on Paddle?  Three measurements, two targets and two checks.
+
+1. ppdsl's plan against Paddle's own ``apply_pass`` plan, same program, same data, same initial state, each in
+   its own scope with its own executor, alternating step by step in one process: FThenB, 1F1B (vpp=1) and VPP
+   (vpp=2) at pp=1, where both plans run every job of the program on this process.  ppdsl: the library
+   schedule expanded at pp=1 and ``build_plan(..., rank=0)``.  Target: median step ppdsl / Paddle at most
+   1.05.  Checks: both give the same losses; the job order and each job program's op count are equal, and at pp=1
+   ``rank=None`` builds the same plan.  Also compared: each job's skip-GC set (names normalised: Paddle names a
+   crossing value ``var_<i>_<op>_<r>``, ppdsl ``ppdsl.<i>.<op>.<r>``) and the bytes micro-batch 0's forwards keep
+   alive.  A control, a second identical Paddle plan in the same rotation, gives the noise floor of the ratio
+   (on a loaded machine it can reach several percent).
+2. Plan build time, ``build_plan(...)`` total (prepare + split + skip-GC + Plan), for a 24-layer example model at
+   pp=4, vpp=2, microbatches=16 with ``vpp.sched`` and ``interleaved1f1b.sched`` (rank=None, every rank in this
+   process).  Target: under 2 s (the slowest of the repeats, the first included).
+3. The single-machine emulated pipeline (rank=None: every rank's jobs in one process) against the plain
+   full-batch run of the same model on the same data: step times, and the overhead per job = (pipeline step -
+   full-batch step) / jobs per step.  No target; check: the first step's loss equals the full-batch loss.
+
+Run ``python benchmarks/bench_run.py`` (``--quick`` for a shorter run).  A table goes to stdout, and the last line
+of stdout is one JSON object with every figure.  Progress notes go to stderr.  Exit code 0 only if every target
+and check passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import gc
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SCHEDULES = ROOT / "schedules"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ppdsl.expand import expand  # noqa: E402
+from ppdsl.resolve import load  # noqa: E402
+from ppdsl.runtime import plan as plan_module  # noqa: E402
+from ppdsl.runtime.env import import_paddle  # noqa: E402
+from ppdsl.runtime.model import Model, TinyLMConfig, tiny_lm, tiny_lm_batch  # noqa: E402
+from ppdsl.runtime.plan import build_plan  # noqa: E402
+from ppdsl.runtime.program import LOSS_NAME, build_training_program  # noqa: E402
+from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages  # noqa: E402
+from ppdsl.runtime.train import (  # noqa: E402
+    PipelineTrainer,
+    TrainConfig,
+    _startup_names,
+    canonical_name,
+    job_type_dicts,
+    rule_dicts,
+)
+
+TARGET_RATIO = 1.05  # median step ppdsl / Paddle, at most
+TARGET_BUILD_SECONDS = 2.0  # build_plan total, 24 layers pp=4 vpp=2 m=16, under
+LOSS_TOLERANCE = 1e-5  # ppdsl vs Paddle (the same jobs), and first pipelined step vs full batch
+
+# (Paddle pass mode, library schedule, vpp) for part 1
+PAIRS = [("FThenB", "fthenb", 1), ("1F1B", "1f1b", 1), ("VPP", "vpp", 2)]
+# (schedule, pp, vpp) for part 3; microbatches from --microbatches
+EMULATED = [("fthenb", 1, 1), ("1f1b", 4, 1), ("interleaved1f1b", 4, 2), ("zbv", 4, 2)]
+BUILD_CASES = ["vpp", "interleaved1f1b"]
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _model(config: TinyLMConfig) -> Model:
+    return Model(
+        f"tiny_lm(hidden={config.hidden}, layers={config.layers}, seq={config.seq_len})",
+        functools.partial(tiny_lm, config=config),
+        functools.partial(tiny_lm_batch, config=config),
+    )
+
+
+def _schedule(stem: str):
+    return load(SCHEDULES / f"{stem}.sched")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# running a plan: one scope, one executor
+# --------------------------------------------------------------------------------------------------------------
+
+
+class Runner:
+    """A plan (or a plain program when `plan` is None) with its own scope and executor."""
+
+    def __init__(self, paddle, label: str, main, startup, plan, loss_value) -> None:
+        self.paddle, self.label, self.main, self.startup, self.loss_value = paddle, label, main, startup, loss_value
+        self.jobs = 1 if plan is None else len(plan.job_list())
+        self.ops = len(main.global_block().ops) if plan is None else _ops_per_step(plan)
+        self.scope = paddle.static.Scope()
+        place = paddle.CPUPlace()
+        with paddle.static.scope_guard(self.scope):
+            paddle.static.Executor(place).run(startup)
+        # one executor per scope: two executors on one scope can crash in FetchTensors
+        self.executor = paddle.static.Executor(place)
+        if plan is not None:
+            self.executor._set_plan(plan)
+        self.seconds: list[float] = []  # timed steps only
+        self.losses: list[np.ndarray] = []  # every step
+
+    def step(self, feed: dict[str, np.ndarray], timed: bool) -> np.ndarray:
+        with self.paddle.static.scope_guard(self.scope):
+            t0 = time.perf_counter()
+            out = self.executor.run(self.main, feed=feed, fetch_list=[self.loss_value])
+            seconds = time.perf_counter() - t0
+        loss = np.asarray(out[0], dtype=np.float64).reshape(-1)
+        if timed:
+            self.seconds.append(seconds)
+        self.losses.append(loss)
+        return loss
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything the startup program initialises, by canonical name (optimizer state has a counter)."""
+        names = _startup_names(self.startup)
+        return {canonical_name(n, ()): np.array(self.scope.find_var(n).get_tensor()) for n in names}
+
+    def set_state(self, values: dict[str, np.ndarray]) -> int:
+        """Set what this runner's startup initialised from `values` (canonical names); returns how many."""
+        place = self.paddle.CPUPlace()
+        done = 0
+        for name in _startup_names(self.startup):
+            value = values.get(canonical_name(name, ()))
+            if value is not None:
+                self.scope.find_var(name).get_tensor().set(value, place)
+                done += 1
+        return done
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def _rounded(seconds: list[float]) -> list[float]:
+    """Per-step times for the JSON, to the microsecond."""
+    return [round(x, 6) for x in seconds]
+
+
+def _loss_value(plan):
+    """The loss Value of whichever job program of `plan` publishes it."""
+    for job_type in plan.job_types():
+        for op in plan.ir_program(job_type).global_block().ops:
+            if op.name() == "builtin.shadow_output" and op.attrs()["output_name"] == LOSS_NAME:
+                return op.operand_source(0)
+    raise RuntimeError("no job program computes the loss")
+
+
+def _alternate(runners: list[Runner], batches: list[dict], warmup: int, rounds: int) -> None:
+    """Warm-up steps, then `rounds` rounds of one step each, the order rotating every round so that neither side
+    always runs first.  Every runner gets the same batch in a round.  Python's GC is off while timing."""
+    for step in range(warmup):
+        for r in runners:
+            r.step(batches[step], timed=False)
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(rounds):
+            k = i % len(runners)
+            for r in runners[k:] + runners[:k]:
+                r.step(batches[warmup + i], timed=True)
+    finally:
+        gc.enable()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 1. ppdsl's plan against Paddle's apply_pass plan
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _RecordingJob:
+    """Stands in for a `core.Job` while skip-GC variables are set, and records what each job got."""
+
+    def __init__(self, job, log: list) -> None:
+        self._job, self._log = job, log
+
+    def type(self) -> str:
+        return self._job.type()
+
+    def micro_batch_id(self) -> int:
+        return self._job.micro_batch_id()
+
+    def set_skip_gc_vars(self, names) -> None:
+        self._log.append((self._job.type(), self._job.micro_batch_id(), frozenset(names)))
+        self._job.set_skip_gc_vars(names)
+
+
+@contextlib.contextmanager
+def _record_skip_gc(module, log: list) -> Iterator[None]:
+    """Wrap `module.set_skip_gc_vars` so the sets it gives each job land in `log` (the plan is unchanged)."""
+    original = module.set_skip_gc_vars
+
+    def recording(num_micro_batches, job_types, programs, jobs):
+        return original(num_micro_batches, job_types, programs, [_RecordingJob(j, log) for j in jobs])
+
+    module.set_skip_gc_vars = recording
+    try:
+        yield
+    finally:
+        module.set_skip_gc_vars = original
+
+
+_CROSSING = [re.compile(r"^var_(\d+)_(.+)_(\d+)$"), re.compile(r"^ppdsl\.(\d+)\.(.+)\.(\d+)$")]
+
+
+def _normal_var(name: str) -> str:
+    for pattern in _CROSSING:
+        hit = pattern.match(name)
+        if hit:
+            return f"<{hit[1]}:{hit[2]}:{hit[3]}>"
+    return name
+
+
+def _skip_gc_summary(log: list) -> dict[tuple[str, int], frozenset]:
+    return {(t, mb): frozenset(_normal_var(n) for n in names) for t, mb, names in log}
+
+
+def _program_shape(plan) -> dict[str, dict[str, Any]]:
+    out = {}
+    for job_type in plan.job_types():
+        block = plan.ir_program(job_type).global_block()
+        ops = [op.name() for op in block.ops]
+        out[job_type] = {"ops": len(ops), "kwargs": len(block.kwargs()), "op_names": Counter(ops)}
+    return out
+
+
+def _ops_per_step(plan) -> int:
+    """Ops the executor runs in one step: each job's program, once per job."""
+    sizes = {t: len(plan.ir_program(t).global_block().ops) for t in plan.job_types()}
+    return sum(sizes[j.type()] for j in plan.job_list())
+
+
+def _value_bytes(plan) -> dict[str, int]:
+    """Bytes of every named value of the plan's job programs whose shape is static."""
+    from paddle.base import core
+
+    out: dict[str, int] = {}
+
+    def add(name: str, value) -> None:
+        shape = list(value.shape)
+        if all(d >= 0 for d in shape):
+            out[name] = int(np.prod(shape, dtype=np.int64)) * core.size_of_dtype(value.dtype)
+
+    for job_type in plan.job_types():
+        block = plan.ir_program(job_type).global_block()
+        for name, value in block.kwargs().items():
+            add(name, value)
+        for op in block.ops:
+            for value in (*op.operands_source(), *op.results()):
+                if value.has_name:
+                    add(value.name, value)
+    return out
+
+
+def _forward_hold_bytes(log: list, sizes: dict[str, int]) -> int:
+    """Bytes the forward jobs of micro-batch 0 keep alive for later jobs: the activation memory of one micro-batch
+    in flight."""
+    return sum(sizes.get(n, 0) for t, mb, names in log if mb == 0 and t.startswith("forward") for n in names)
+
+
+def bench_pair(paddle, model: Model, mode: str, stem: str, vpp: int, args) -> dict[str, Any]:
+    from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass, pipeline_pass_base
+
+    m, mbs = args.microbatches, args.micro_batch_size
+    exp = expand(_schedule(stem), 1, m, vpp)
+    programs = [
+        build_training_program(
+            paddle, model, micro_batch_size=mbs, num_stages=vpp, microbatches=m, lr=args.lr, seed=args.seed
+        )
+        for _ in range(3)
+    ]
+    for program in programs:
+        # Paddle's VPP pass guesses backward chunk ids from neighbouring ops and cannot place `embedding_grad`:
+        # give both sides the program with every op's stage written in (as the runtime tests do)
+        complete_roles(program.main)
+        stamp_stages(program.main, op_stages(program.main))
+    ours_prog, theirs_prog, control_prog = programs
+
+    ours_log: list = []
+    theirs_log: list = []
+    with _record_skip_gc(plan_module, ours_log):
+        t0 = time.perf_counter()
+        ours = build_plan(
+            ours_prog.main,
+            ours_prog.startup,
+            job_types=job_type_dicts(exp),
+            stage_of=exp.stage_of,
+            orders=[exp.job_tuples(0)],
+            rules=rule_dicts(exp),
+            microbatches=m,
+            rank=0,
+        )
+        ours_build = time.perf_counter() - t0
+    with _record_skip_gc(pipeline_pass_base, theirs_log):
+        t0 = time.perf_counter()
+        attrs = {"num_micro_batches": m, "pp_degree": 1, "pp_stage": 0, "vpp_degree": vpp}
+        theirs = apply_pass(theirs_prog.main, theirs_prog.startup, mode, attrs)
+        theirs_build = time.perf_counter() - t0
+    # the control: a second, identical Paddle plan in its own scope; Paddle / Paddle shows the noise floor
+    attrs = {"num_micro_batches": m, "pp_degree": 1, "pp_stage": 0, "vpp_degree": vpp}
+    control = apply_pass(control_prog.main, control_prog.startup, mode, attrs)
+
+    ours_jobs = [(j.type(), j.micro_batch_id()) for j in ours.plan.job_list()]
+    # at pp=1 the single-machine emulation (rank=None) must be the same plan under its own job names
+    emulated = build_plan(
+        ours_prog.main,
+        ours_prog.startup,
+        job_types=job_type_dicts(exp),
+        stage_of=exp.stage_of,
+        orders=[exp.job_tuples(0)],
+        rules=rule_dicts(exp),
+        microbatches=m,
+        rank=None,
+    )
+
+    def rank_name(name: str) -> str:  # `forward@1` -> `forward1` (vpp > 1) or `forward`; `optimizer@r0` -> `optimizer`
+        base, _, stage = name.partition("@")
+        return base if base == "optimizer" or vpp == 1 else f"{base}{stage}"
+
+    emulated_jobs = [(rank_name(j.type()), j.micro_batch_id()) for j in emulated.plan.job_list()]
+    emulated_ops = {rank_name(t): len(p.global_block().ops) for t, p in emulated.programs.items()}
+    theirs_jobs = [(j.type(), j.micro_batch_id()) for j in theirs.job_list()]
+    ours_shape, theirs_shape = _program_shape(ours.plan), _program_shape(theirs)
+    op_counts_equal = {t: s["ops"] for t, s in ours_shape.items()} == {t: s["ops"] for t, s in theirs_shape.items()}
+    op_names_equal = {t: s["op_names"] for t, s in ours_shape.items()} == {
+        t: s["op_names"] for t, s in theirs_shape.items()
+    }
+    ours_gc, theirs_gc = _skip_gc_summary(ours_log), _skip_gc_summary(theirs_log)
+    gc_differs = sorted(k for k in set(ours_gc) | set(theirs_gc) if ours_gc.get(k) != theirs_gc.get(k))
+    gc_superset = set(ours_gc) == set(theirs_gc) and all(theirs_gc[k] <= ours_gc[k] for k in ours_gc)
+    gc_example = None
+    if gc_differs:
+        k = gc_differs[0]
+        a, b = ours_gc.get(k, frozenset()), theirs_gc.get(k, frozenset())
+        gc_example = {"job": f"{k[0]}#{k[1]}", "only_ppdsl": sorted(a - b)[:5], "only_paddle": sorted(b - a)[:5]}
+
+    a = Runner(paddle, "ppdsl", ours_prog.main, ours_prog.startup, ours.plan, ours.loss_value)
+    b = Runner(paddle, "paddle", theirs_prog.main, theirs_prog.startup, theirs, _loss_value(theirs))
+    initial = a.state()
+    c = Runner(paddle, "paddle (2nd)", control_prog.main, control_prog.startup, control, _loss_value(control))
+    copied = b.set_state(initial)
+    c.set_state(initial)
+    same_start = all(np.array_equal(v, r.state()[k]) for r in (b, c) for k, v in initial.items())
+    batch_size = m * mbs
+    batches = [model.make_batch(s, batch_size, args.seed) for s in range(args.warmup + args.rounds)]
+    _alternate([a, b, c], batches, args.warmup, args.rounds)
+
+    loss_diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a.losses, b.losses, strict=True))
+    control_loss_diff = max(float(np.max(np.abs(x - y))) for x, y in zip(c.losses, b.losses, strict=True))
+    per_round = [x / y for x, y in zip(a.seconds, b.seconds, strict=True)]
+    ratio = a.median / b.median
+    return {
+        "mode": mode,
+        "schedule": exp.defn.name,
+        "pp": 1,
+        "vpp": vpp,
+        "microbatches": m,
+        "micro_batch_size": mbs,
+        "jobs": len(ours_jobs),
+        "job_sequence_equal": ours_jobs == theirs_jobs,
+        "rank_none_same_plan": emulated_jobs == ours_jobs
+        and emulated_ops == {t: s["ops"] for t, s in ours_shape.items()},
+        "job_programs": {
+            t: {"ppdsl_ops": ours_shape[t]["ops"], "paddle_ops": theirs_shape.get(t, {}).get("ops")}
+            for t in sorted(ours_shape)
+        },
+        "program_types_equal": set(ours_shape) == set(theirs_shape),
+        "op_counts_equal": op_counts_equal,
+        "op_names_equal": op_names_equal,
+        "skip_gc_jobs": len(ours_gc),
+        "skip_gc_vars_ppdsl": sum(len(v) for v in ours_gc.values()),
+        "skip_gc_vars_paddle": sum(len(v) for v in theirs_gc.values()),
+        "skip_gc_equal": not gc_differs,
+        "skip_gc_ppdsl_superset": gc_superset,
+        "skip_gc_jobs_differing": len(gc_differs),
+        "skip_gc_example": gc_example,
+        "skip_gc_forward_bytes_ppdsl": _forward_hold_bytes(ours_log, _value_bytes(ours.plan)),
+        "skip_gc_forward_bytes_paddle": _forward_hold_bytes(theirs_log, _value_bytes(theirs)),
+        "ops_per_step_ppdsl": _ops_per_step(ours.plan),
+        "ops_per_step_paddle": _ops_per_step(theirs),
+        "state_copied": copied,
+        "same_initial_state": same_start,
+        "ppdsl_build_seconds": ours_build,
+        "paddle_build_seconds": theirs_build,
+        "warmup": args.warmup,
+        "rounds": args.rounds,
+        "ppdsl_median_seconds": a.median,
+        "paddle_median_seconds": b.median,
+        "ppdsl_min_seconds": min(a.seconds),
+        "paddle_min_seconds": min(b.seconds),
+        "ppdsl_seconds": _rounded(a.seconds),
+        "paddle_seconds": _rounded(b.seconds),
+        "ratio": ratio,
+        "ratio_of_mins": min(a.seconds) / min(b.seconds),
+        "median_round_ratio": statistics.median(per_round),
+        "control_median_seconds": c.median,
+        "control_seconds": _rounded(c.seconds),
+        "control_ratio": c.median / b.median,
+        "control_max_loss_diff": control_loss_diff,
+        "ratio_target": TARGET_RATIO,
+        "ratio_pass": ratio <= TARGET_RATIO,
+        "steps_compared": len(a.losses),
+        "max_loss_diff": loss_diff,
+        "loss_pass": loss_diff <= LOSS_TOLERANCE and same_start,
+        "final_mean_loss": float(a.losses[-1].mean()),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 2. plan build time
+# --------------------------------------------------------------------------------------------------------------
+
+
+def bench_build(paddle, stem: str, pp: int, vpp: int, m: int, layers: int, repeats: int, seed: int) -> dict[str, Any]:
+    config = TinyLMConfig(layers=layers)
+    model = _model(config)
+    t0 = time.perf_counter()
+    exp = expand(_schedule(stem), pp, m, vpp)
+    t1 = time.perf_counter()
+    program = build_training_program(
+        paddle, model, micro_batch_size=2, num_stages=exp.nstages, microbatches=m, lr=0.01, seed=seed
+    )
+    t2 = time.perf_counter()
+    runs = []
+    for _ in range(repeats):
+        gc.collect()
+        built = build_plan(
+            program.main,  # build_plan works on a clone: the same program serves every repeat
+            program.startup,
+            job_types=job_type_dicts(exp),
+            stage_of=exp.stage_of,
+            orders=[exp.job_tuples(r) for r in range(pp)],
+            rules=rule_dicts(exp),
+            microbatches=m,
+            rank=None,
+        )
+        runs.append(dict(built.seconds))
+        jobs, job_programs = len(built.job_names), len(built.programs)
+        del built
+    worst = max(runs, key=lambda r: r["total"])
+    best = min(runs, key=lambda r: r["total"])
+    return {
+        "schedule": exp.defn.name,
+        "file": f"schedules/{stem}.sched",
+        "pp": pp,
+        "vpp": vpp,
+        "microbatches": m,
+        "layers": layers,
+        "program_ops": len(program.main.global_block().ops),
+        "jobs": jobs,
+        "job_programs": job_programs,
+        "expand_seconds": t1 - t0,
+        "program_seconds": t2 - t1,
+        "repeats": repeats,
+        "runs": runs,
+        "first": runs[0],
+        "best": best,
+        "worst_seconds": worst["total"],
+        "target_seconds": TARGET_BUILD_SECONDS,
+        "pass": worst["total"] < TARGET_BUILD_SECONDS,
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3. emulated pipeline against the plain full-batch run
+# --------------------------------------------------------------------------------------------------------------
+
+
+def bench_emulated(paddle, model: Model, args) -> dict[str, Any]:
+    m, mbs = args.microbatches, args.micro_batch_size
+    batch_size = m * mbs
+    config = TrainConfig(batch_size=batch_size, lr=args.lr, optimizer="adam", seed=args.seed)
+    runners: list[Runner] = []
+    meta = []
+    for stem, pp, vpp in EMULATED:
+        _progress(f"  [3] build {stem} pp={pp} vpp={vpp} m={m}")
+        exp = expand(_schedule(stem), pp, m, vpp)
+        trainer = PipelineTrainer(exp, model, config)
+        built = trainer.built
+        runner = Runner(
+            paddle,
+            f"{stem} pp={pp} vpp={vpp}",
+            trainer.program.main,
+            trainer.program.startup,
+            built.plan,
+            built.loss_value,
+        )
+        del trainer  # its scope and executor are not used: the runner has its own
+        runners.append(runner)
+        meta.append({"schedule": exp.defn.name, "file": stem, "pp": pp, "vpp": vpp, "build": built.seconds["total"]})
+
+    full = build_training_program(
+        paddle,
+        model,
+        micro_batch_size=batch_size,
+        num_stages=1,
+        microbatches=1,
+        lr=args.lr,
+        seed=args.seed,
+        accumulate=False,
+    )
+    plain = Runner(paddle, "full batch", full.main, full.startup, None, full.loss)
+    initial = runners[0].state()
+    for r in [*runners[1:], plain]:
+        r.set_state(initial)
+    params = {n: v for n, v in initial.items() if n in full.param_stage}
+    same_start = all(
+        np.array_equal(v, np.array(r.scope.find_var(n).get_tensor()))
+        for r in [*runners, plain]
+        for n, v in params.items()
+    )
+    batches = [model.make_batch(s, batch_size, args.seed) for s in range(args.warmup + args.rounds)]
+    _alternate([plain, *runners], batches, args.warmup, args.rounds)
+
+    full_median = plain.median
+    base = runners[0]  # the pp=1 micro-batched plan: the micro-batching alone, few jobs
+    rows = []
+    for r, info in zip(runners, meta, strict=True):
+        mean_losses = np.array([loss.mean() for loss in r.losses])
+        ref_losses = np.array([loss.mean() for loss in plain.losses])
+        first_diff = float(abs(mean_losses[0] - ref_losses[0]))
+        extra_jobs = r.jobs - base.jobs
+        rows.append(
+            {
+                **info,
+                "label": r.label,
+                "jobs": r.jobs,
+                "ops_per_step": r.ops,
+                "median_seconds": r.median,
+                "min_seconds": min(r.seconds),
+                "seconds": _rounded(r.seconds),
+                "vs_full_batch": r.median / full_median,
+                "overhead_per_job_seconds": (r.median - full_median) / r.jobs,
+                "overhead_per_extra_op_seconds": (r.median - full_median) / (r.ops - plain.ops),
+                "extra_per_job_over_pp1_seconds": (r.median - base.median) / extra_jobs if extra_jobs > 0 else None,
+                "first_step_loss_diff": first_diff,
+                "max_step_loss_diff": float(np.max(np.abs(mean_losses - ref_losses))),
+                "loss_pass": first_diff <= LOSS_TOLERANCE,
+            }
+        )
+    return {
+        "model": model.name,
+        "microbatches": m,
+        "batch_size": batch_size,
+        "optimizer": "adam",
+        "warmup": args.warmup,
+        "rounds": args.rounds,
+        "same_initial_state": same_start,
+        "full_batch_median_seconds": full_median,
+        "full_batch_ops_per_step": plain.ops,
+        "full_batch_min_seconds": min(plain.seconds),
+        "full_batch_seconds": _rounded(plain.seconds),
+        "rows": rows,
+        "loss_pass": same_start and all(row["loss_pass"] for row in rows),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _verdict(ok: bool) -> str:
+    return "[bold green]PASS[/]" if ok else "[bold red]FAIL[/]"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds < 0.1 else f"{seconds * 1e3:.1f} ms"
+
+
+def _yes(ok: bool) -> str:
+    return "same" if ok else "[bold red]differ[/]"
+
+
+def _pair_rows(table, p: dict[str, Any]) -> None:
+    table.add_row(
+        f"1 vs apply_pass {p['mode']}",
+        f"pp=1 vpp={p['vpp']} m={p['microbatches']}x{p['micro_batch_size']}, {p['jobs']} jobs, {p['rounds']} rounds",
+        "",
+        "",
+        "",
+    )
+    table.add_row(
+        "", "  median step, ppdsl / Paddle", f"{_ms(p['ppdsl_median_seconds'])} / {_ms(p['paddle_median_seconds'])}"
+    )
+    table.add_row(
+        "", "  ratio ppdsl / Paddle (medians)", f"{p['ratio']:.3f}", f"<= {TARGET_RATIO:g}", _verdict(p["ratio_pass"])
+    )
+    table.add_row(
+        "", "  ratio of best steps / median round ratio", f"{p['ratio_of_mins']:.3f} / {p['median_round_ratio']:.3f}"
+    )
+    table.add_row(
+        "",
+        "  control: 2nd Paddle plan / Paddle (noise floor)",
+        f"{p['control_ratio']:.3f}"
+        + ("" if p["control_max_loss_diff"] == 0 else f" (loss diff {p['control_max_loss_diff']:.1e})"),
+    )
+    table.add_row(
+        "",
+        f"  max |loss diff|, {p['steps_compared']} steps" + (", same start" if p["same_initial_state"] else ""),
+        f"{p['max_loss_diff']:.1e}",
+        f"<= {LOSS_TOLERANCE:g}",
+        _verdict(p["loss_pass"]),
+    )
+    same = p["job_sequence_equal"] and p["op_counts_equal"] and p["rank_none_same_plan"]
+    table.add_row(
+        "",
+        "  job order / ops per program / rank=None plan",
+        f"{_yes(p['job_sequence_equal'])} / {_yes(p['op_counts_equal'])} / {_yes(p['rank_none_same_plan'])}",
+        "same",
+        _verdict(same),
+    )
+    ops = ", ".join(
+        f"{t} {v['ppdsl_ops']}" + ("" if v["ppdsl_ops"] == v["paddle_ops"] else f"/{v['paddle_ops']}")
+        for t, v in p["job_programs"].items()
+        if v["ppdsl_ops"]
+    )
+    table.add_row("", "  ops per job program", ops)
+    table.add_row("", "  ops run per step, ppdsl / Paddle", f"{p['ops_per_step_ppdsl']} / {p['ops_per_step_paddle']}")
+    superset = ", ppdsl's ⊇ Paddle's" if p["skip_gc_ppdsl_superset"] and not p["skip_gc_equal"] else ""
+    table.add_row(
+        "",
+        "  skip-GC vars over all jobs, ppdsl / Paddle",
+        f"{p['skip_gc_vars_ppdsl']} / {p['skip_gc_vars_paddle']} ({_yes(p['skip_gc_equal'])}{superset})",
+    )
+    table.add_row(
+        "",
+        "  kept alive by micro-batch 0's forwards",
+        f"{p['skip_gc_forward_bytes_ppdsl'] / 1024:.0f} / {p['skip_gc_forward_bytes_paddle'] / 1024:.0f} KiB",
+    )
+    table.add_row(
+        "", "  plan build, ppdsl / Paddle", f"{_ms(p['ppdsl_build_seconds'])} / {_ms(p['paddle_build_seconds'])}"
+    )
+    table.add_section()
+
+
+def _build_rows(table, i: int, b: dict[str, Any]) -> None:
+    table.add_row(
+        "2 plan build" if i == 0 else "",
+        f"{b['file']} pp={b['pp']} vpp={b['vpp']} m={b['microbatches']}",
+        f"{b['layers']} layers, {b['program_ops']} ops",
+        "",
+        "",
+    )
+    table.add_row("", "  jobs / job programs", f"{b['jobs']} / {b['job_programs']}")
+    f = b["first"]
+    table.add_row(
+        "",
+        "  first build: prepare / split / skip-GC+Plan",
+        f"{_ms(f['prepare'])} / {_ms(f['split'])} / {_ms(f['plan'])}",
+    )
+    table.add_row(
+        "",
+        f"  build_plan total: first / best / slowest of {b['repeats']}",
+        f"{_ms(f['total'])} / {_ms(b['best']['total'])} / {_ms(b['worst_seconds'])}",
+        f"< {TARGET_BUILD_SECONDS:g} s",
+        _verdict(b["pass"]),
+    )
+    table.add_row(
+        "",
+        "  not included: expand / build_training_program",
+        f"{_ms(b['expand_seconds'])} / {_ms(b['program_seconds'])}",
+    )
+
+
+def _emulated_rows(table, e: dict[str, Any]) -> None:
+    table.add_row(
+        "3 emulated vs full batch",
+        f"batch {e['batch_size']} = {e['microbatches']} micro-batches, {e['rounds']} rounds",
+        "",
+        "",
+        "",
+    )
+    table.add_row(
+        "", f"full-batch program: 1 job, {e['full_batch_ops_per_step']} ops", _ms(e["full_batch_median_seconds"])
+    )
+    for row in e["rows"]:
+        extra = row["extra_per_job_over_pp1_seconds"]
+        table.add_row(
+            "",
+            f"{row['label']}: {row['jobs']} jobs, {row['ops_per_step']} ops",
+            f"{_ms(row['median_seconds'])} ({row['vs_full_batch']:.2f}x)",
+        )
+        table.add_row("", "  overhead per job vs full batch", f"{row['overhead_per_job_seconds'] * 1e3:.3f} ms")
+        if extra is not None:
+            table.add_row("", "  per extra job vs the pp=1 plan", f"{extra * 1e3:.3f} ms")
+        table.add_row("", "  per extra op run vs full batch", f"{row['overhead_per_extra_op_seconds'] * 1e6:.1f} µs")
+    worst = max(row["first_step_loss_diff"] for row in e["rows"])
+    table.add_row(
+        "",
+        "first-step loss vs full batch, max |diff|" + (", same start" if e["same_initial_state"] else ""),
+        f"{worst:.1e}",
+        f"<= {LOSS_TOLERANCE:g}",
+        _verdict(e["loss_pass"]),
+    )
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    table = Table(title="ppdsl run benchmark", title_justify="left")
+    for name, justify in (("part", "left"), ("measure", "left"), ("value", "right"), ("target", "right")):
+        table.add_column(name, justify=justify)
+    table.add_column("", justify="center")
+
+    cfg = report["config"]
+    for p in report["vs_paddle"]:
+        _pair_rows(table, p)
+    for i, b in enumerate(report["build"]):
+        _build_rows(table, i, b)
+    if report["build"]:
+        table.add_section()
+    if report["emulated"] is not None:
+        _emulated_rows(table, report["emulated"])
+
+    console.print(table)
+    console.print(
+        f"model for parts 1 and 3: tiny_lm hidden {cfg['hidden']}, layers {cfg['layers']}, seq {cfg['seq_len']}, "
+        f"vocab {cfg['vocab']}; Adam lr {cfg['lr']}; {cfg['warmup']} warm-up steps per side, then rounds of one step "
+        "per side, the order rotating each round. Load average (1 min) before / after: "
+        f"{report['loadavg_before'][0]:.1f} / {report['loadavg_after'][0]:.1f} on {report['cpus']} CPUs"
+    )
+    verdict = (
+        "all targets met"
+        if report["all_pass"]
+        else "some targets missed: " + ", ".join(k for k, v in report["targets"].items() if v is False)
+    )
+    console.print(verdict, style="bold green" if report["all_pass"] else "bold red")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and build repeats")
+    parser.add_argument("--rounds", type=int, help="timed alternating rounds per comparison (default 40, quick 12)")
+    parser.add_argument("--warmup", type=int, help="untimed steps per side first (default 3, quick 2)")
+    parser.add_argument("--build-repeats", type=int, help="builds per schedule in part 2 (default 3, quick 2)")
+    parser.add_argument("--hidden", type=int, default=64, help="model width for parts 1 and 3")
+    parser.add_argument("--layers", type=int, default=8, help="model depth for parts 1 and 3")
+    parser.add_argument("--seq-len", type=int, default=32, help="sequence length for parts 1 and 3")
+    parser.add_argument("-m", "--microbatches", type=int, default=8, help="micro-batches for parts 1 and 3")
+    parser.add_argument("--micro-batch-size", type=int, default=2, help="samples per micro-batch, parts 1 and 3")
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", choices=["1", "2", "3"], action="append", help="run only these parts")
+    args = parser.parse_args(argv)
+    args.rounds = args.rounds or (12 if args.quick else 40)
+    args.warmup = args.warmup or (2 if args.quick else 3)
+    build_repeats = args.build_repeats or (2 if args.quick else 3)
+    parts = set(args.only or ["1", "2", "3"])
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    paddle = import_paddle()
+    config = TinyLMConfig(hidden=args.hidden, layers=args.layers, seq_len=args.seq_len)
+    model = _model(config)
+    report: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "paddle": paddle.__version__,
+        "cpus": os.cpu_count(),
+        "quick": args.quick,
+        "config": {
+            "vocab": config.vocab,
+            "hidden": config.hidden,
+            "layers": config.layers,
+            "seq_len": config.seq_len,
+            "microbatches": args.microbatches,
+            "micro_batch_size": args.micro_batch_size,
+            "lr": args.lr,
+            "seed": args.seed,
+            "warmup": args.warmup,
+            "rounds": args.rounds,
+        },
+        "vs_paddle": [],
+        "build": [],
+        "emulated": None,
+    }
+
+    if "1" in parts:
+        for mode, stem, vpp in PAIRS:
+            _progress(f"[1] {mode}: ppdsl {stem}.sched vs Paddle apply_pass, pp=1 vpp={vpp} m={args.microbatches}")
+            report["vs_paddle"].append(bench_pair(paddle, model, mode, stem, vpp, args))
+    if "2" in parts:
+        for stem in BUILD_CASES:
+            _progress(f"[2] build_plan {stem}.sched pp=4 vpp=2 m=16, 24 layers")
+            report["build"].append(bench_build(paddle, stem, 4, 2, 16, 24, build_repeats, args.seed))
+    if "3" in parts:
+        _progress("[3] emulated pipelines vs the full-batch program")
+        report["emulated"] = bench_emulated(paddle, model, args)
+
+    report["targets"] = {
+        **{f"ratio_{p['mode']}": p["ratio_pass"] for p in report["vs_paddle"]},
+        **{f"losses_{p['mode']}": p["loss_pass"] for p in report["vs_paddle"]},
+        **{
+            f"same_jobs_{p['mode']}": p["job_sequence_equal"] and p["op_counts_equal"] and p["rank_none_same_plan"]
+            for p in report["vs_paddle"]
+        },
+        **{f"build_{b['file']}": b["pass"] for b in report["build"]},
+        "emulated_losses": None if report["emulated"] is None else report["emulated"]["loss_pass"],
+    }
+    report["all_pass"] = all(v is not False for v in report["targets"].values())
+    report["total_seconds"] = time.perf_counter() - started
+    report["loadavg_before"] = list(load_before)
+    report["loadavg_after"] = list(os.getloadavg())
+
+    print_report(report)
+    print(json.dumps(report), flush=True)
+    return 0 if report["all_pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
