@@ -110,14 +110,17 @@ def check(
     return check_expansion(result.expansion, rendezvous, result)
 
 
-def check_expansion(exp: Expansion, rendezvous: bool = False, result: CheckResult | None = None) -> CheckResult:
+def check_expansion(
+    exp: Expansion, rendezvous: bool = False, result: CheckResult | None = None, record_comms: bool = False
+) -> CheckResult:
+    """Check an expansion; `record_comms` keeps the execution's transfer log (`ppdsl.simulate` reads it)."""
     if result is None:
         result = CheckResult(exp.defn.path, exp.pp, exp.vpp, exp.microbatches, defn=exp.defn, expansion=exp)
     problems = check_ranks(exp)
     result.diagnostics.extend(problems)
     if any(d.is_error for d in problems):
         return result
-    ex = execute(exp, rendezvous=rendezvous, used=used_types(exp))
+    ex = execute(exp, rendezvous=rendezvous, used=used_types(exp), record_comms=record_comms)
     result.execution = ex
     if not ex.completed:
         result.diagnostics.append(_deadlock_diagnostic(exp, ex, rendezvous))

@@ -3,7 +3,9 @@
 One pass computes, for a fixed per-rank order, each job's start and end under the declared costs, and finds a
 deadlock when no rank can move. Communication semantics:
 
-* a forward on stage s > 0 waits for the forward of stage s - 1 (same micro-batch) plus the link latency;
+* a forward on stage s > 0 waits for the forward of stage s - 1 (same micro-batch) to arrive: each rank sends
+  on one send stream, one transfer after another, each taking `comm latency` plus, with a `comm bandwidth`,
+  the activation's size over the bandwidth (sends to the same rank take no time);
 * a backward / backward_b on stage s < S - 1 waits for the backward / backward_b of stage s + 1;
 * an auxiliary job declared `receives` / `sends` takes over its anchor's receive / send;
 * by default a send never waits (stream-ordered, as Paddle's send streams); with `rendezvous=True` a send
@@ -44,7 +46,7 @@ class Wait:
     peer_job: str
 
 
-@dataclass
+@dataclass(slots=True)  # a large simulation logs 10^5 of these
 class Transfer:
     """One activation or gradient on its way: sent by job `step` of `src_rank`, from `start` to `end`."""
 
@@ -257,7 +259,9 @@ def execute(
                     send_free[r] = arrive
                     sig_end[sg] = arrive
                     if comms is not None:
-                        comms.append(Transfer(r, i - 1, sg, leave, arrive))
+                        # the receiver is the rank of the next stage (activation) or the previous (gradient)
+                        to = rank_of_stage[sg // two_m + (1 if sg % 2 == F_SIGNAL else -1)]
+                        comms.append(Transfer(r, i - 1, sg, leave, arrive, to))
                 else:
                     sig_end[sg] = en
                 w = waiter.pop(sg, -1)
@@ -280,9 +284,6 @@ def execute(
     result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage)
     result.visits = visits
     if comms is not None:
-        for tr in comms:
-            stage = tr.signal // two_m + (1 if tr.signal % 2 == F_SIGNAL else -1)
-            tr.dst_rank = rank_of_stage[stage]
         result.transfers = comms
     return result
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -41,6 +42,7 @@ class RunOptions:
     resume: Path | None = None
     profile: Path | None = None
     profile_steps: int = 3
+    launch: object | None = None  # ppdsl.launch.LaunchOptions: one process per rank
 
 
 def _validate(opts: RunOptions) -> None:
@@ -77,6 +79,8 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     if not result.valid:
         return result.exit_code
     exp, sim = result.expansion, result.execution
+    if opts.launch is not None:
+        return _run_cluster(opts, exp, sim, out)
 
     from ppdsl.runtime.model import load_model  # no paddle yet: a bad model path fails fast
 
@@ -200,3 +204,85 @@ def _write_summary(opts: RunOptions, exp, run, sums) -> None:
         "parameters": sums,
     }
     _write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
+
+
+def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
+    """One process per rank through paddle.distributed.launch (or, with --dry-run, what would run)."""
+    import os
+
+    from ppdsl.launch import dry_run_text, launch_command, run_cluster, validate
+
+    launch = opts.launch
+    validate(exp, launch)
+    if launch.dry_run:
+        out.print(dry_run_text(exp, launch, launch_command(launch, launch.run_dir / "spec.json")), markup=False, end="")
+        return EXIT_VALID
+    if opts.model is not None:
+        from ppdsl.runtime.model import load_model
+
+        load_model(opts.model)  # a bad model path fails here, before any process starts
+    spec = {
+        "schedule": str(Path(opts.schedule).resolve()),
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": opts.params or [],
+        "model": opts.model,
+        "batch_size": opts.batch_size,
+        "lr": opts.lr,
+        "optimizer": opts.optimizer,
+        "seed": opts.seed,
+        "steps": opts.steps,
+        "comm_timeout": launch.comm_timeout,
+        "init": str((opts.resume / "checkpoint.npz").resolve()) if opts.resume else None,
+        # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
+        "fail": _parse_failure(os.environ.get("PPDSL_INJECT_FAILURE")),
+    }
+    out.print(
+        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+        f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{launch.run_dir}`"
+    )
+    with out.status("training across processes"):
+        result = run_cluster(spec, exp, launch)
+    table = Table(title="summary", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    if result.losses:
+        table.add_row("loss", f"{np.mean(result.losses[0]):.4f} -> {np.mean(result.losses[-1]):.4f}")
+    if result.step_seconds:
+        steady = result.step_seconds[1:] or result.step_seconds
+        table.add_row("time per step", f"{statistics.median(steady) * 1e3:.1f} ms (slowest rank, median)")
+    comm = ", ".join(f"{s * 1e3:.0f}" for _, s in sorted(result.comm_seconds.items()))
+    table.add_row("sending", f"{comm} ms per rank over the run")
+    table.add_row("simulated bubble", f"{sim.bubble_ratio:.1%}")
+    out.print(table)
+    if opts.summary_json is not None:
+        from ppdsl.cli import _write_atomic
+        from ppdsl.runtime.train import checksum
+
+        data = {
+            "schedule": exp.defn.name,
+            "file": opts.schedule,
+            "pp": exp.pp,
+            "vpp": exp.vpp,
+            "microbatches": exp.microbatches,
+            "processes": launch.nproc_per_node * launch.nnodes,
+            "losses": result.losses,
+            "step_seconds": result.step_seconds,
+            "comm_seconds": {str(k): v for k, v in result.comm_seconds.items()},
+            "parameters": checksum(result.parameters),
+        }
+        _write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
+    return EXIT_VALID
+
+
+def _parse_failure(text: str | None) -> dict | None:
+    if not text:
+        return None
+    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    return {
+        "rank": int(fields.get("rank", 0)),
+        "job": int(fields.get("job", 0)),
+        "step": int(fields.get("step", 0)),
+        "mode": fields.get("mode", "raise"),
+    }

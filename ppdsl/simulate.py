@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ppdsl.checker import CheckResult, check_expansion
 from ppdsl.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.execution import Execution, Transfer, execute
+from ppdsl.execution import Execution, Transfer
 from ppdsl.expand import expand
 from ppdsl.ir import Expansion
 from ppdsl.resolve import load
@@ -126,8 +126,8 @@ def simulate(
 
 
 def simulate_expansion(exp: Expansion, rendezvous: bool = False) -> Simulation:
-    result = check_expansion(exp, rendezvous)
+    # one execution both checks and times: the transfer log costs far less than running every rank twice
+    result = check_expansion(exp, rendezvous, record_comms=True)
     if not result.valid:
         raise DiagnosticError(result.errors or result.diagnostics)
-    ex = execute(exp, rendezvous=rendezvous, record_comms=True)
-    return Simulation(exp, ex, result)
+    return Simulation(exp, result.execution, result)

@@ -20,11 +20,13 @@ from ppdsl.runtime.program import LOSS_NAME
 from ppdsl.runtime.skip_gc import set_skip_gc_vars
 from ppdsl.runtime.split import (
     ProgramKey,
+    ValueFlow,
     assign_job_types,
     classify_kinds,
     op_homes,
     split_matmul_grads,
     split_program,
+    value_flow,
 )
 from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
 from ppdsl.runtime.streams import apply_rules
@@ -41,6 +43,8 @@ class BuiltPlan:
     loss_value: object | None  # that program's loss Value, to fetch
     split_matmuls: int
     seconds: dict[str, float] = field(default_factory=dict)
+    keys: dict[str, ProgramKey] = field(default_factory=dict)  # job type name -> (type, stage)
+    flow: ValueFlow | None = None  # what every rank's job programs hand each other (all ranks)
 
 
 def build_plan(
@@ -62,7 +66,9 @@ def build_plan(
     pp = len(stage_of)
     ranks = list(range(pp)) if rank is None else [rank]
     rank_of_stage = {s: r for r, row in enumerate(stage_of) for s in row}
-    used = {t for r in ranks for t, _, _ in orders[r]}
+    # decided over every rank, so that every process prepares the same program: the names of values that cross
+    # processes come from op positions, which the matmul split shifts
+    used = {t for r in range(pp) for t, _, _ in orders[r]}
     split_backward = bool(used & {"backward_b", "backward_w"})
 
     work = main_program.clone()
@@ -96,6 +102,8 @@ def build_plan(
         return ProgramKey("optimizer", r) if t == "optimizer" else ProgramKey(t, stage_of[r][c])
 
     keys = {key(r, t, c) for r in ranks for t, c, _ in orders[r]}
+    every_key = {key(r, t, c) for r in range(pp) for t, c, _ in orders[r]}
+    flow = value_flow(ops, op_homes(types, stages, every_key, rank_of_stage))
     order = sorted(keys, key=lambda k: (k.type == "optimizer", k.stage, TYPE_ORDER.get(k.type, 4), k.type))
     homes = op_homes(types, stages, keys, rank_of_stage)
     if rank is None:
@@ -103,7 +111,9 @@ def build_plan(
         if homeless:
             raise DiagnosticError([Diagnostic("E035", f"{len(homeless)} ops belong to no job, first `{homeless[0]}`")])
     t1 = time.perf_counter()
-    programs = split_program(work, homes, order)
+    # values this process computes for another process's programs
+    remote = {n for k, names in flow.needs.items() if k not in keys for n in names} - flow.data
+    programs = split_program(work, homes, order, frozenset(remote))
     t2 = time.perf_counter()
 
     def name(k: ProgramKey) -> str:
@@ -136,6 +146,8 @@ def build_plan(
         loss_value,
         split,
         {"prepare": t1 - t0, "split": t2 - t1, "plan": t3 - t2, "total": t3 - t0},
+        {name(k): k for k in order},
+        flow,
     )
 
 

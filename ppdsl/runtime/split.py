@@ -131,9 +131,66 @@ def op_homes(
     return homes
 
 
-def split_program(main, homes: list[list[ProgramKey]], order: list[ProgramKey]) -> dict[ProgramKey, object]:
+def existing_name(ops, i: int, r: int) -> str | None:
+    """The name result `r` of op `i` already has: an input's, a parameter's, or one the model published."""
+    op = ops[i]
+    if op.name() in ("pd_op.data", "builtin.parameter"):
+        return op.result(r).name
+    for user in op.result(r).all_used_ops():
+        if user.name() == "builtin.shadow_output":
+            return user.attrs()["output_name"]
+    return None
+
+
+def value_name(ops, i: int, r: int) -> str:
+    """The name result `r` of op `i` goes by when it crosses job programs (the same in every process)."""
+    return existing_name(ops, i, r) or f"ppdsl.{i}.{ops[i].name()}.{r}"
+
+
+@dataclass
+class ValueFlow:
+    """Which named values each job program reads from another, which programs compute them, their types.
+
+    Computed on the whole program for every rank's programs at once, so each process knows what every other
+    process will send it, in which order and of which shape, without building their programs.
+    """
+
+    needs: dict[ProgramKey, set[str]]
+    producers: dict[str, list[ProgramKey]]
+    shapes: dict[str, tuple[list[int], str]]
+    data: set[str]  # inputs fed from the batch (every process has the batch)
+
+
+def value_flow(ops, homes: list[list[ProgramKey]]) -> ValueFlow:
+    index = {op: i for i, op in enumerate(ops)}
+    flow = ValueFlow({}, {}, {}, set())
+    for i, op in enumerate(ops):
+        for k in range(op.num_operands()):
+            value = op.operand_source(k)
+            producer = value.get_defining_op()
+            j = index.get(producer) if producer is not None else None
+            if j is None or value.persistable:  # block arguments and parameters live in every process's scope
+                continue
+            missing = [h for h in homes[i] if h not in homes[j]]
+            if not missing:
+                continue
+            r = next(r for r in range(producer.num_results()) if producer.result(r).is_same(value))
+            name = value_name(ops, j, r)
+            flow.producers[name] = homes[j]
+            flow.shapes[name] = (list(value.shape), str(value.dtype).replace("paddle.", ""))
+            if producer.name() == "pd_op.data":
+                flow.data.add(name)
+            for h in missing:
+                flow.needs.setdefault(h, set()).add(name)
+    return flow
+
+
+def split_program(
+    main, homes: list[list[ProgramKey]], order: list[ProgramKey], publish: frozenset[str] = frozenset()
+) -> dict[ProgramKey, object]:
     """One clone of `main` per job program, each keeping only its own ops; values that cross programs are
-    published by name in every program that computes them and read by name where they are used."""
+    published by name in every program that computes them and read by name where they are used. `publish`
+    names values to publish although no program here reads them (another process's programs do)."""
     import paddle
     from paddle.base import core
 
@@ -143,24 +200,15 @@ def split_program(main, homes: list[list[ProgramKey]], order: list[ProgramKey]) 
     place = core.Place()
     place.set_place(paddle.CPUPlace())
 
-    def existing_name(i: int, r: int) -> str | None:
-        op = src[i]
-        if op.name() in ("pd_op.data", "builtin.parameter"):
-            return op.result(r).name
-        for user in op.result(r).all_used_ops():
-            if user.name() == "builtin.shadow_output":
-                return user.attrs()["output_name"]
-        return None
-
     for i in range(len(src) - 1, -1, -1):
         home = homes[i]
         for r in range(src[i].num_results()):
             users = [k for k in order if k not in home and not pops[k][i].result(r).use_empty()]
-            if not users:
+            if not users and value_name(src, i, r) not in publish:
                 continue
-            name = existing_name(i, r)
+            name = existing_name(src, i, r)
             if name is None:
-                name = f"ppdsl.{i}.{src[i].name()}.{r}"
+                name = value_name(src, i, r)
                 for h in home:
                     paddle.pir.set_insertion_point_after(pops[h][i])
                     paddle._C_ops.set_persistable_value(pops[h][i].result(r), name)

@@ -1,0 +1,377 @@
+"""ScheduleDef -> a plan module: one readable Python file that `ppdsl compile` writes and the runtime imports.
+
+The order body goes through the same `OrderCompiler` as `ppdsl check`, with its readable backend, so the plan's
+`job_list` and `ppdsl expand` cannot drift apart; everything else (job types, placement, stream rules, requires)
+is data or a one-line expression. The templates are `templates/*.py.jinja`; the filters they use are in
+`FILTERS`, and emit code already in `ruff format` style (a line fits in 120 columns or its brackets are split one
+item per line with a trailing comma), so the output does not depend on ruff being installed.
+"""
+
+from __future__ import annotations
+
+import ast as pyast
+import hashlib
+import math
+import os
+import textwrap
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from ppdsl import __version__
+from ppdsl.diagnostics import Span
+from ppdsl.expand import expand
+from ppdsl.ir import ScheduleDef
+from ppdsl.lowering import (
+    FLOAT,
+    INT,
+    LINE_LENGTH,
+    ExprCompiler,
+    OrderCompiler,
+    py_str,
+    readable_expr,
+    readable_name,
+)
+
+JOB_LIST_RETURNS = "list[tuple[str, int, int]]"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes (and parameters) a `--literal` plan is compiled for."""
+
+    pp: int
+    microbatches: int
+    vpp: int = 1
+    params: dict[str, int | float | bool] = field(default_factory=dict)
+
+
+class Code(str):
+    """Python source to put into a literal as it is (a function name), not as a string."""
+
+
+# ---------------------------------------------------------------------- filters: Python text in ruff format style
+
+
+def py_literal(value: object, head: str = "", indent: int = 0, explode: int = 0, tail: int = 0) -> str:
+    """`value` as ruff format writes it, after `head` on a line indented by `indent` columns.
+
+    On one line if it fits (counting `tail` characters after it), else its brackets split one item per line with a
+    trailing comma, recursively. `explode` splits the outermost levels even when they fit: the trailing comma is
+    "magic" to ruff, which then keeps them split (a table of dicts reads better that way).
+    """
+    flat = _flat(value)
+    splittable = isinstance(value, (list, tuple, dict)) and len(value) > 0
+    if not splittable or (explode <= 0 and indent + len(head) + len(flat) + tail <= LINE_LENGTH):
+        return flat
+    pad = " " * (indent + 4)
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            key_text = f"{_flat(key)}: "
+            items.append(f"{pad}{key_text}{py_literal(item, key_text, indent + 4, explode - 1, 1)},")
+        opening, closing = "{", "}"
+    else:
+        items = [f"{pad}{py_literal(item, '', indent + 4, explode - 1, 1)}," for item in value]
+        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
+    return opening + "\n" + "\n".join(items) + "\n" + " " * indent + closing
+
+
+def _flat(value: object) -> str:
+    if isinstance(value, Code):
+        return str(value)
+    if isinstance(value, str):
+        return py_str(value)
+    if isinstance(value, (bool, int)) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        return readable_expr(repr(value)) if math.isfinite(value) else f"float({py_str(repr(value))})"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_flat, value)) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(_flat, value)) + (",)" if len(value) == 1 else ")")
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_flat(k)}: {_flat(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no Python literal for {value!r}")
+
+
+def py_def(name: str, params: list[str], returns: str) -> str:
+    """A `def` line, split as ruff format splits it when it is longer than a line."""
+    one_line = f"def {name}({', '.join(params)}) -> {returns}:"
+    if len(one_line) <= LINE_LENGTH:
+        return one_line
+    inner = "    " + ", ".join(params)
+    if len(inner) <= LINE_LENGTH:
+        return f"def {name}(\n{inner}\n) -> {returns}:"
+    return f"def {name}(\n" + "".join(f"    {p},\n" for p in params) + f") -> {returns}:"
+
+
+def py_call(function: str, args: list[str], indent: int = 4) -> str:
+    """A call statement at `indent`, split as ruff format splits it when it is longer than a line."""
+    pad = " " * indent
+    one_line = f"{pad}{function}({', '.join(args)})"
+    if len(one_line) <= LINE_LENGTH:
+        return one_line
+    inner = f"{pad}    {', '.join(args)}"
+    if len(inner) <= LINE_LENGTH:
+        return f"{pad}{function}(\n{inner}\n{pad})"
+    return f"{pad}{function}(\n" + "".join(f"{pad}    {a},\n" for a in args) + f"{pad})"
+
+
+def py_fstring(text: str, fields: str) -> str:
+    """An f-string literal: `text` as it is (its braces escaped), then `fields`, a format string of the code's own."""
+    return "f" + py_str(text.replace("{", "{{").replace("}", "}}") + fields)
+
+
+def py_comment(text: str, indent: int = 0) -> str:
+    """`# text`, wrapped to the line length (for prose: docstrings and declarations' explanations)."""
+    width = LINE_LENGTH - indent - 2
+    return "\n".join(" " * indent + "# " + line for line in textwrap.wrap(text, width))
+
+
+FILTERS = {
+    "pystr": py_str,
+    "pyliteral": py_literal,
+    "pydef": py_def,
+    "pycall": py_call,
+    "pyfstring": py_fstring,
+    "pycomment": py_comment,
+    "docstring": lambda text: _docstring_text(text, wrap=False),
+}
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("ppdsl.codegen", "templates"),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=StrictUndefined,  # a misspelt context name is an error, not an empty string in the output
+        autoescape=False,  # Python source, not HTML
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+# ---------------------------------------------------------------------- the module
+
+
+def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal_sizes: Sizes | None = None) -> str:
+    """The plan module of `defn`, read from `source_path` (as the user named it: the module records it).
+
+    With `literal_sizes`, `job_list` is the expanded order of those sizes as a literal (and refuses other sizes);
+    their expansion errors are raised as `DiagnosticError`, as `ppdsl expand` raises them.
+    """
+    source = str(source_path)
+    where = _Locations(defn.path, source)
+    params = [_Param(p.name, p.default) for p in defn.params.values()]
+    context = {
+        "name": defn.name,
+        "summary": _docstring_text(defn.summary),
+        "command": _command(source, literal_sizes),
+        "source": source,
+        "sha256": _sha256(Path(source_path), defn.sources.get(defn.path, "")),
+        "included": {where.path(f): _sha256(Path(f), text) for f, text in defn.sources.items() if f != defn.path},
+        "version": __version__,
+        "params": params,
+        "params_dict": {p.name: p.default for p in params},
+        "job_types": [
+            {
+                "name": jt.name,
+                "region": jt.region,
+                "ops": list(jt.ops),
+                "before": jt.before,
+                "after": jt.after,
+                "receives": jt.receives,
+                "sends": jt.sends,
+            }
+            for jt in defn.job_types
+        ],
+        "placement": _placement(defn),
+        "rules": _rules(defn, where),
+        "requires": [
+            {
+                "data": {"where": where(r.span), "condition": r.source, "message": r.message},
+                "python": readable_expr(r.check.source),
+            }
+            for r in defn.requires
+        ],
+        "job_list": _job_list(defn, where, literal_sizes),
+    }
+    sizes = ["pp: int", "vpp: int", "microbatches: int"]
+    keywords = ["*", *(p.declaration for p in params)] if params else []
+    stage_keywords = keywords
+    if context["placement"]["uses_microbatches"]:  # a placement expression may read it: stage_of takes it then
+        stage_keywords = ["*", "microbatches: int", *keywords[1:]]
+    context["sig"] = {  # parameter lists of the generated functions
+        "sizes": [*sizes, *keywords],
+        "rank_sizes": ["rank: int", *sizes, *keywords],
+        "stage_of": ["rank: int", "chunk: int", "pp: int", "vpp: int", *stage_keywords],
+        "pass_params": "".join(f", {p.python}={p.python}" for p in params),
+    }
+    helpers = {"_check_sizes", *context["job_list"]["helpers"]}
+    if any("_ceildiv(" in text for text in _expression_texts(context)):
+        helpers.add("_ceildiv")
+    context["helpers"] = helpers
+    return _environment().get_template("plan.py.jinja").render(context)
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str  # as the schedule spells it (PARAMS' keys)
+    default: int | float | bool
+
+    @property
+    def python(self) -> str:
+        return readable_name(self.name)
+
+    @property
+    def declaration(self) -> str:
+        kind = "bool" if isinstance(self.default, bool) else "float" if isinstance(self.default, float) else "int"
+        return f"{self.python}: {kind} = {_flat(self.default)}"
+
+
+class _Locations:
+    """`file:line` of a span as the plan shows it: the root file as the user named it, an included file relative to
+    the root's folder (never an absolute path, so the output is the same on every machine)."""
+
+    def __init__(self, root: str, shown_root: str):
+        self.root, self.shown_root = root, shown_root
+        self.root_dir = Path(root).resolve().parent
+
+    def path(self, file: str) -> str:
+        if file == self.root:
+            return self.shown_root
+        try:
+            relative = os.path.relpath(Path(file).resolve(), self.root_dir)
+        except ValueError:  # another drive
+            return Path(file).name
+        return (Path(self.shown_root).parent / relative).as_posix()
+
+    def __call__(self, span: Span | None) -> str:
+        if span is None:
+            return self.shown_root
+        return f"{self.path(span.file)}:{span.line}"
+
+
+def _sha256(path: Path, text: str) -> str:
+    """Of the file's bytes, which is what a staleness check reads; of the text if the file is gone."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        data = text.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def _docstring_text(text: str, wrap: bool = True) -> str:
+    """`text` safe inside a docstring (backslashes and triple quotes escaped), wrapped to the line length."""
+    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return "\n".join(textwrap.wrap(text, LINE_LENGTH - 4)) if wrap and text else text
+
+
+def _command(source: str, sizes: Sizes | None) -> str:
+    words = ["ppdsl", "compile", source]
+    if sizes is not None:
+        words += ["--pp", str(sizes.pp), "-m", str(sizes.microbatches), "--vpp", str(sizes.vpp)]
+        for key, value in sizes.params.items():
+            words += ["--param", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+        words.append("--literal")
+    return " ".join(words)
+
+
+def _placement(defn: ScheduleDef) -> dict:
+    out = {"kind": defn.placement_kind, "python": None, "uses_microbatches": False}
+    if defn.placement_kind == "expr":
+        python = readable_expr(defn.placement_fn.source)
+        names = {n.id for n in pyast.walk(pyast.parse(python, mode="eval")) if isinstance(n, pyast.Name)}
+        out.update(python=python, uses_microbatches="microbatches" in names)
+    return out
+
+
+def _rules(defn: ScheduleDef, where: _Locations) -> list[dict]:
+    """Each rule as data; a priority that is an expression of the sizes becomes a function `_priority_<i>`."""
+    rules = []
+    for i, (rule, priority) in enumerate(zip(defn.rules, defn.rule_priorities, strict=True)):
+        value: object = None
+        function = None
+        if priority is not None:
+            python = readable_expr(priority.source)
+            try:
+                value = int(pyast.literal_eval(python))
+            except ValueError:
+                function = {"name": f"_priority_{i}", "python": python, "where": where(rule.span)}
+                value = Code(function["name"])
+        rules.append(
+            {
+                "data": {
+                    "pattern": rule.pattern,
+                    "job": rule.job,
+                    "stream": rule.stream,
+                    "priority": value,
+                    "attrs": dict(rule.attrs),
+                },
+                "function": function,
+            }
+        )
+    return rules
+
+
+def _job_list(defn: ScheduleDef, where: _Locations, sizes: Sizes | None) -> dict:
+    if sizes is not None:
+        exp = expand(defn, sizes.pp, sizes.microbatches, sizes.vpp, sizes.params)
+        literal = {"pp": sizes.pp, "vpp": sizes.vpp, "microbatches": sizes.microbatches}
+        literal.update({readable_name(k): v for k, v in exp.params.items()})
+        return {
+            "form": "literal",
+            "sizes": literal,
+            "sizes_expr": {key: Code(key) for key in literal},
+            "orders": {r: exp.job_tuples(r) for r in range(exp.pp)},
+            "helpers": ["_check_rank"],
+        }
+    if defn.tables:
+        names = [jt.name for jt in defn.job_types]
+        tables = []
+        for i, table in enumerate(defn.tables, 1):
+            tables.append(
+                {
+                    "name": f"_TABLE_{i}",
+                    "where": where(table.span),
+                    "when": None if table.when is None else readable_expr(table.when.source),
+                    "rows": {rank: [(names[t], c, mb) for t, c, mb, _ in row] for rank, row in table.rows},
+                }
+            )
+        return {
+            "form": "table",
+            "tables": tables,
+            "where": where(defn.tables[0].span),
+            "helpers": ["_check_rank", "_table_order"],
+        }
+    type_index = {jt.name: i for i, jt in enumerate(defn.job_types)}
+    type_index.update({jt.alias: i for i, jt in enumerate(defn.job_types) if jt.alias})
+    params = [(p.name, FLOAT if isinstance(p.default, float) else INT) for p in defn.params.values()]
+    compiler = OrderCompiler(
+        ExprCompiler(),
+        type_index,
+        [jt.name for jt in defn.job_types],
+        params,
+        [],
+        defn.sources,
+        readable=True,
+        location=where,
+    )
+    body = compiler.compile(defn.order_ast.body, defn.order_ast.span)
+    assert not compiler.exprs.diagnostics, "the schedule resolved, so its order compiles"
+    return {"form": "order", "body": body, "helpers": ["_check_rank", *sorted(compiler.helpers)]}
+
+
+def _expression_texts(context: dict) -> list[str]:
+    texts = [r["python"] for r in context["requires"]]
+    texts += [r["function"]["python"] for r in context["rules"] if r["function"]]
+    texts += [t["when"] or "" for t in context["job_list"].get("tables", [])]
+    return [*texts, context["placement"]["python"] or ""]
+
+
+__all__ = ["FILTERS", "Sizes", "generate_plan_module", "py_def", "py_literal"]

@@ -1,0 +1,227 @@
+"""The program `paddle.distributed.launch` starts once per rank: `python worker.py RUN_DIR/spec.json`.
+
+It trains the rank's share of the pipeline (ppdsl.runtime.cluster) and writes, atomically, into the run
+directory: `rank<r>.npz` (the parameters of its stages), `rank<r>.json` (losses if it holds the loss, step
+and communication times) or, when it fails, `rank<r>.error` with what went wrong. A failing rank exits
+non-zero; the launcher then stops the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+
+def _atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+class RankProcess:
+    def __init__(self, spec: dict):
+        os.environ.setdefault("GLOG_minloglevel", "2")
+        import paddle
+        import paddle.distributed as dist
+
+        from ppdsl.expand import expand, parse_params
+        from ppdsl.resolve import load
+
+        self.spec = spec
+        self.run_dir = Path(spec["run_dir"])
+        paddle.set_device("cpu")
+        dist.init_parallel_env()
+        self.rank, world = dist.get_rank(), dist.get_world_size()
+        self.exp = expand(
+            load(spec["schedule"]), spec["pp"], spec["microbatches"], spec["vpp"], parse_params(spec.get("params"))
+        )
+        if world != self.exp.pp:
+            raise RuntimeError(f"{world} processes for a schedule with pp = {self.exp.pp}")
+        # groups exist before static mode: one per direction of each link between neighbouring stages
+        rank_of = [r for r, _ in self.exp.rank_of_stage()]
+        pairs = sorted({(min(a, b), max(a, b)) for a, b in itertools.pairwise(rank_of) if a != b})
+        self.groups = {}
+        for a, b in pairs:
+            # one group at a time: gloo groups of disjoint pairs created concurrently fail to connect
+            # ("connect [127.0.0.1]:N: Connection refused"), so every process waits for all after each
+            for direction in ((a, b), (b, a)):
+                self.groups[direction] = dist.new_group([a, b])
+                dist.barrier()
+        from ppdsl.runtime.env import import_paddle
+
+        self.paddle = import_paddle()
+        self._build()
+
+    def _build(self) -> None:
+        from ppdsl.runtime.cluster import Transport, communication_plan
+        from ppdsl.runtime.model import load_model
+        from ppdsl.runtime.plan import build_plan
+        from ppdsl.runtime.program import build_training_program
+        from ppdsl.runtime.train import canonical_name, job_type_dicts, rule_dicts
+
+        paddle, spec, exp = self.paddle, self.spec, self.exp
+        self.model = load_model(spec.get("model"))
+        self.mb_size = spec["batch_size"] // exp.microbatches
+        self.program = build_training_program(
+            paddle,
+            self.model,
+            micro_batch_size=self.mb_size,
+            num_stages=exp.nstages,
+            microbatches=exp.microbatches,
+            lr=spec["lr"],
+            optimizer=spec["optimizer"],
+            seed=spec["seed"],
+        )
+        self.built = build_plan(
+            self.program.main,
+            self.program.startup,
+            job_types=job_type_dicts(exp),
+            stage_of=exp.stage_of,
+            orders=[exp.job_tuples(r) for r in range(exp.pp)],
+            rules=rule_dicts(exp),
+            microbatches=exp.microbatches,
+            rank=self.rank,
+        )
+        all_jobs, channels = communication_plan(exp, self.built.flow)
+        self.jobs = all_jobs[self.rank]
+        incoming = [m for (_, dst), msgs in channels.items() if dst == self.rank for m in msgs]
+        self.producer = {item: m for m in incoming for item in m.items}  # (value, mb) -> its message
+        self.transport = Transport(self.rank, self.groups, channels, self.built.flow.shapes, spec["comm_timeout"])
+        name_of = {k: n for n, k in self.built.keys.items()}
+        self.programs = {}
+        for job in self.jobs:
+            if job.key in self.programs:
+                continue
+            program = self.built.programs[name_of[job.key]]
+            outputs = {
+                op.attrs()["output_name"]: op.operand_source(0)
+                for op in program.global_block().ops
+                if op.name() == "builtin.shadow_output"
+            }
+            data_ops = [op.attrs()["name"] for op in program.global_block().ops if op.name() == "pd_op.data"]
+            self.programs[job.key] = (name_of[job.key], program, outputs, data_ops)
+        place = self.place = paddle.CPUPlace()
+        self.root = paddle.static.Scope()
+        self.exe = paddle.static.Executor(place)
+        self.exe.run(self.program.startup, scope=self.root)
+        if spec.get("init"):
+            with np.load(spec["init"]) as init:
+                wanted = dict(init.items())
+            for op in self.program.startup.global_block().ops:
+                for attr in ("parameter_name", "output_name"):
+                    if op.has_attr(attr):
+                        name = op.attrs()[attr]
+                        key = canonical_name(name, self.program.param_stage)
+                        if key in wanted:
+                            self.root.find_var(name).get_tensor().set(wanted[key], place)
+        self.mb_scopes = [self.root.new_scope() for _ in range(exp.microbatches)]
+        my_stages = set(exp.stage_of[self.rank])
+        self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
+
+    def batch(self, step: int) -> dict[str, np.ndarray]:
+        from ppdsl.runtime.model import synthetic_batch
+
+        if self.model.make_batch is not None:
+            return self.model.make_batch(step, self.spec["batch_size"], self.spec["seed"])
+        return synthetic_batch(self.program.inputs, self.spec["batch_size"], step, self.spec["seed"])
+
+    def step(self, step: int) -> list[float]:
+        batch = self.batch(step)
+        size = self.mb_size
+        stash: dict[tuple[str, int], np.ndarray] = {}
+        losses: dict[int, float] = {}
+        fail = self.spec.get("fail") or {}
+        self.transport.start_step()
+        for job in self.jobs:
+            if fail.get("rank") == self.rank and fail.get("step", 0) == step and fail.get("job") == job.step:
+                if fail.get("mode") == "hang":
+                    time.sleep(3600)
+                raise RuntimeError(f"failure injected before `{job.label}`")
+            name, program, outputs, data_ops = self.programs[job.key]
+            scope = self.root if job.key.type == "optimizer" else self.mb_scopes[job.mb]
+            rows = slice(job.mb * size, (job.mb + 1) * size)
+            for value in job.reads:
+                arr = stash.get((value, job.mb))
+                if arr is None:
+                    arr = self.transport.take(value, job.mb, job, self.producer.get((value, job.mb)))
+                    stash[(value, job.mb)] = arr
+                scope.var(value).get_tensor().set(arr, self.place)
+            for value in job.data:
+                scope.var(value).get_tensor().set(np.ascontiguousarray(batch[value][rows]), self.place)
+            feed = {d: batch[d][rows] for d in data_ops if d in batch}  # others (the learning rate) live in the scope
+            fetch_names = [n for n in job.publishes if n in outputs]
+            fetch = [outputs[n] for n in fetch_names]
+            loss_here = name == self.built.loss_program
+            if loss_here:
+                fetch.append(self.built.loss_value)
+            outs = self.exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
+            for n, arr in zip(fetch_names, outs, strict=False):
+                stash[(n, job.mb)] = np.asarray(arr)
+            if loss_here:
+                losses[job.mb] = float(np.asarray(outs[-1]))
+            for msg in job.sends:
+                self.transport.send(msg, [stash[item] for item in msg.items])
+        return [losses[mb] for mb in sorted(losses)]
+
+    def train(self) -> None:
+        steps, losses, times = self.spec["steps"], [], []
+        for step in range(steps):
+            t0 = time.perf_counter()
+            step_losses = self.step(step)
+            times.append(time.perf_counter() - t0)
+            if step_losses:
+                losses.append(step_losses)
+        self.transport.close()
+        params = {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}
+        _atomic(self.run_dir / f"rank{self.rank}.npz", _npz_bytes(params))
+        report = {
+            "rank": self.rank,
+            "stages": self.exp.stage_of[self.rank],
+            "losses": losses or None,
+            "step_seconds": times,
+            "comm_seconds": self.transport.comm_seconds,
+            "bytes_sent": self.transport.bytes_sent,
+            "jobs": len(self.jobs),
+        }
+        _atomic(self.run_dir / f"rank{self.rank}.json", json.dumps(report).encode())
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    run_dir = Path(spec["run_dir"])
+    rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+    try:
+        process = RankProcess(spec)
+        rank = process.rank
+        process.train()
+    except BaseException as err:  # report which rank failed and why, then let the launcher stop the rest
+        message = f"rank {rank} failed: {type(err).__name__}: {err}"
+        _atomic(run_dir / f"rank{rank}.error", (message + "\n\n" + traceback.format_exc()).encode())
+        print(f"ppdsl: {message}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

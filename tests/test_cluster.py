@@ -1,0 +1,172 @@
+"""One process per rank through paddle.distributed.launch (gloo on CPU): the same training as one process.
+
+Each case starts every rank from the single-process trainer's step-0 checkpoint (`--resume`), trains 3 steps,
+and compares the parameters each rank wrote for its stages, and the last rank's per-micro-batch losses.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ppdsl.cli import app
+from ppdsl.expand import expand
+from ppdsl.library import library_dir
+from ppdsl.resolve import load
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "golden" / "launch"
+STEPS = 3
+runner = CliRunner()
+
+
+def _single_process(stem, pp, m, vpp, tmp_path):
+    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
+
+    exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)
+    trainer = PipelineTrainer(exp, BUILTIN, TrainConfig(batch_size=2 * m, lr=0.05, optimizer="sgd", seed=3))
+    trainer.save(tmp_path / "init")
+    run = train(trainer, STEPS)
+    return run.parameters, run.losses
+
+
+def _cluster(stem, pp, m, vpp, tmp_path, *extra, env=None):
+    run_dir = tmp_path / "run"
+    args = [
+        "run",
+        stem,
+        "--pp",
+        str(pp),
+        "-m",
+        str(m),
+        "--vpp",
+        str(vpp),
+        "--steps",
+        str(STEPS),
+        "--batch-size",
+        str(2 * m),
+        "--lr",
+        "0.05",
+        "--optimizer",
+        "sgd",
+        "--seed",
+        "3",
+        "--nproc-per-node",
+        str(pp),
+        "--run-dir",
+        str(run_dir),
+        "--resume",
+        str(tmp_path / "init"),
+        *extra,
+    ]
+    result = runner.invoke(app, args, env=env)
+    return result, run_dir
+
+
+@pytest.mark.parametrize(
+    ("stem", "pp", "m", "vpp"),
+    [
+        ("1f1b", 2, 4, 1),
+        ("fthenb", 2, 4, 1),
+        ("vpp", 2, 4, 2),
+        ("zbh1", 2, 4, 1),
+        ("1f1b", 4, 8, 1),
+        ("fthenb", 4, 4, 1),
+        ("vpp", 4, 4, 2),
+        ("zbh1", 4, 8, 1),
+    ],
+)
+def test_processes_train_like_one_process(stem, pp, m, vpp, tmp_path):
+    want_params, want_losses = _single_process(stem, pp, m, vpp, tmp_path)
+    result, run_dir = _cluster(stem, pp, m, vpp, tmp_path)
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    got = {}
+    for r in range(pp):
+        with np.load(run_dir / f"rank{r}.npz") as data:
+            assert not set(data.files) & set(got), "a parameter is owned by two ranks"
+            got.update({k: data[k] for k in data.files})
+    assert set(got) == set(want_params)
+    for name, value in want_params.items():
+        np.testing.assert_allclose(got[name], value, atol=1e-5, rtol=0, err_msg=name)
+    losses = json.loads((run_dir / f"rank{_loss_rank(stem, pp, vpp)}.json").read_text())["losses"]
+    np.testing.assert_allclose(np.array(losses), np.stack(want_losses), atol=1e-5, rtol=0)
+
+
+def _loss_rank(stem, pp, vpp):
+    exp = expand(load(library_dir() / f"{stem}.sched"), pp, max(pp, 4), vpp)
+    return exp.rank_of_stage()[exp.nstages - 1][0]
+
+
+def test_a_failing_rank_ends_the_job_quickly_with_its_error(tmp_path):
+    _single_process("1f1b", 2, 4, 1, tmp_path)
+    t0 = time.monotonic()
+    result, run_dir = _cluster("1f1b", 2, 4, 1, tmp_path, env={**os.environ, "PPDSL_INJECT_FAILURE": "rank=1,job=3"})
+    elapsed = time.monotonic() - t0
+    assert result.exit_code == 2
+    assert "rank 1 failed: RuntimeError: failure injected before" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert elapsed < 25, f"took {elapsed:.1f} s"
+    assert not list(run_dir.glob("*.tmp")) and not list(run_dir.glob(".*.tmp")), "a half-written file was left"
+
+
+def test_a_receive_that_waits_too_long_names_rank_job_and_peer(tmp_path):
+    _single_process("1f1b", 2, 4, 1, tmp_path)
+    env = {**os.environ, "PPDSL_INJECT_FAILURE": "rank=0,job=2,mode=hang"}
+    result, _ = _cluster("1f1b", 2, 4, 1, tmp_path, "--comm-timeout", "3", env=env)
+    assert result.exit_code == 2
+    # rank 1 runs rF0 F0 B0 rF1 sB0 F1: F1 (step 5) reads the activation rank 0 never sends (the CPU job
+    # programs of recv_forward hold no ops, so the forward itself is where the value is read)
+    assert "rank 1 waited 3 s in `F1` (step 5) for `F1` from rank 0" in result.stderr, result.stderr
+
+
+def test_dry_run_for_two_nodes_of_eight_processes(in_repo, golden):
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "1f1b",
+            "--pp",
+            "16",
+            "-m",
+            "16",
+            "--nproc-per-node",
+            "8",
+            "--nnodes",
+            "2",
+            "--master",
+            "10.0.0.1:8090",
+            "--node-rank",
+            "1",
+            "--dry-run",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    text = result.stdout.replace(sys.executable, "python").replace(str(ROOT / "ppdsl"), "<ppdsl>")
+    golden(GOLDEN / "1f1b-2x8.txt", text)
+    assert "--nnodes 2 --master 10.0.0.1:8090 --rank 1" in text
+    assert text.count("\nrank ") == 16
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--nproc-per-node", "3"], "1 node(s) x 3 processes = 3 ranks, but the schedule runs pp = 2"),
+        (["--nproc-per-node", "1", "--nnodes", "2"], "several nodes need --master"),
+        (["--dry-run"], "--dry-run goes with --nproc-per-node"),
+    ],
+)
+def test_bad_launch_options(args, fragment, in_repo):
+    result = runner.invoke(app, ["run", "1f1b", "--pp", "2", "-m", "4", *args])
+    assert result.exit_code == 2
+    assert fragment in result.stderr
