@@ -336,7 +336,8 @@ def test_build_plan_hands_the_runtime_its_keyword_contract(plan, monkeypatch):
     module = plan(FEATURES)
     calls = []
     fake = types.ModuleType("ppdsl.runtime.plan")
-    fake.build_plan = lambda *args, **kwargs: calls.append((args, kwargs)) or "the plan"
+    built = types.SimpleNamespace(plan="the plan")  # the runtime's BuiltPlan: the core.Plan and what runs it
+    fake.build_plan = lambda *args, **kwargs: calls.append((args, kwargs)) or built
     monkeypatch.setitem(sys.modules, "ppdsl.runtime.plan", fake)
     assert module.build_plan("main", "startup", pp=3, vpp=2, microbatches=4, lambda_=2) == "the plan"
     ((args, kwargs),) = calls
@@ -510,7 +511,7 @@ def test_a_placement_that_reads_microbatches_gets_it(tmp_path, monkeypatch):
     assert module.PLACEMENT == "expr"
     assert module.stage_of(1, 1, 2, 2, microbatches=3) == 3
     fake = types.ModuleType("ppdsl.runtime.plan")
-    fake.build_plan = lambda *args, **kwargs: kwargs["stage_of"]
+    fake.build_plan = lambda *args, **kwargs: types.SimpleNamespace(plan=kwargs["stage_of"])
     monkeypatch.setitem(sys.modules, "ppdsl.runtime.plan", fake)
     assert module.build_plan(None, None, pp=2, vpp=2, microbatches=1) == expand(load("p.sched"), 2, 1, 2).stage_of
     assert_ruff_clean(tmp_path / "plan_p.py")

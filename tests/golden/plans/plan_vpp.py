@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import paddle
 
+    from ppdsl.runtime.plan import BuiltPlan
+
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "VPP"
 SOURCE = "schedules/vpp.sched"
@@ -261,8 +263,24 @@ def build_plan(
     """This schedule's plan for `main_program`, a PIR training program with op roles and stage chunk ids.
 
     rank=None: every rank's jobs on this one process (single-machine emulation); else that rank's plan.
-    `params` are the schedule's parameters (PARAMS has their names and defaults).
+    `params` are the schedule's parameters (PARAMS has their names and defaults). `prepare` gives the plan
+    together with its job programs and the job that computes the loss, to fetch it.
     """
+    built = prepare(main_program, startup_program, rank=rank, pp=pp, vpp=vpp, microbatches=microbatches, **params)
+    return built.plan
+
+
+def prepare(
+    main_program: paddle.pir.Program,
+    startup_program: paddle.pir.Program,
+    *,
+    rank: int | None = None,
+    pp: int,
+    vpp: int = 1,
+    microbatches: int,
+    **params: int | float | bool,
+) -> BuiltPlan:
+    """`build_plan`'s plan with what running it needs (`ppdsl.runtime.plan.BuiltPlan`)."""
     check_requires(pp, vpp, microbatches, **params)
     from ppdsl.runtime.plan import build_plan as _build_plan  # lazy: paddle is imported only here
 
