@@ -31,6 +31,31 @@ def _atomic(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
+class _TimedGroup:
+    """A process group whose send / recv calls are timed (perf_counter, one clock for every process of a machine):
+    `log[(src, dst)]` gets (start, end, bytes) per tensor, in the order the link carries them."""
+
+    def __init__(self, group, direction: tuple[int, int], log: dict):
+        self.ranks, self._pg = group.ranks, group.process_group
+        self._log = log.setdefault(f"{direction[0]}->{direction[1]}", [])
+
+    @property
+    def process_group(self):
+        return self
+
+    def _timed(self, call, tensor, peer, sync_op):
+        t0 = time.perf_counter()
+        task = call(tensor, peer, sync_op)
+        self._log.append((t0, time.perf_counter(), int(np.prod(tensor.shape)) * tensor.element_size()))
+        return task
+
+    def send(self, tensor, peer, sync_op=True):
+        return self._timed(self._pg.send, tensor, peer, sync_op)
+
+    def recv(self, tensor, peer, sync_op=True):
+        return self._timed(self._pg.recv, tensor, peer, sync_op)
+
+
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     import io
 
@@ -107,7 +132,13 @@ class RankProcess:
         self.jobs = all_jobs[self.rank]
         incoming = [m for (_, dst), msgs in channels.items() if dst == self.rank for m in msgs]
         self.producer = {item: m for m in incoming for item in m.items}  # (value, mb) -> its message
-        self.transport = Transport(self.rank, self.groups, channels, self.built.flow.shapes, spec["comm_timeout"])
+        # instrumentation (rank<r>.json `timing`): each tensor's gloo call per link, when each was handed to the
+        # sender thread, and per job: start, inputs ready, program run start and end
+        self.wire: dict[str, list] = {}
+        self.handed: dict[str, list[float]] = {}
+        self.timeline: list[list[tuple[float, ...]]] = []
+        timed = {d: _TimedGroup(g, d, self.wire) for d, g in self.groups.items()}
+        self.transport = Transport(self.rank, timed, channels, self.built.flow.shapes, spec["comm_timeout"])
         name_of = {k: n for n, k in self.built.keys.items()}
         self.programs = {}
         for job in self.jobs:
@@ -153,7 +184,10 @@ class RankProcess:
         losses: dict[int, float] = {}
         fail = self.spec.get("fail") or {}
         self.transport.start_step()
+        marks = []
+        self.timeline.append(marks)
         for job in self.jobs:
+            t_start = time.perf_counter()
             if fail.get("rank") == self.rank and fail.get("step", 0) == step and fail.get("job") == job.step:
                 if fail.get("mode") == "hang":
                     time.sleep(3600)
@@ -167,6 +201,7 @@ class RankProcess:
                     arr = self.transport.take(value, job.mb, job, self.producer.get((value, job.mb)))
                     stash[(value, job.mb)] = arr
                 scope.var(value).get_tensor().set(arr, self.place)
+            t_ready = time.perf_counter()
             for value in job.data:
                 scope.var(value).get_tensor().set(np.ascontiguousarray(batch[value][rows]), self.place)
             feed = {d: batch[d][rows] for d in data_ops if d in batch}  # others (the learning rate) live in the scope
@@ -175,13 +210,17 @@ class RankProcess:
             loss_here = name == self.built.loss_program
             if loss_here:
                 fetch.append(self.built.loss_value)
+            t_run = time.perf_counter()
             outs = self.exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
+            t_ran = time.perf_counter()
             for n, arr in zip(fetch_names, outs, strict=False):
                 stash[(n, job.mb)] = np.asarray(arr)
             if loss_here:
                 losses[job.mb] = float(np.asarray(outs[-1]))
             for msg in job.sends:
+                self.handed.setdefault(f"{msg.src}->{msg.dst}", []).extend([time.perf_counter()] * len(msg.items))
                 self.transport.send(msg, [stash[item] for item in msg.items])
+            marks.append((t_start, t_ready, t_run, t_ran, time.perf_counter()))
         return [losses[mb] for mb in sorted(losses)]
 
     def train(self) -> None:
@@ -203,6 +242,15 @@ class RankProcess:
             "comm_seconds": self.transport.comm_seconds,
             "bytes_sent": self.transport.bytes_sent,
             "jobs": len(self.jobs),
+            # instrumentation, perf_counter seconds (one clock for all processes of a machine): per step, per job
+            # (start, inputs ready, run start, run end, end); per link "src->dst", per tensor: gloo send / recv
+            # (start, end, bytes) as this rank saw it, and when this rank handed each tensor to its sender thread
+            "timing": {
+                "labels": [j.label for j in self.jobs],
+                "jobs": self.timeline,
+                "wire": self.wire,
+                "handed": self.handed,
+            },
         }
         _atomic(self.run_dir / f"rank{self.rank}.json", json.dumps(report).encode())
 
