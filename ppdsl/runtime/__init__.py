@@ -1,4 +1,4 @@
-"""The Paddle runtime: the only part of ppdsl that imports paddle, and only when called.
+"""The Paddle runtime: imports paddle only when called (elsewhere in ppdsl, only paddle_pass.py imports it).
 
 model.py    the built-in example model and the `--model module:function` contract
 program.py  the training program: forward, backward, gradient accumulation, per-stage optimizer
