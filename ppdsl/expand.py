@@ -383,19 +383,7 @@ def expansion_from_orders(
     checks and the execution model apply to them too."""
     from ppdsl.ir import JobType, ScheduleDef, Site
 
-    types = [
-        JobType(
-            jt["name"],
-            jt["region"],
-            tuple(jt.get("ops") or ("*",)),
-            jt.get("alias"),
-            jt.get("before"),
-            jt.get("after"),
-            bool(jt.get("receives")),
-            bool(jt.get("sends")),
-        )
-        for jt in job_types
-    ]
+    types = [JobType.from_dict(jt) for jt in job_types]
     index = {jt.name: i for i, jt in enumerate(types)}
     pp, vpp = len(stage_of), len(stage_of[0]) if stage_of else 1
     defn = ScheduleDef(

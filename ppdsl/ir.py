@@ -50,6 +50,31 @@ class JobType:
     def per_chunk(self) -> bool:
         return self.name != "optimizer"
 
+    def to_dict(self) -> dict:
+        """The plain form generated plan modules and the runtime exchange (`JOB_TYPES`)."""
+        return {
+            "name": self.name,
+            "region": self.region,
+            "ops": list(self.ops),
+            "before": self.before,
+            "after": self.after,
+            "receives": self.receives,
+            "sends": self.sends,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> JobType:
+        return cls(
+            data["name"],
+            data["region"],
+            tuple(data.get("ops") or ("*",)),
+            data.get("alias"),
+            data.get("before"),
+            data.get("after"),
+            bool(data.get("receives")),
+            bool(data.get("sends")),
+        )
+
     @property
     def builtin(self) -> bool:
         return self.name in BUILTIN_JOB_TYPES

@@ -178,18 +178,7 @@ def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal_
         "version": __version__,
         "params": params,
         "params_dict": {p.name: p.default for p in params},
-        "job_types": [
-            {
-                "name": jt.name,
-                "region": jt.region,
-                "ops": list(jt.ops),
-                "before": jt.before,
-                "after": jt.after,
-                "receives": jt.receives,
-                "sends": jt.sends,
-            }
-            for jt in defn.job_types
-        ],
+        "job_types": [jt.to_dict() for jt in defn.job_types],
         "placement": _placement(defn),
         "rules": _rules(defn, where),
         "requires": [

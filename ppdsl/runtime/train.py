@@ -37,18 +37,7 @@ class TrainConfig:
 
 
 def job_type_dicts(exp: Expansion) -> list[dict]:
-    return [
-        {
-            "name": jt.name,
-            "region": jt.region,
-            "ops": list(jt.ops),
-            "before": jt.before,
-            "after": jt.after,
-            "receives": jt.receives,
-            "sends": jt.sends,
-        }
-        for jt in exp.defn.job_types
-    ]
+    return [jt.to_dict() for jt in exp.defn.job_types]
 
 
 def rule_dicts(exp: Expansion) -> list[dict]:
