@@ -102,8 +102,12 @@ def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResul
     spec_path = run_dir / "spec.json"
     _write(spec_path, json.dumps({**spec, "run_dir": str(run_dir.resolve())}, indent=1))
     cmd = launch_command(opts, spec_path)
+    # the ranks import the ppdsl that launched them (the worker script is this package's), whatever else is installed
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
     with open(run_dir / "launch.log", "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "GLOG_minloglevel": "2"})
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
     errors = sorted(run_dir.glob("rank*.error"), key=lambda p: int(p.stem[4:]))
     if proc.returncode != 0 or errors:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.env import import_paddle
+from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
 from ppdsl.runtime.skip_gc import set_skip_gc_vars
 from ppdsl.runtime.split import (
@@ -57,8 +58,13 @@ def build_plan(
     rules: Sequence[dict],
     microbatches: int,
     rank: int | None = None,
+    p2p: dict | None = None,
 ) -> BuiltPlan:
-    """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule."""
+    """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule.
+
+    `p2p` (directed rank pair -> `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the
+    programs (the GPU path); without it, values cross ranks by name (emulation) or through the CPU transport.
+    """
     import_paddle()
     from paddle.base import core
 
@@ -74,6 +80,8 @@ def build_plan(
     work = main_program.clone()
     complete_roles(work)
     stamp_stages(work, op_stages(work))
+    if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs
+        insert_p2p(work, op_stages(work), rank_of_stage, p2p)
     block = work.global_block()
     split = split_matmul_grads(block) if split_backward else 0
     ops = block.ops

@@ -8,7 +8,6 @@ non-zero; the launcher then stops the others.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import sys
@@ -75,7 +74,9 @@ class RankProcess:
 
         self.spec = spec
         self.run_dir = Path(spec["run_dir"])
-        paddle.set_device("cpu")
+        # GPU: p2p ops in the programs on NCCL rings; CPU (or transport "gloo"): the threaded gloo transport
+        self.gpu = paddle.is_compiled_with_cuda() and spec.get("transport", "auto") != "gloo"
+        paddle.set_device(f"gpu:{dist.ParallelEnv().dev_id}" if self.gpu else "cpu")
         dist.init_parallel_env()
         self.rank, world = dist.get_rank(), dist.get_world_size()
         self.exp = expand(
@@ -83,20 +84,22 @@ class RankProcess:
         )
         if world != self.exp.pp:
             raise RuntimeError(f"{world} processes for a schedule with pp = {self.exp.pp}")
-        # groups exist before static mode: one per direction of each link between neighbouring stages
-        rank_of = [r for r, _ in self.exp.rank_of_stage()]
-        pairs = sorted({(min(a, b), max(a, b)) for a, b in itertools.pairwise(rank_of) if a != b})
+        # groups exist before static mode: one per direction of each link between neighbouring stages, created
+        # by every process in the same order; one at a time, for gloo groups of disjoint pairs created
+        # concurrently fail to connect ("connect [127.0.0.1]:N: Connection refused")
+        from ppdsl.runtime.p2p import ring_links
+
         self.groups = {}
-        for a, b in pairs:
-            # one group at a time: gloo groups of disjoint pairs created concurrently fail to connect
-            # ("connect [127.0.0.1]:N: Connection refused"), so every process waits for all after each
-            for direction in ((a, b), (b, a)):
-                self.groups[direction] = dist.new_group([a, b])
-                dist.barrier()
+        for direction, link in ring_links([r for r, _ in self.exp.rank_of_stage()]).items():
+            self.groups[direction] = dist.new_group(list(link.ranks))
+            dist.barrier()
         from ppdsl.runtime.env import import_paddle
 
         self.paddle = import_paddle()
-        self._build()
+        if self.gpu:
+            self._build_gpu()
+        else:
+            self._build()
 
     def _build(self) -> None:
         from ppdsl.runtime.cluster import Transport, communication_plan
@@ -171,6 +174,66 @@ class RankProcess:
         my_stages = set(exp.stage_of[self.rank])
         self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
 
+    def _build_gpu(self) -> None:
+        """Each rank's own plan, with send_v2 / recv_v2 on the links' NCCL rings, on the standalone executor.
+
+        Written and checked structurally (tests/test_p2p.py builds the same plans on CPU); not run here, for
+        this machine has no GPU.
+        """
+        from ppdsl.runtime.model import load_model
+        from ppdsl.runtime.p2p import Link
+        from ppdsl.runtime.plan import build_plan
+        from ppdsl.runtime.program import build_training_program
+        from ppdsl.runtime.train import job_type_dicts, rule_dicts
+
+        paddle, spec, exp = self.paddle, self.spec, self.exp
+        self.model = load_model(spec.get("model"))
+        self.mb_size = spec["batch_size"] // exp.microbatches
+        self.program = build_training_program(
+            paddle,
+            self.model,
+            micro_batch_size=self.mb_size,
+            num_stages=exp.nstages,
+            microbatches=exp.microbatches,
+            lr=spec["lr"],
+            optimizer=spec["optimizer"],
+            seed=spec["seed"],
+        )
+        links = {(s, d): Link(s, d, g.id, (min(s, d), max(s, d))) for (s, d), g in self.groups.items()}
+        self.built = build_plan(
+            self.program.main,
+            self.program.startup,
+            job_types=job_type_dicts(exp),
+            stage_of=exp.stage_of,
+            orders=[exp.job_tuples(r) for r in range(exp.pp)],
+            rules=rule_dicts(exp),
+            microbatches=exp.microbatches,
+            rank=self.rank,
+            p2p=links,
+        )
+        place = self.place = paddle.CUDAPlace(paddle.distributed.ParallelEnv().dev_id)
+        self.root = paddle.static.Scope()
+        with paddle.static.scope_guard(self.root):
+            paddle.static.Executor(place).run(self.program.startup)
+        self.exe = paddle.static.Executor(place)
+        self.exe._set_plan(self.built.plan)
+        self.feeds = {
+            op.attrs()["name"]
+            for program in self.built.programs.values()
+            for op in program.global_block().ops
+            if op.name() == "pd_op.data"
+        }
+        my_stages = set(exp.stage_of[self.rank])
+        self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
+        self.transport = None
+
+    def _step_gpu(self, step: int) -> list[float]:
+        batch = {k: v for k, v in self.batch(step).items() if k in self.feeds}
+        fetch = [self.built.loss_value] if self.built.loss_value is not None else []
+        with self.paddle.static.scope_guard(self.root):
+            out = self.exe.run(self.program.main, feed=batch, fetch_list=fetch)
+        return [float(x) for x in np.asarray(out[0]).reshape(-1)] if fetch else []
+
     def _executor(self, job) -> object:
         """One executor per (job program, micro-batch scope): an executor caches the interpreters of its last 8
         (program, scope) pairs only, and a rank cycles through more, so one shared executor rebuilt an
@@ -189,6 +252,8 @@ class RankProcess:
         return synthetic_batch(self.program.inputs, self.spec["batch_size"], step, self.spec["seed"])
 
     def step(self, step: int) -> list[float]:
+        if self.gpu:
+            return self._step_gpu(step)
         batch = self.batch(step)
         size = self.mb_size
         stash: dict[tuple[str, int], np.ndarray] = {}
@@ -242,7 +307,8 @@ class RankProcess:
             times.append(time.perf_counter() - t0)
             if step_losses:
                 losses.append(step_losses)
-        self.transport.close()
+        if self.transport is not None:
+            self.transport.close()
         params = {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}
         _atomic(self.run_dir / f"rank{self.rank}.npz", _npz_bytes(params))
         report = {
