@@ -433,6 +433,21 @@ def show_cmd(
 
 # ---- simulation pictures and reports: trace, plot, compare, sweep (ppdsl/trace.py, plot.py, reports.py)
 
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="Measure activation bytes on this model (`module:function` or `builtin`)."),
+]
+BatchOption = Annotated[int, typer.Option("--batch-size", help="Samples per step, with --model.")]
+
+
+def _measured_on(model: str | None, batch_size: int, microbatches: int) -> tuple[str | None, int] | None:
+    """(model spec for ppdsl.runtime.model.load_model, batch size), or None without --model."""
+    if model is None:
+        return None
+    if batch_size < microbatches or batch_size % microbatches:
+        _fail([Diagnostic("E036", f"batch size {batch_size} does not split into {microbatches} micro-batches")])
+    return (None if model == "builtin" else model, batch_size)
+
 
 class TableFormat(str, Enum):
     table = "table"
@@ -535,6 +550,8 @@ def plot_cmd(
         Path | None, typer.Option("--measured", help="Draw this profile (Chrome trace, `ppdsl run --profile`).")
     ] = None,
     dpi: Annotated[int, typer.Option("--dpi", help="Resolution of a .png.")] = 100,
+    model: ModelOption = None,
+    batch_size: BatchOption = 32,
 ) -> None:
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.plot import Timeline, memory_timelines, plot_timeline, summary
@@ -546,6 +563,11 @@ def plot_cmd(
     spec = _cost_spec(cost, costs)
     params = _diagnosed(parse_params, param)
     exp = _diagnosed(prepare, find_schedule(file), pp, microbatches, vpp, params, spec)
+    measured_on = _measured_on(model, batch_size, microbatches)
+    if measured_on is not None:
+        from ppdsl.runtime.memory import apply_model_memory
+
+        _diagnosed(apply_model_memory, exp, *measured_on)
     if measured is not None:
         profile = _diagnosed(read_trace, measured)
         jobs = profile.jobs
@@ -563,9 +585,16 @@ def plot_cmd(
     peak = max((level for points in memory for _, level in points), default=0.0)
     title = (
         f"{exp.defn.name} ({source})   pp={pp}  vpp={vpp}  microbatches={microbatches}   "
-        f"makespan {makespan:.6g} {unit}   bubble {bubble:.1%}   peak activations {peak:g}"
+        f"makespan {makespan:.6g} {unit}   bubble {bubble:.1%}   "
+        + (f"peak memory {format_bytes(peak)}" if exp.memory_unit == "bytes" else f"peak activations {peak:g}")
     )
-    timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory, exp.memory_limit)
+    limits, label = exp.memory_limit, "in-flight\nactivations"
+    if exp.memory_unit == "bytes":  # measured on a model: draw KiB or MiB
+        scale, suffix = (2**20, "MiB") if peak >= 2**20 else (2**10, "KiB")
+        memory = [[(t, level / scale) for t, level in points] for points in memory]
+        limits = [None if x is None else x / scale for x in limits]
+        label = f"activation\nmemory ({suffix})"
+    timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory, limits, label)
     _save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
     out.print(f"wrote {output}: {title}", markup=False)
 
@@ -579,12 +608,14 @@ def _rows_table(rows, title: str, first: dict[str, list[str]], limit: float | No
     for col in ("makespan", "bubble", "peak act."):
         table.add_column(col, justify="right")
     if limit is not None:
-        table.add_column(f"<= {limit:g}", justify="center")
+        in_bytes = any(r.memory_unit == "bytes" for r in rows)
+        table.add_column(f"<= {format_bytes(limit) if in_bytes else f'{limit:g}'}", justify="center")
     table.add_column("note")
     for i, row in enumerate(rows):
         cells = [column[i] for column in first.values()]
         if row.status == "ok":
-            cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", f"{row.peak_activations:.4g}"]
+            peak = format_bytes(row.peak_activations) if row.memory_unit == "bytes" else f"{row.peak_activations:.4g}"
+            cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", peak]
             if limit is not None:
                 cells.append("[bold red]OVER[/]" if row.over_limit else "[green]ok[/]")
             cells.append("")
@@ -606,16 +637,23 @@ def compare_cmd(
     ] = None,
     library: Annotated[bool, typer.Option("--library", help="Compare every shipped schedule too.")] = False,
     memory_limit: Annotated[
-        float | None, typer.Option("--memory-limit", help="Mark schedules whose peak activations exceed this.")
+        str | None,
+        typer.Option("--memory-limit", help="Mark schedules over it: activations, or `2GiB` with --model."),
     ] = None,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
     rendezvous: Rendezvous = False,
     fmt: Annotated[TableFormat, typer.Option("--format", help="table, json or csv.")] = TableFormat.table,
+    model: ModelOption = None,
+    batch_size: BatchOption = 32,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.reports import compare, ranked, rows_csv, rows_json
+    from ppdsl.units import parse_size
+
+    memory_limit = _diagnosed(parse_size, memory_limit) if memory_limit is not None else None
+    measured_on = _measured_on(model, batch_size, microbatches)
 
     named = [find_schedule(f) for f in files or []]
     shipped = [p for p in library_files() if p.resolve() not in {n.resolve() for n in named}] if library else []
@@ -626,7 +664,7 @@ def compare_cmd(
     rows = []
     for group, broken_ok in ((named, False), (shipped, True)):
         if group:
-            args = (group, pp, microbatches, vpp, params, spec, memory_limit, rendezvous, broken_ok)
+            args = (group, pp, microbatches, vpp, params, spec, memory_limit, rendezvous, broken_ok, measured_on)
             rows += _diagnosed(compare, *args)
     rows = ranked(rows)  # named and shipped schedules were measured apart
     if fmt is TableFormat.json:
@@ -642,6 +680,8 @@ def compare_cmd(
             "vpp": [str(r.vpp or "-") for r in rows],
         }
         out.print(_rows_table(rows, f"pp={pp} microbatches={microbatches} ({how})", first, memory_limit))
+        if measured_on is not None:
+            out.print(f"peak memory measured on `{model}` at batch {batch_size}")
     named_paths = {str(p) for p in named}
     failed = [r for r in rows if r.file in named_paths and r.status != "ok"]
     raise typer.Exit(EXIT_INVALID if failed or not any(r.status == "ok" for r in rows) else EXIT_VALID)

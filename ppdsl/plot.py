@@ -39,6 +39,7 @@ class Timeline:
     time_label: str
     memory: list[list[tuple[float, float]]]  # [rank] -> (time, in-flight activations) steps
     memory_limit: list[float | None]
+    memory_label: str = "in-flight\nactivations"  # the memory axis: units, or bytes scaled to KiB / MiB
 
 
 def colour_of(job_type: str, order: Sequence[str]) -> str:
@@ -184,7 +185,7 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
         if limit is not None and limit not in limits_drawn:
             limits_drawn.add(limit)
             mem_ax.axhline(limit, color=colour, linestyle=":", linewidth=0.9)
-    mem_ax.set_ylabel("in-flight\nactivations")
+    mem_ax.set_ylabel(timeline.memory_label)
     mem_ax.set_xlabel(timeline.time_label)
     mem_ax.set_ylim(bottom=0)
     mem_ax.grid(axis="y", color="#e6e6e6", linewidth=0.6)

@@ -128,6 +128,7 @@ class Row:
     peak_rank: int | None = None
     over_limit: bool | None = None
     reason: str = ""
+    memory_unit: str = "activations"  # "bytes" when measured on a model's program (`--model`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,8 +152,13 @@ def measure(
     costs: CostSpec | None = None,
     memory_limit: float | None = None,
     rendezvous: bool = False,
+    model: tuple[str | None, int] | None = None,
 ) -> Row:
-    """Check and time one schedule; `vpp=None` picks the smallest accepted vpp and normalises (module doc)."""
+    """Check and time one schedule; `vpp=None` picks the smallest accepted vpp and normalises (module doc).
+
+    `model` = (module:function or None for the built-in model, batch size): activation memory in bytes, measured
+    on that model's real program (imports paddle); bytes are real, so they are not normalised by vpp.
+    """
     row = Row(defn.name, str(defn.path), pp, vpp, microbatches, "rejected")
     exp = None
     reasons: list[list[str]] = []
@@ -175,6 +181,11 @@ def measure(
     scale = 1.0 / exp.vpp if vpp is None else 1.0
     if scale != 1.0:
         exp.cost = [[[x * scale for x in per_chunk] for per_chunk in per_rank] for per_rank in exp.cost]
+    if model is not None:
+        from ppdsl.runtime.memory import apply_model_memory
+
+        apply_model_memory(exp, model[0], model[1])
+        row.memory_unit = "bytes"
     result = check_expansion(exp, rendezvous)
     if not result.valid:
         row.status, row.reason = "invalid", f"{result.errors[0].code}: {result.errors[0].message}"
@@ -184,7 +195,7 @@ def measure(
     row.status = "ok"
     row.makespan = ex.makespan
     row.bubble_ratio = ex.bubble_ratio
-    row.peak_activations = peak.peak_activations * scale
+    row.peak_activations = peak.peak_activations * (1.0 if row.memory_unit == "bytes" else scale)
     row.peak_rank = peak.rank
     if memory_limit is not None:
         row.over_limit = row.peak_activations > memory_limit + 1e-9
@@ -201,6 +212,7 @@ def compare(
     memory_limit: float | None = None,
     rendezvous: bool = False,
     skip_broken: bool = False,
+    model: tuple[str | None, int] | None = None,
 ) -> list[Row]:
     """Every schedule measured; ok rows best first (makespan, then peak memory), then the others as given.
 
@@ -233,7 +245,7 @@ def compare(
         if costs is not None and costs.pairs:  # a job type only some schedules have costs only their jobs
             mine = {jt.name for jt in d.job_types}
             own = CostSpec({k: v for k, v in costs.pairs.items() if k in mine or k in COMM_KEYS}, costs.file)
-        rows.append(measure(d, pp, microbatches, vpp, params, own, memory_limit, rendezvous))
+        rows.append(measure(d, pp, microbatches, vpp, params, own, memory_limit, rendezvous, model))
     return ranked(rows)
 
 

@@ -79,3 +79,36 @@ def test_check_reports_bytes_and_checks_the_limit(monkeypatch):
 def test_sizes(text, value):
     assert parse_size(text) == value
     assert format_bytes(2 * 2**30) == "2.00 GiB"
+
+
+def test_compare_and_plot_report_bytes(tmp_path, monkeypatch, in_repo):
+    import json
+
+    from typer.testing import CliRunner
+
+    from ppdsl.cli import app
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    runner = CliRunner()
+    pp, m, batch = 2, 4, 8
+    one = tensor_bytes(batch // m)
+    # The last stage keeps the most per micro-batch (its loss's inputs too). FThenB's last rank holds all m
+    # micro-batches, 1F1B's last rank exactly one (its rank 0 holds pp = 2 of the smaller ones): so FThenB's
+    # peak is m times 1F1B's, both on the last rank.
+    limit = f"{m * 2 * one}"  # above 1F1B's peak, below FThenB's
+    args = ["compare", "fthenb", "1f1b", "--pp", str(pp), "-m", str(m), "--model", MODEL, "--batch-size", str(batch)]
+    result = runner.invoke(app, [*args, "--memory-limit", limit, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["schedule"]: r for r in json.loads(result.stdout)["rows"]}
+    f, o = rows["FThenB"], rows["1F1B"]
+    assert (f["peak_rank"], o["peak_rank"]) == (pp - 1, pp - 1)
+    assert f["peak_activations"] == m * o["peak_activations"]
+    assert 2 * one < o["peak_activations"] < m * 2 * one
+    assert (f["over_limit"], o["over_limit"], o["memory_unit"]) == (True, False, "bytes")
+    out = tmp_path / "t.png"
+    result = runner.invoke(
+        app, ["plot", "fthenb", "--pp", "2", "-m", "4", "--model", MODEL, "--batch-size", "8", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"peak memory {format_bytes(f['peak_activations'])}" in result.stdout
