@@ -342,6 +342,7 @@ FIELDS = [
     "peak_rank",
     "over_limit",
     "reason",
+    "memory_unit",
 ]
 
 
