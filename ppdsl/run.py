@@ -234,7 +234,10 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
         "seed": opts.seed,
         "steps": opts.steps,
         "comm_timeout": launch.comm_timeout,
-        "init": str((opts.resume / "checkpoint.npz").resolve()) if opts.resume else None,
+        # each rank resumes from its own checkpoint.rank<r>.npz, or a single-process checkpoint.npz
+        "resume_dir": str(opts.resume.resolve()) if opts.resume else None,
+        "save_dir": str(opts.save_dir.resolve()) if opts.save_dir else None,
+        "save_every": opts.save_every,
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
         "fail": _parse_failure(os.environ.get("PPDSL_INJECT_FAILURE")),
     }

@@ -170,3 +170,50 @@ def test_bad_launch_options(args, fragment, in_repo):
     result = runner.invoke(app, ["run", "1f1b", "--pp", "2", "-m", "4", *args])
     assert result.exit_code == 2
     assert fragment in result.stderr
+
+
+def test_processes_checkpoint_and_resume_bit_identically(tmp_path):
+    """Every rank writes its own checkpoint atomically; resuming continues exactly where it stopped."""
+    _single_process("zbh1", 2, 4, 1, tmp_path)  # writes the shared step-0 checkpoint into tmp_path/init
+    straight, run_a = _cluster("zbh1", 2, 4, 1, tmp_path)
+    assert straight.exit_code == 0, straight.output
+    want = {r: dict(np.load(run_a / f"rank{r}.npz")) for r in range(2)}
+
+    first = runner.invoke(app, _args(tmp_path, "run_b", steps=2, extra=["--save-dir", str(tmp_path / "ckpt")]))
+    assert first.exit_code == 0, first.output
+    ckpt = tmp_path / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint.rank0.npz", "checkpoint.rank1.npz"]
+    second = runner.invoke(app, _args(tmp_path, "run_c", steps=1, resume=ckpt))
+    assert second.exit_code == 0, second.output
+    for r in range(2):
+        got = np.load(tmp_path / "run_c" / f"rank{r}.npz")
+        for name, value in want[r].items():
+            assert np.array_equal(got[name], value), (r, name)
+
+
+def _args(tmp_path, run, steps, resume=None, extra=()):
+    return [
+        "run",
+        "zbh1",
+        "--pp",
+        "2",
+        "-m",
+        "4",
+        "--steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--lr",
+        "0.05",
+        "--optimizer",
+        "sgd",
+        "--seed",
+        "3",
+        "--nproc-per-node",
+        "2",
+        "--run-dir",
+        str(tmp_path / run),
+        "--resume",
+        str(resume or tmp_path / "init"),
+        *extra,
+    ]

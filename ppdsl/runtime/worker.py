@@ -106,7 +106,7 @@ class RankProcess:
         from ppdsl.runtime.model import load_model
         from ppdsl.runtime.plan import build_plan
         from ppdsl.runtime.program import build_training_program
-        from ppdsl.runtime.train import canonical_name, job_type_dicts, rule_dicts
+        from ppdsl.runtime.train import job_type_dicts, rule_dicts
 
         paddle, spec, exp = self.paddle, self.spec, self.exp
         self.model = load_model(spec.get("model"))
@@ -160,19 +160,39 @@ class RankProcess:
         self.exe = paddle.static.Executor(place)
         self.exe.run(self.program.startup, scope=self.root)
         self.executors: dict[tuple, object] = {}
-        if spec.get("init"):
-            with np.load(spec["init"]) as init:
-                wanted = dict(init.items())
-            for op in self.program.startup.global_block().ops:
-                for attr in ("parameter_name", "output_name"):
-                    if op.has_attr(attr):
-                        name = op.attrs()[attr]
-                        key = canonical_name(name, self.program.param_stage)
-                        if key in wanted:
-                            self.root.find_var(name).get_tensor().set(wanted[key], place)
+        self.first_step = self._resume()
         self.mb_scopes = [self.root.new_scope() for _ in range(exp.microbatches)]
         my_stages = set(exp.stage_of[self.rank])
         self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
+
+    def _state_names(self) -> dict[str, str]:
+        """Canonical name -> variable, for everything the startup program initialises (see train.canonical_name)."""
+        from ppdsl.runtime.train import _startup_names, canonical_name
+
+        return {canonical_name(n, self.program.param_stage): n for n in _startup_names(self.program.startup)}
+
+    def _resume(self) -> int:
+        """Load this rank's checkpoint, or a single-process one, from the resume directory; the step to start at."""
+        directory = self.spec.get("resume_dir")
+        if not directory:
+            return 0
+        mine, shared = Path(directory) / f"checkpoint.rank{self.rank}.npz", Path(directory) / "checkpoint.npz"
+        path = mine if mine.exists() else shared
+        names = self._state_names()
+        with np.load(path) as data:
+            meta = json.loads(str(data["__meta__"])) if "__meta__" in data.files else {"step": 0}
+            for key in data.files:
+                if key in names:
+                    self.root.find_var(names[key]).get_tensor().set(data[key], self.place)
+        return int(meta.get("step", 0))
+
+    def save(self, step: int) -> None:
+        """This rank's whole state and the next step, written to a temporary file and renamed."""
+        directory = Path(self.spec["save_dir"])
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {key: np.array(self.root.find_var(n).get_tensor()) for key, n in self._state_names().items()}
+        meta = json.dumps({"step": step, "rank": self.rank, "schedule": self.exp.defn.name})
+        _atomic(directory / f"checkpoint.rank{self.rank}.npz", _npz_bytes({"__meta__": np.array(meta), **state}))
 
     def _build_gpu(self) -> None:
         """Each rank's own plan, with send_v2 / recv_v2 on the links' NCCL rings, on the standalone executor.
@@ -215,6 +235,7 @@ class RankProcess:
         self.root = paddle.static.Scope()
         with paddle.static.scope_guard(self.root):
             paddle.static.Executor(place).run(self.program.startup)
+        self.first_step = self._resume()
         self.exe = paddle.static.Executor(place)
         self.exe._set_plan(self.built.plan)
         self.feeds = {
@@ -226,6 +247,8 @@ class RankProcess:
         my_stages = set(exp.stage_of[self.rank])
         self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
         self.transport = None
+        # the per-job instrumentation belongs to the CPU transport; the executor runs the whole plan here
+        self.jobs, self.timeline, self.wire, self.handed = [], [], {}, {}
 
     def _step_gpu(self, step: int) -> list[float]:
         batch = {k: v for k, v in self.batch(step).items() if k in self.feeds}
@@ -301,12 +324,17 @@ class RankProcess:
 
     def train(self) -> None:
         steps, losses, times = self.spec["steps"], [], []
-        for step in range(steps):
+        every, save_dir = self.spec.get("save_every") or 0, self.spec.get("save_dir")
+        for step in range(self.first_step, self.first_step + steps):
             t0 = time.perf_counter()
             step_losses = self.step(step)
             times.append(time.perf_counter() - t0)
             if step_losses:
                 losses.append(step_losses)
+            if save_dir and every and (step + 1) % every == 0:
+                self.save(step + 1)
+        if save_dir:
+            self.save(self.first_step + steps)
         if self.transport is not None:
             self.transport.close()
         params = {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}
@@ -316,8 +344,8 @@ class RankProcess:
             "stages": self.exp.stage_of[self.rank],
             "losses": losses or None,
             "step_seconds": times,
-            "comm_seconds": self.transport.comm_seconds,
-            "bytes_sent": self.transport.bytes_sent,
+            "comm_seconds": self.transport.comm_seconds if self.transport else 0.0,
+            "bytes_sent": self.transport.bytes_sent if self.transport else 0,
             "jobs": len(self.jobs),
             # instrumentation, perf_counter seconds (one clock for all processes of a machine): per step, per job
             # (start, inputs ready, run start, run end, end); per link "src->dst", per tensor: gloo send / recv
