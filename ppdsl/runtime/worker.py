@@ -101,18 +101,18 @@ class RankProcess:
         else:
             self._build()
 
-    def _build(self) -> None:
-        from ppdsl.runtime.cluster import Transport, communication_plan
+    def _build_program(self, p2p=None) -> None:
+        """What both transports share: the model's program, this rank's plan, and which parameters are its own."""
         from ppdsl.runtime.model import load_model
         from ppdsl.runtime.plan import build_plan
         from ppdsl.runtime.program import build_training_program
         from ppdsl.runtime.train import job_type_dicts, rule_dicts
 
-        paddle, spec, exp = self.paddle, self.spec, self.exp
+        spec, exp = self.spec, self.exp
         self.model = load_model(spec.get("model"))
         self.mb_size = spec["batch_size"] // exp.microbatches
         self.program = build_training_program(
-            paddle,
+            self.paddle,
             self.model,
             micro_batch_size=self.mb_size,
             num_stages=exp.nstages,
@@ -130,7 +130,16 @@ class RankProcess:
             rules=rule_dicts(exp),
             microbatches=exp.microbatches,
             rank=self.rank,
+            p2p=p2p,
         )
+        my_stages = set(exp.stage_of[self.rank])
+        self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
+
+    def _build(self) -> None:
+        from ppdsl.runtime.cluster import Transport, communication_plan
+
+        paddle, spec, exp = self.paddle, self.spec, self.exp
+        self._build_program()
         all_jobs, channels = communication_plan(exp, self.built.flow)
         self.jobs = all_jobs[self.rank]
         incoming = [m for (_, dst), msgs in channels.items() if dst == self.rank for m in msgs]
@@ -162,8 +171,6 @@ class RankProcess:
         self.executors: dict[tuple, object] = {}
         self.first_step = self._resume()
         self.mb_scopes = [self.root.new_scope() for _ in range(exp.microbatches)]
-        my_stages = set(exp.stage_of[self.rank])
-        self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
 
     def _state_names(self) -> dict[str, str]:
         """Canonical name -> variable, for everything the startup program initialises (see train.canonical_name)."""
@@ -200,37 +207,10 @@ class RankProcess:
         Written and checked structurally (tests/test_p2p.py builds the same plans on CPU); not run here, for
         this machine has no GPU.
         """
-        from ppdsl.runtime.model import load_model
         from ppdsl.runtime.p2p import Link
-        from ppdsl.runtime.plan import build_plan
-        from ppdsl.runtime.program import build_training_program
-        from ppdsl.runtime.train import job_type_dicts, rule_dicts
 
-        paddle, spec, exp = self.paddle, self.spec, self.exp
-        self.model = load_model(spec.get("model"))
-        self.mb_size = spec["batch_size"] // exp.microbatches
-        self.program = build_training_program(
-            paddle,
-            self.model,
-            micro_batch_size=self.mb_size,
-            num_stages=exp.nstages,
-            microbatches=exp.microbatches,
-            lr=spec["lr"],
-            optimizer=spec["optimizer"],
-            seed=spec["seed"],
-        )
-        links = {(s, d): Link(s, d, g.id, (min(s, d), max(s, d))) for (s, d), g in self.groups.items()}
-        self.built = build_plan(
-            self.program.main,
-            self.program.startup,
-            job_types=job_type_dicts(exp),
-            stage_of=exp.stage_of,
-            orders=[exp.job_tuples(r) for r in range(exp.pp)],
-            rules=rule_dicts(exp),
-            microbatches=exp.microbatches,
-            rank=self.rank,
-            p2p=links,
-        )
+        paddle = self.paddle
+        self._build_program(p2p={(s, d): Link(s, d, g.id, (min(s, d), max(s, d))) for (s, d), g in self.groups.items()})
         place = self.place = paddle.CUDAPlace(paddle.distributed.ParallelEnv().dev_id)
         self.root = paddle.static.Scope()
         with paddle.static.scope_guard(self.root):
@@ -244,8 +224,6 @@ class RankProcess:
             for op in program.global_block().ops
             if op.name() == "pd_op.data"
         }
-        my_stages = set(exp.stage_of[self.rank])
-        self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
         self.transport = None
         # the per-job instrumentation belongs to the CPU transport; the executor runs the whole plan here
         self.jobs, self.timeline, self.wire, self.handed = [], [], {}, {}
