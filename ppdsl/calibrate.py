@@ -57,9 +57,10 @@ class Comparison:
 
 def compare(profile: Profile, costs: dict) -> Comparison | None:
     """Simulate the profiled schedule with `costs`; None when the profile does not say which schedule ran."""
+    from ppdsl.costs import apply_costs
     from ppdsl.expand import expand
     from ppdsl.resolve import load
-    from ppdsl.simulate import apply_costs, simulate_expansion
+    from ppdsl.simulate import simulate_expansion
 
     meta = profile.meta
     needed = ("schedule_file", "pp", "vpp", "microbatches", "steps", "wall_seconds")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ppdsl.checks import check_ranks, used_types
 from ppdsl.diagnostics import Diagnostic, DiagnosticError, Severity
@@ -13,6 +14,9 @@ from ppdsl.grid import text_grid
 from ppdsl.ir import Expansion, ScheduleDef
 from ppdsl.resolve import load
 from ppdsl.units import format_bytes
+
+if TYPE_CHECKING:
+    from ppdsl.costs import CostSpec
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -84,7 +88,7 @@ def check(
     vpp: int = 1,
     params: dict | None = None,
     rendezvous: bool = False,
-    costs: dict[str, float] | None = None,
+    costs: CostSpec | dict[str, float] | None = None,
     model: str | None = None,
     batch_size: int | None = None,
     memory_limit: float | None = None,
@@ -97,7 +101,15 @@ def check(
     result = CheckResult(str(path), pp, vpp, microbatches)
     try:
         result.defn = load(path)
-        result.expansion = expand(result.defn, pp, microbatches, vpp, params, costs)
+        if isinstance(costs, dict):  # `--cost`-style pairs: job types, `latency`, `bandwidth`
+            from ppdsl.costs import CostSpec
+
+            costs = CostSpec(costs)
+        if costs is not None:
+            costs.check_names(result.defn)
+        result.expansion = expand(result.defn, pp, microbatches, vpp, params)
+        if costs is not None:
+            costs.apply(result.expansion)
         if model is not None:
             from ppdsl.runtime.memory import apply_model_memory
 

@@ -92,21 +92,6 @@ def _emit(text: str, output: Path | None) -> None:
         _fail([Diagnostic("E000", f"cannot write `{output}`: {e.strerror or e}", help="check the directory")])
 
 
-def _parse_costs(spec: str | None) -> dict[str, float] | None:
-    if not spec:
-        return None
-    costs = {}
-    for part in spec.split(","):
-        key, sep, raw = part.partition("=")
-        try:
-            costs[key.strip()] = float(raw)
-        except ValueError:
-            _fail([Diagnostic("E007", f"bad cost `{part}`", help="write `--cost forward=1,backward=2`")])
-        if not sep:
-            _fail([Diagnostic("E007", f"bad cost `{part}`", help="write `--cost forward=1,backward=2`")])
-    return costs
-
-
 def _load_expansion(file: str, pp: int, microbatches: int, vpp: int, params: list[str] | None):
     from ppdsl.resolve import load
 
@@ -129,12 +114,10 @@ def check_cmd(
     rendezvous: Annotated[
         bool, typer.Option("--rendezvous", help="A send waits for its receive (blocking transport, e.g. gloo).")
     ] = False,
-    cost: Annotated[str | None, typer.Option("--cost", help="Override costs: `forward=1,backward=2`.")] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", help="Measure activation bytes on this model (`module:function` or `builtin`)."),
-    ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Samples per step, with --model.")] = 32,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    model: ModelOption = None,
+    batch_size: BatchOption = 32,
     memory_limit: Annotated[
         str | None, typer.Option("--memory-limit", help="Per-rank limit: `2GiB` with --model, else activations.")
     ] = None,
@@ -142,15 +125,10 @@ def check_cmd(
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
     from ppdsl.units import parse_size
 
-    try:
-        params = parse_params(param)
-        limit = parse_size(memory_limit) if memory_limit is not None else None
-        if model is not None and batch_size % microbatches:
-            raise DiagnosticError(
-                [Diagnostic("E036", f"batch size {batch_size} does not split into {microbatches} micro-batches")]
-            )
-    except DiagnosticError as e:
-        _fail(e.diagnostics)
+    params = _diagnosed(parse_params, param)
+    limit = _diagnosed(parse_size, memory_limit) if memory_limit is not None else None
+    _measured_on(model, batch_size, microbatches)  # a batch that does not split fails before paddle loads
+    spec = _cost_spec(cost, costs)
     result = check(
         find_schedule(file),
         pp,
@@ -158,7 +136,7 @@ def check_cmd(
         vpp,
         params,
         rendezvous,
-        _parse_costs(cost),
+        spec,
         model=model,
         batch_size=batch_size,
         memory_limit=limit,
@@ -477,9 +455,9 @@ def _diagnosed(fn, *args, **kwargs):
 
 
 def _cost_spec(cost: str | None, costs: Path | None):
-    from ppdsl.reports import CostSpec
+    from ppdsl.costs import CostSpec, parse_cost_pairs
 
-    return _diagnosed(CostSpec.read, _parse_costs(cost), costs)
+    return _diagnosed(CostSpec.read, _diagnosed(parse_cost_pairs, cost), costs)
 
 
 def _picture_format(output: Path) -> str:

@@ -1,7 +1,7 @@
 """`ppdsl trace / plot / compare / sweep`: simulations under the command line's costs, and their tables.
 
 Costs, in order of precedence (later wins): the schedule's own `cost` / `comm` declarations, a cost file
-(`--costs FILE`, `ppdsl.simulate.load_costs`), then `--cost k=v,...` where k is a job type or `latency` /
+(`--costs FILE`, `ppdsl.costs`), then `--cost k=v,...` where k is a job type or `latency` /
 `bandwidth`. A cost file's times are real (seconds unless it says `"unit"`); everything else is in abstract
 cost units.
 
@@ -23,56 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ppdsl.checker import check_expansion
+from ppdsl.costs import COMM_KEYS, CostSpec, unknown_cost_error
 from ppdsl.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.expand import expand
 from ppdsl.ir import Expansion, ScheduleDef
 from ppdsl.resolve import load
-from ppdsl.simulate import Simulation, apply_costs, load_costs, simulate_expansion
-from ppdsl.trace import US_PER_COST_UNIT, us_per_unit
+from ppdsl.simulate import Simulation, simulate_expansion
 
-COMM_KEYS = ("latency", "bandwidth")
 AUTO_VPP = (1, 2, 3, 4)
 MAX_SWEEP_POINTS = 4096  # a sweep is a table to read, not a search
-
-
-@dataclass
-class CostSpec:
-    """What the command line says about costs: `--cost` pairs and the contents of `--costs FILE`."""
-
-    pairs: dict[str, float] | None = None
-    file: dict[str, Any] | None = None
-
-    @classmethod
-    def read(cls, pairs: dict[str, float] | None, path: str | Path | None) -> CostSpec:
-        return cls(pairs or None, load_costs(path) if path is not None else None)
-
-    @property
-    def us_per_unit(self) -> float:
-        """Microseconds per simulated time unit (see `ppdsl.trace`)."""
-        return us_per_unit(self.file) if self.file is not None else US_PER_COST_UNIT
-
-    @property
-    def measured(self) -> bool:
-        return self.file is not None
-
-    def unknown_names(self, names: set[str]) -> list[str]:
-        return [k for k in self.pairs or {} if k not in names and k not in COMM_KEYS]
-
-    def apply(self, exp: Expansion) -> None:
-        """The cost file, then the command line's pairs, over the expansion's own table."""
-        if self.file is not None:
-            apply_costs(exp, self.file)
-        if self.pairs:
-            jobs = {k: v for k, v in self.pairs.items() if k not in COMM_KEYS}
-            comm = {k: v for k, v in self.pairs.items() if k in COMM_KEYS}
-            apply_costs(exp, {"costs": jobs, **comm})
-
-
-def _unknown_cost_error(unknown: list[str], names: Sequence[str]) -> DiagnosticError:
-    known = ", ".join(f"`{n}`" for n in [*names, *COMM_KEYS])
-    return DiagnosticError(
-        [Diagnostic("E007", f"`--cost` names no job type `{unknown[0]}`", help=f"known names: {known}")]
-    )
 
 
 def prepare(
@@ -87,9 +46,7 @@ def prepare(
     """Load (unless `defn` is given) and expand, with the command line's costs applied."""
     defn = defn if defn is not None else load(path)
     costs = costs or CostSpec()
-    unknown = costs.unknown_names({jt.name for jt in defn.job_types})
-    if unknown:
-        raise _unknown_cost_error(unknown, [jt.name for jt in defn.job_types])
+    costs.check_names(defn)
     exp = expand(defn, pp, microbatches, vpp, params)
     costs.apply(exp)
     return exp
@@ -235,7 +192,7 @@ def compare(
         names = {jt.name for d in loaded for jt in d.job_types}
         unknown = costs.unknown_names(names)
         if unknown:
-            raise _unknown_cost_error(unknown, sorted(names))
+            raise unknown_cost_error(unknown, sorted(names))
     rows = []
     for d in defns:
         if isinstance(d, Row):

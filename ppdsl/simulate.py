@@ -8,13 +8,13 @@ records, and each rank's in-flight activations over time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ppdsl.checker import CheckResult, check_expansion
-from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.costs import apply_costs, load_costs
+from ppdsl.diagnostics import DiagnosticError
 from ppdsl.execution import Execution, Transfer
 from ppdsl.expand import expand
 from ppdsl.ir import Expansion
@@ -72,40 +72,6 @@ class Simulation:
                 level += delta
                 points.append((self.execution.end[rank][i], level))
         return points
-
-
-def load_costs(path: str | Path) -> dict:
-    """A cost file written by `ppdsl calibrate` (JSON): {"costs": {type: time}, "stages": {stage: {type: time}},
-    "latency": time, "bandwidth": units per time}; every key optional."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise DiagnosticError([Diagnostic("E008", f"cannot read cost file `{path}`: {err}")]) from None
-    if not isinstance(data, dict):
-        raise DiagnosticError([Diagnostic("E008", f"cost file `{path}` must hold a JSON object")])
-    return data
-
-
-def apply_costs(exp: Expansion, costs: dict) -> None:
-    """Override the expansion's cost table in place: per type, then per stage, then communication."""
-    names = exp.type_names
-    flat = costs.get("costs", {})
-    for t, name in enumerate(names):
-        if name in flat:
-            for r in range(exp.pp):
-                exp.cost[t][r] = [float(flat[name])] * exp.vpp
-    for stage_key, per_type in (costs.get("stages") or {}).items():
-        stage = int(stage_key)
-        for r, row in enumerate(exp.stage_of):
-            for c, s in enumerate(row):
-                if s == stage:
-                    for name, value in per_type.items():
-                        if name in names:
-                            exp.cost[names.index(name)][r][c] = float(value)
-    if "latency" in costs:
-        exp.latency = float(costs["latency"])
-    if "bandwidth" in costs:
-        exp.bandwidth = float(costs["bandwidth"]) or None
 
 
 def simulate(

@@ -130,3 +130,16 @@ def test_import_bad_csv_leaves_no_file(in_repo, tmp_path):
 
 def test_version():
     assert invoke("--version").stdout.strip() == f"ppdsl {__version__}"
+
+
+def test_check_takes_costs_like_the_other_commands(in_repo, tmp_path):
+    """`check` shares the report commands' cost handling: unknown names are errors, links and files apply."""
+    bad = invoke("check", "1f1b", "--pp", "4", "-m", "8", "--cost", "fwd=1")
+    assert bad.exit_code == 2 and "`--cost` names no job type `fwd`" in bad.stderr
+    # two link crossings on the critical path of FThenB at pp=2, m=2 add 2 * latency: (m + p - 1)(F + B) + 2L
+    linked = invoke("check", "fthenb", "--pp", "2", "-m", "2", "--format", "json", "--cost", "latency=0.5")
+    assert json.loads(linked.stdout)["makespan"] == 10
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}}))
+    filed = invoke("check", "1f1b", "--pp", "4", "-m", "8", "--format", "json", "--costs", str(costs))
+    assert json.loads(filed.stdout)["makespan"] == 22  # (m + p - 1)(F + B)
