@@ -37,10 +37,11 @@ for _p in (str(ROOT), str(HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from ppdsl.checker import check_expansion  # noqa: E402
-from ppdsl.expand import expand  # noqa: E402
-from ppdsl.formats import TORCH_LETTER, torch_actions  # noqa: E402
-from ppdsl.resolve import load  # noqa: E402
+from ppdsl.analysis.check import check_expansion  # noqa: E402
+from ppdsl.analysis.expand import expand  # noqa: E402
+from ppdsl.language.jobtypes import COMPUTE_TYPES  # noqa: E402
+from ppdsl.language.resolve import load  # noqa: E402
+from ppdsl.reports.formats import torch_actions  # noqa: E402
 
 INTERLEAVED = SCHEDULES / "interleaved1f1b.sched"
 
@@ -59,7 +60,7 @@ def _progress(message: str) -> None:
 
 def _clear_parser_cache() -> None:
     """Forget the in-process lark parser so the next ``load`` builds it again, as a fresh process would."""
-    from ppdsl.grammar import parser
+    from ppdsl.language import parser
 
     clear = getattr(getattr(parser, "_parser", None), "cache_clear", None)
     if clear is not None:
@@ -75,7 +76,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def _compute_jobs(exp) -> int:
     names = exp.type_names
-    compute = {t for t, name in enumerate(names) if name in TORCH_LETTER}
+    compute = {t for t, name in enumerate(names) if name in COMPUTE_TYPES}
     ntypes = len(names)
     return sum(1 for jobs in exp.jobs for code in jobs if code % ntypes in compute)
 
@@ -209,10 +210,10 @@ def bench_torch(pp: int, vpp: int, m: int, torch_repeats: int, ppdsl_repeats: in
 # Runs in a fresh interpreter: imports only ppdsl (and the standard library), so that ru_maxrss is ppdsl's own.
 _CHILD = r"""
 import gc, json, resource, sys, time
-from ppdsl.checker import check_expansion
-from ppdsl.expand import expand
-from ppdsl.formats import TORCH_LETTER
-from ppdsl.resolve import load
+from ppdsl.analysis.check import check_expansion
+from ppdsl.analysis.expand import expand
+from ppdsl.language.jobtypes import COMPUTE_TYPES
+from ppdsl.language.resolve import load
 
 def maxrss():
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -250,7 +251,7 @@ if mode != "baseline":
     out["check_seconds"] = t3 - t2
     out["first_seconds"] = t3 - t1
     names = exp.type_names
-    compute = {t for t, name in enumerate(names) if name in TORCH_LETTER}
+    compute = {t for t, name in enumerate(names) if name in COMPUTE_TYPES}
     out["jobs"] = sum(len(j) for j in exp.jobs)
     out["compute_jobs"] = sum(1 for j in exp.jobs for c in j if c % len(names) in compute)
     times = [t3 - t1]

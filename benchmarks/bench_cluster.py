@@ -56,11 +56,12 @@ SCHEDULES = ROOT / "schedules"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ppdsl.calibrate import calibrate  # noqa: E402
-from ppdsl.expand import expand  # noqa: E402
-from ppdsl.resolve import load  # noqa: E402
-from ppdsl.simulate import apply_costs, simulate_expansion  # noqa: E402
-from ppdsl.trace import Profile  # noqa: E402
+from ppdsl.analysis.costs import apply_costs  # noqa: E402
+from ppdsl.analysis.expand import expand  # noqa: E402
+from ppdsl.language.resolve import load  # noqa: E402
+from ppdsl.reports.calibrate import calibrate  # noqa: E402
+from ppdsl.reports.simulate import simulate_expansion  # noqa: E402
+from ppdsl.reports.trace import Profile  # noqa: E402
 
 TARGET_ERROR = 0.25  # |simulated makespan - measured step| / measured step, like-for-like prediction
 LOSS_TOLERANCE = 1e-4  # processes vs emulation, every step's per-micro-batch losses (Adam, float32)

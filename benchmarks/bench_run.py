@@ -47,8 +47,8 @@ SCHEDULES = ROOT / "schedules"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ppdsl.expand import expand  # noqa: E402
-from ppdsl.resolve import load  # noqa: E402
+from ppdsl.analysis.expand import expand  # noqa: E402
+from ppdsl.language.resolve import load  # noqa: E402
 from ppdsl.runtime import plan as plan_module  # noqa: E402
 from ppdsl.runtime.env import import_paddle  # noqa: E402
 from ppdsl.runtime.model import Model, TinyLMConfig, tiny_lm, tiny_lm_batch  # noqa: E402

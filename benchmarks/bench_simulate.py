@@ -40,11 +40,12 @@ for _p in (str(ROOT), str(HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from ppdsl.checker import check_expansion  # noqa: E402
-from ppdsl.execution import execute  # noqa: E402
-from ppdsl.expand import expand  # noqa: E402
-from ppdsl.resolve import load  # noqa: E402
-from ppdsl.simulate import apply_costs, simulate_expansion  # noqa: E402
+from ppdsl.analysis.check import check_expansion  # noqa: E402
+from ppdsl.analysis.costs import apply_costs  # noqa: E402
+from ppdsl.analysis.execution import execute  # noqa: E402
+from ppdsl.analysis.expand import expand  # noqa: E402
+from ppdsl.language.resolve import load  # noqa: E402
+from ppdsl.reports.simulate import simulate_expansion  # noqa: E402
 
 INTERLEAVED = ROOT / "schedules" / "interleaved1f1b.sched"
 COSTS = {"forward": 1.0, "backward": 2.0}
@@ -62,7 +63,7 @@ def _progress(message: str) -> None:
 
 def _clear_parser_cache() -> None:
     """Forget the in-process lark parser so the next ``load`` builds it again, as a fresh process would."""
-    from ppdsl.grammar import parser
+    from ppdsl.language import parser
 
     clear = getattr(getattr(parser, "_parser", None), "cache_clear", None)
     if clear is not None:
@@ -167,9 +168,10 @@ def bench_torch(pp: int, vpp: int, m: int, repeats: int) -> dict[str, Any]:
 # Runs in a fresh interpreter that imports only ppdsl (and the standard library): ru_maxrss is ppdsl's own.
 _CHILD = r"""
 import json, resource, sys, time
-from ppdsl.expand import expand
-from ppdsl.resolve import load
-from ppdsl.simulate import apply_costs, simulate_expansion
+from ppdsl.analysis.expand import expand
+from ppdsl.language.resolve import load
+from ppdsl.analysis.costs import apply_costs  # noqa: E402
+from ppdsl.reports.simulate import simulate_expansion
 
 def maxrss():
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -189,8 +191,8 @@ if mode != "baseline":
     t0 = time.perf_counter()
     defn = load(path)
     t1 = time.perf_counter()
-    exp = expand(defn, pp, m, vpp, None, costs)
-    apply_costs(exp, links)
+    exp = expand(defn, pp, m, vpp)
+    apply_costs(exp, {"costs": costs, **links})
     t2 = time.perf_counter()
     sim = simulate_expansion(exp)  # completeness, order, deadlock and timing in one execution; raises if invalid
     t3 = time.perf_counter()

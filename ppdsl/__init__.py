@@ -1,3 +1,175 @@
-"""ppdsl: pipeline-parallel training schedules as declarative `.sched` files."""
+"""ppdsl: pipeline-parallel training schedules as declarative `.sched` files.
 
-__version__ = "0.1.0"
+The Python API, for notebooks and tools (the `ppdsl` command is built on it):
+
+    import ppdsl
+
+    result = ppdsl.check("1f1b", pp=4, microbatches=8)       # a library name, a path, or a loaded schedule
+    result.valid, result.makespan, result.bubble_ratio          # True, 33.0, 0.2727...
+    [r.peak_activations for r in result.ranks]                  # [4.0, 3.0, 2.0, 1.0]
+    for d in result.diagnostics: print(d.code, d.message)
+
+    exp = ppdsl.expand("zbv", pp=4, microbatches=8, vpp=2)      # every rank's job order
+    exp.job_tuples(0)                                           # [("forward", 0, 0), ...]
+    sim = ppdsl.simulate("zbh1", pp=4, microbatches=8, costs={"backward_b": 1.5, "latency": 0.1})
+    text = ppdsl.compile("1f1b")                                # a plan module (Python source)
+
+`costs` takes `--cost`-style pairs (job types, `latency`, `bandwidth`), a `CostSpec`, or the path of a cost
+file from `ppdsl calibrate`. Errors in a schedule come back as diagnostics in `check`'s result; the other
+functions raise `DiagnosticError` (its `.diagnostics` are the same objects). Nothing here imports paddle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ppdsl.common.version import __version__
+
+if TYPE_CHECKING:
+    from ppdsl.analysis.check import CheckResult
+    from ppdsl.analysis.costs import CostSpec
+    from ppdsl.analysis.expansion import Expansion
+    from ppdsl.analysis.scenario import Scenario
+    from ppdsl.language.ir import ScheduleDef
+    from ppdsl.reports.simulate import Simulation
+
+__all__ = [
+    "CheckResult",
+    "CostSpec",
+    "DiagnosticError",
+    "Scenario",
+    "__version__",
+    "check",
+    "compile",
+    "expand",
+    "load",
+    "scenario",
+    "simulate",
+]
+
+
+def load(schedule: str | Path) -> ScheduleDef:
+    """Read and resolve a schedule: a shipped name (`1f1b`) or a `.sched` path. Raises DiagnosticError."""
+    from ppdsl.language.library import find_schedule
+    from ppdsl.language.resolve import load as load_file
+
+    return load_file(find_schedule(str(schedule)))
+
+
+def scenario(
+    schedule: str | Path | ScheduleDef,
+    *,
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    params: Mapping[str, int | float | bool] | None = None,
+    costs: Mapping[str, float] | CostSpec | str | Path | None = None,
+    rendezvous: bool = False,
+    memory_limit: float | None = None,
+) -> Scenario:
+    """The `Scenario` these arguments describe (what every function below evaluates)."""
+    from ppdsl.analysis.costs import CostSpec
+    from ppdsl.analysis.scenario import Scenario
+
+    if isinstance(costs, (str, Path)):
+        costs = CostSpec.read(None, costs)
+    return Scenario(schedule, pp, microbatches, vpp, params, costs, rendezvous, memory_limit=memory_limit)
+
+
+def check(
+    schedule: str | Path | ScheduleDef,
+    *,
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    params: Mapping[str, int | float | bool] | None = None,
+    costs: Mapping[str, float] | CostSpec | str | Path | None = None,
+    rendezvous: bool = False,
+    memory_limit: float | None = None,
+) -> CheckResult:
+    """Prove a schedule complete, ordered and deadlock-free at these sizes, and measure it (never raises for a
+    wrong schedule: see `.valid` and `.diagnostics`)."""
+    return scenario(
+        schedule,
+        pp=pp,
+        microbatches=microbatches,
+        vpp=vpp,
+        params=params,
+        costs=costs,
+        rendezvous=rendezvous,
+        memory_limit=memory_limit,
+    ).check()
+
+
+def expand(
+    schedule: str | Path | ScheduleDef,
+    *,
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    params: Mapping[str, int | float | bool] | None = None,
+    costs: Mapping[str, float] | CostSpec | str | Path | None = None,
+) -> Expansion:
+    """Every rank's job order at these sizes (not checked: see `check`). Raises DiagnosticError."""
+    return scenario(schedule, pp=pp, microbatches=microbatches, vpp=vpp, params=params, costs=costs).expansion()
+
+
+def simulate(
+    schedule: str | Path | ScheduleDef,
+    *,
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    params: Mapping[str, int | float | bool] | None = None,
+    costs: Mapping[str, float] | CostSpec | str | Path | None = None,
+    rendezvous: bool = False,
+) -> Simulation:
+    """The schedule run under its costs: job records, transfers, memory over time. Raises DiagnosticError when
+    the schedule is not valid at these sizes."""
+    from ppdsl.reports.simulate import simulate as run
+
+    return run(
+        scenario(schedule, pp=pp, microbatches=microbatches, vpp=vpp, params=params, costs=costs, rendezvous=rendezvous)
+    )
+
+
+def compile(
+    schedule: str | Path | ScheduleDef,
+    *,
+    pp: int | None = None,
+    microbatches: int | None = None,
+    vpp: int = 1,
+    params: Mapping[str, int | float | bool] | None = None,
+    literal: bool = False,
+) -> str:
+    """The schedule's plan module (Python source, what `ppdsl compile` writes). With sizes, the schedule is
+    checked at them first; `literal` makes `job_list` the expanded order of those sizes. Raises DiagnosticError."""
+    from ppdsl.codegen.generate import generate_plan_module
+    from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+
+    if (pp is None) != (microbatches is None) or (literal and pp is None):
+        raise DiagnosticError([Diagnostic("E007", "give both `pp` and `microbatches` (required with `literal`)")])
+    spec = scenario(schedule, pp=pp or 1, microbatches=microbatches or 1, vpp=vpp, params=params)
+    defn = spec.definition()
+    if pp is not None:
+        result = spec.check()
+        if not result.valid:
+            raise DiagnosticError(result.errors or result.diagnostics)
+    return generate_plan_module(defn, spec.path, literal=spec if literal else None)
+
+
+def __getattr__(name: str):
+    """The API's types, imported when first named (`ppdsl.Scenario`, `ppdsl.CheckResult`, ...)."""
+    homes = {
+        "CheckResult": "ppdsl.analysis.check",
+        "CostSpec": "ppdsl.analysis.costs",
+        "DiagnosticError": "ppdsl.common.diagnostics",
+        "Scenario": "ppdsl.analysis.scenario",
+    }
+    if name in homes:
+        import importlib
+
+        return getattr(importlib.import_module(homes[name]), name)
+    raise AttributeError(f"module 'ppdsl' has no attribute {name!r}")

@@ -25,7 +25,7 @@ import paddle  # noqa: E402
 import paddle.distributed as dist  # noqa: E402
 from paddle.io import DataLoader, Dataset  # noqa: E402
 
-from ppdsl.paddle_pass import install  # noqa: E402
+from ppdsl.runtime.paddle_pass import install  # noqa: E402
 
 MICROBATCHES = 2
 BATCH = 4

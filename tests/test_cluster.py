@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from ppdsl.analysis.expand import expand
 from ppdsl.cli import app
-from ppdsl.expand import expand
-from ppdsl.library import library_dir
-from ppdsl.resolve import load
+from ppdsl.language.library import library_dir
+from ppdsl.language.resolve import load
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 

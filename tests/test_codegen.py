@@ -23,25 +23,26 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ppdsl import __version__
+from ppdsl.analysis.expand import expand
+from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli import app
-from ppdsl.codegen.generate import Sizes, generate_plan_module, py_literal
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.expand import expand
-from ppdsl.library import library_files
-from ppdsl.lowering import LINE_LENGTH, readable_name
-from ppdsl.resolve import load, resolve_text
+from ppdsl.codegen.generate import generate_plan_module, module_stem, py_literal
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.library import library_files
+from ppdsl.language.lowering import LINE_LENGTH, readable_name
+from ppdsl.language.resolve import load, resolve_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "tests" / "golden" / "plans"
 FEATURES = "tests/codegen/features.sched"  # what the library does not use: includes, renamed names, ...
 LIBRARY = [p.stem for p in library_files()]
-LITERAL = ("1f1b", Sizes(pp=4, microbatches=8))  # the --literal golden
+LITERAL = ("1f1b", Scenario("1f1b", pp=4, microbatches=8))  # the --literal golden
 
 
-def plan_text(stem_or_path: str, literal: Sizes | None = None) -> str:
+def plan_text(stem_or_path: str, literal: Scenario | None = None) -> str:
     """The plan of a library schedule (by stem) or a file, generated from the repository root, as the goldens are."""
     path = stem_or_path if stem_or_path.endswith(".sched") else f"schedules/{stem_or_path}.sched"
-    return generate_plan_module(load(path), path, literal_sizes=literal)
+    return generate_plan_module(load(path), path, literal=literal)
 
 
 def import_plan(path: Path) -> types.ModuleType:
@@ -55,7 +56,7 @@ def import_plan(path: Path) -> types.ModuleType:
 def plan(in_repo, tmp_path):
     """plan(stem_or_path, literal=None) -> the generated module, written to a file and imported from it."""
 
-    def make(stem_or_path: str, literal: Sizes | None = None) -> types.ModuleType:
+    def make(stem_or_path: str, literal: Scenario | None = None) -> types.ModuleType:
         target = tmp_path / f"plan_{Path(stem_or_path).stem}.py"
         target.write_text(plan_text(stem_or_path, literal), encoding="utf-8")
         return import_plan(target)
@@ -268,7 +269,7 @@ def test_requires_and_bad_sizes_raise_value_errors(plan):
 
 
 def test_literal_plan_is_the_expansion_for_its_sizes_only(plan):
-    module = plan("1f1b", Sizes(pp=4, microbatches=8))
+    module = plan("1f1b", Scenario("1f1b", pp=4, microbatches=8))
     exp = expand(load("schedules/1f1b.sched"), 4, 8)
     assert [module.job_list(r, 4, 1, 8) for r in range(4)] == [exp.job_tuples(r) for r in range(4)]
     with pytest.raises(ValueError, match=r"compiled for .* only"):
@@ -277,7 +278,7 @@ def test_literal_plan_is_the_expansion_for_its_sizes_only(plan):
 
 
 def test_literal_plan_with_parameters(plan):
-    module = plan("vpp", Sizes(pp=2, microbatches=2, vpp=2, params={"split_backward": True}))
+    module = plan("vpp", Scenario("vpp", pp=2, microbatches=2, vpp=2, params={"split_backward": True}))
     exp = expand(load("schedules/vpp.sched"), 2, 2, 2, {"split_backward": True})
     assert module.job_list(1, 2, 2, 2, split_backward=True) == exp.job_tuples(1)
     with pytest.raises(ValueError, match="compiled for"):
@@ -286,7 +287,7 @@ def test_literal_plan_with_parameters(plan):
 
 def test_literal_plan_of_sizes_the_schedule_rejects_is_a_diagnostic(in_repo):
     with pytest.raises(DiagnosticError) as err:
-        plan_text("1f1b", Sizes(pp=4, microbatches=2))
+        plan_text("1f1b", Scenario("1f1b", pp=4, microbatches=2))
     assert [d.code for d in err.value.diagnostics] == ["S100"]
 
 
@@ -487,13 +488,11 @@ def test_compile_writes_atomically(tmp_path, monkeypatch):
 
 
 def test_every_plan_name_is_a_module_name(in_repo):
-    from ppdsl.cli import _module_stem
-
     for stem in LIBRARY:
-        assert _module_stem(load(f"schedules/{stem}.sched").name) == stem
-    assert _module_stem("ZB-H1") == "zb_h1"
-    assert [_module_stem(n) for n in ("1F1B", "a b", "", "Ünï")] == ["1f1b", "a_b", "schedule", "_n_"]
-    assert all(f"plan_{_module_stem(n)}".isidentifier() for n in ("1F1B", "a b", "", "Ünï"))
+        assert module_stem(load(f"schedules/{stem}.sched").name) == stem
+    assert module_stem("ZB-H1") == "zb_h1"
+    assert [module_stem(n) for n in ("1F1B", "a b", "", "Ünï")] == ["1f1b", "a_b", "schedule", "_n_"]
+    assert all(f"plan_{module_stem(n)}".isidentifier() for n in ("1F1B", "a b", "", "Ünï"))
 
 
 def test_the_readme_excerpt_is_the_golden_plan():

@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ppdsl.checker import check_expansion
+from ppdsl.analysis.check import check_expansion
+from ppdsl.analysis.expand import expand
 from ppdsl.cli import app
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.expand import expand
-from ppdsl.resolve import resolve_text
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.resolve import resolve_text
 
 SEED = 20240531
 MUTANTS = 5400  # front-end cases; each runs at up to SIZES_PER_CASE sizes

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ppdsl.checker import check_expansion
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.expand import expand
-from ppdsl.resolve import load, resolve_text
+from ppdsl.analysis.check import check_expansion
+from ppdsl.analysis.expand import expand
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.resolve import load, resolve_text
 
 GPIPE = "order { forward * microbatches backward * microbatches optimizer }"
 CHUNKED = (

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ppdsl.checker import check
-from ppdsl.expand import expand
-from ppdsl.library import library_files
-from ppdsl.resolve import load
+import ppdsl
+from ppdsl.analysis.expand import expand
+from ppdsl.language.library import library_files
+from ppdsl.language.resolve import load
 
 GOLDEN = Path(__file__).parent / "golden" / "expand"
 EXPECTED = {
@@ -52,7 +52,7 @@ def test_library_schedule_is_documented_and_constrained(stem):
 def test_library_schedule_is_valid_and_golden(stem, size, golden):
     pp, m, vpp = size
     path = next(p for p in library_files() if p.stem == stem)
-    result = check(path, pp, m, vpp)
+    result = ppdsl.check(path, pp=pp, microbatches=m, vpp=vpp)
     assert result.valid, [d.message for d in result.diagnostics]
     exp = result.expansion
     text = "\n".join(f"rank {r}: " + " ".join(map(exp.label, jobs)) for r, jobs in enumerate(exp.jobs)) + "\n"
@@ -61,8 +61,8 @@ def test_library_schedule_is_valid_and_golden(stem, size, golden):
 
 def _sweep(stem: str):
     """(pp, m, vpp, CheckResult) for every size in a small sweep that the schedule's `require`s accept."""
-    from ppdsl.checker import check_expansion
-    from ppdsl.diagnostics import DiagnosticError
+    from ppdsl.analysis.check import check_expansion
+    from ppdsl.common.diagnostics import DiagnosticError
 
     defn = load(next(p for p in library_files() if p.stem == stem))
     for pp in range(1, 7):

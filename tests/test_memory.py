@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ppdsl.checker import check
-from ppdsl.expand import expand
-from ppdsl.library import library_dir
-from ppdsl.resolve import load
-from ppdsl.units import format_bytes, parse_size
+from ppdsl.analysis.expand import expand
+from ppdsl.analysis.scenario import Scenario
+from ppdsl.common.units import format_bytes, parse_size
+from ppdsl.language.library import library_dir
+from ppdsl.language.resolve import load
 from tests.models.user_mlp import HIDDEN, SEQ
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
@@ -61,14 +61,18 @@ def test_split_backward_hands_one_tensor_to_backward_w(monkeypatch):
 
 
 def test_check_reports_bytes_and_checks_the_limit(monkeypatch):
+    from ppdsl.runtime.memory import model_memory
+
     monkeypatch.syspath_prepend(str(ROOT))
     pp, m, batch = 2, 4, 8
     one = tensor_bytes(batch // m)
-    ok = check(library_dir() / "fthenb.sched", pp, m, model=MODEL, batch_size=batch)
+    ok = Scenario(library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch)).check()
     assert ok.valid
     # FThenB keeps every micro-batch's activations: rank 0 peaks at m * (2 tensors)
     assert ok.execution.ranks[0].peak_activations == m * 2 * one
-    tight = check(library_dir() / "fthenb.sched", pp, m, model=MODEL, batch_size=batch, memory_limit=m * 2 * one - 1)
+    tight = Scenario(
+        library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch), memory_limit=m * 2 * one - 1
+    ).check()
     assert [d.code for d in tight.errors] and all(d.code == "S106" for d in tight.errors)
     assert "KiB" in tight.errors[0].message or " B" in tight.errors[0].message
 

@@ -13,9 +13,9 @@ from collections import defaultdict
 
 import pytest
 
-from ppdsl.expand import expand
-from ppdsl.library import library_dir
-from ppdsl.resolve import load
+from ppdsl.analysis.expand import expand
+from ppdsl.language.library import library_dir
+from ppdsl.language.resolve import load
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from paddle_oracle import paddle_accepts, paddle_available, paddle_job_list
 
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.expand import expand
-from ppdsl.library import library_dir
-from ppdsl.resolve import load
+from ppdsl.analysis.expand import expand
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.library import library_dir
+from ppdsl.language.resolve import load
 
 pytestmark = pytest.mark.skipif(
     not paddle_available(), reason="paddlepaddle is not installed (pip install -e '.[test]' installs it)"

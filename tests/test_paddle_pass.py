@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppdsl.checker import check
-from ppdsl.diagnostics import SourceCache, render_all
-from ppdsl.expand import expand
-from ppdsl.library import find_schedule, library_dir
-from ppdsl.resolve import load
+import ppdsl
+from ppdsl.analysis.expand import expand
+from ppdsl.common.diagnostics import SourceCache, render_all
+from ppdsl.language.library import find_schedule, library_dir
+from ppdsl.language.resolve import load
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed (pip install -e '.[test]')"
@@ -41,8 +41,8 @@ order {
 
 @pytest.fixture(scope="module")
 def pp_pass():
-    """`ppdsl.paddle_pass`, installed for this module's tests and uninstalled after them."""
-    from ppdsl import paddle_pass
+    """`ppdsl.runtime.paddle_pass`, installed for this module's tests and uninstalled after them."""
+    from ppdsl.runtime import paddle_pass
     from ppdsl.runtime.env import import_paddle
 
     import_paddle()
@@ -223,7 +223,7 @@ def test_invalid_sizes_raise_the_checkers_diagnostics(pp_pass, stem, pp, m, vpp,
     assert f"error[{code}]" in text and fragment in text
     # the same text `ppdsl check` prints (a library name is found as the command line finds it)
     path = find_schedule(stem)
-    assert render_all(check(path, pp, m, vpp).errors, SourceCache()) in text
+    assert render_all(ppdsl.check(path, pp=pp, microbatches=m, vpp=vpp).errors, SourceCache()) in text
     assert f"pp={pp} vpp={vpp} microbatches={m}" in text
 
 
@@ -306,7 +306,7 @@ def test_uninstall_restores_paddles_functions():
     from paddle.distributed.auto_parallel.static import engine, pir_pass
     from paddle.distributed.passes import pipeline_scheduler_pass as scheduler
 
-    from ppdsl import paddle_pass
+    from ppdsl.runtime import paddle_pass
 
     was = paddle_pass.installed()
     paddle_pass.install()
@@ -369,10 +369,10 @@ def test_auto_parallel_engine_trains_with_a_sched_file(tmp_path):
 
 
 def test_front_end_does_not_import_the_pass():
-    """`ppdsl.paddle_pass` imports paddle at module level, so the command line and the front end never import it."""
+    """`ppdsl.runtime.paddle_pass` imports paddle at module level, so the command line and the front end never import it."""
     code = (
-        "import sys, ppdsl.cli, ppdsl.checker, ppdsl.expand, ppdsl.resolve, ppdsl.reports, ppdsl.run\n"
-        "bad = sorted(n for n in sys.modules if n == 'paddle' or n.startswith('paddle.') or n == 'ppdsl.paddle_pass')\n"
+        "import sys, ppdsl, ppdsl.cli, ppdsl.analysis.check, ppdsl.analysis.expand, ppdsl.language.resolve, ppdsl.reports.compare\n"
+        "bad = sorted(n for n in sys.modules if n == 'paddle' or n.startswith('paddle.') or n == 'ppdsl.runtime.paddle_pass')\n"
         "assert not bad, bad\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

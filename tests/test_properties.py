@@ -27,11 +27,13 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from ppdsl.checker import check, check_expansion
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.expand import expand
-from ppdsl.ir import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER, Expansion
-from ppdsl.resolve import load, resolve_text
+import ppdsl
+from ppdsl.analysis.check import check_expansion
+from ppdsl.analysis.expand import expand
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.language.resolve import load, resolve_text
 
 LIBRARY = Path(__file__).resolve().parent.parent / "schedules"
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -530,7 +532,7 @@ def test_flush_schedules_take_m_plus_p_minus_1_steps(stem, f, b):
     for p, m in FLUSH_SIZES:
         if (stem == "1f1b" and m < p) or (stem == "eager1f1b" and m < 2 * p - 1):
             continue
-        result = check(LIBRARY / f"{stem}.sched", p, m, costs={"forward": f, "backward": b})
+        result = ppdsl.check(LIBRARY / f"{stem}.sched", pp=p, microbatches=m, costs={"forward": f, "backward": b})
         assert result.valid, (p, m, [d.message for d in result.diagnostics])
         ex = result.execution
         assert ex.makespan == (m + p - 1) * (f + b), (p, m)
@@ -542,7 +544,7 @@ def test_flush_schedules_take_m_plus_p_minus_1_steps(stem, f, b):
 
 
 def test_1f1b_p4_m8_with_backward_twice_the_forward():
-    result = check(LIBRARY / "1f1b.sched", 4, 8, costs={"forward": 1, "backward": 2})
+    result = ppdsl.check(LIBRARY / "1f1b.sched", pp=4, microbatches=8, costs={"forward": 1, "backward": 2})
     ex = result.execution
     assert ex.makespan == 33  # (8 + 4 - 1) * (1 + 2)
     assert [s.idle for s in ex.ranks] == [9, 9, 9, 9]  # (4 - 1) * (1 + 2)
@@ -555,11 +557,11 @@ def test_peak_activations(p, m):
     """In-flight micro-batches per stage s: 1F1B min(p - s, m), FThenB m per chunk, Eager 1F1B 2(p - s) - 1."""
     stages = range(p)
     if m >= p:
-        ex = check(LIBRARY / "1f1b.sched", p, m).execution
+        ex = ppdsl.check(LIBRARY / "1f1b.sched", pp=p, microbatches=m).execution
         assert [r.peak_activations for r in ex.ranks] == [min(p - s, m) for s in stages]
     for vpp in (1, 2):
-        ex = check(LIBRARY / "fthenb.sched", p, m, vpp).execution
+        ex = ppdsl.check(LIBRARY / "fthenb.sched", pp=p, microbatches=m, vpp=vpp).execution
         assert [r.peak_activations for r in ex.ranks] == [m * vpp] * p
     if m >= 2 * p - 1:
-        ex = check(LIBRARY / "eager1f1b.sched", p, m).execution
+        ex = ppdsl.check(LIBRARY / "eager1f1b.sched", pp=p, microbatches=m).execution
         assert [r.peak_activations for r in ex.ranks] == [2 * (p - s) - 1 for s in stages]

@@ -19,11 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+import ppdsl
+from ppdsl.analysis.records import JobRecord
 from ppdsl.cli import app
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.reports import parse_sizes
-from ppdsl.simulate import JobRecord, simulate
-from ppdsl.trace import build_trace, jobs_trace, read_trace, trace_text
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.reports.compare import parse_sizes
+from ppdsl.reports.trace import build_trace, jobs_trace, read_trace, trace_text
 
 LIBRARY = Path(__file__).resolve().parent.parent / "schedules"
 runner = CliRunner()
@@ -152,7 +153,7 @@ def test_read_trace_round_trips_the_simulation(tmp_path):
     trace = load_trace(tmp_path, "zbh1", "--pp", 4, "-m", 8)
     path = tmp_path / "trace.json"
     profile = read_trace(path)
-    sim = simulate(LIBRARY / "zbh1.sched", 4, 8)
+    sim = ppdsl.simulate(LIBRARY / "zbh1.sched", pp=4, microbatches=8)
     assert profile.jobs == sorted(sim.jobs(), key=lambda j: (j.rank, j.step))
     assert profile.ranks == 4 and profile.time_unit == "cost units"
     assert trace["otherData"]["makespan"] == sim.makespan
@@ -217,7 +218,7 @@ def test_read_trace_rejects_what_is_not_a_profile(tmp_path, text):
 
 
 def test_build_trace_scales_by_the_given_unit():
-    sim = simulate(LIBRARY / "fthenb.sched", 2, 2)
+    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=2, microbatches=2)
     a, b = build_trace(sim, 1000.0), build_trace(sim, 1.0)
     xa = [e for e in a["traceEvents"] if e["ph"] == "X"]
     xb = [e for e in b["traceEvents"] if e["ph"] == "X"]
@@ -326,7 +327,7 @@ def test_compare_normalises_chunks_per_rank():
     _, report = compare_json("1f1b", "zbv", "--pp", 4, "-m", 8)
     rows = {r["schedule"]: r for r in report["rows"]}
     assert rows["ZBV"]["vpp"] == 2 and rows["1F1B"]["vpp"] == 1 and report["normalised"] is True
-    zbv = simulate(LIBRARY / "zbv.sched", 4, 8, 2)
+    zbv = ppdsl.simulate(LIBRARY / "zbv.sched", pp=4, microbatches=8, vpp=2)
     assert rows["ZBV"]["makespan"] == zbv.makespan / 2
     assert rows["ZBV"]["peak_activations"] == max(r.peak_activations for r in zbv.execution.ranks) / 2
     assert rows["1F1B"]["makespan"] == flush_makespan(4, 8, 1, 2)

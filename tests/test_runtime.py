@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from ppdsl.analysis.expand import expand
 from ppdsl.cli import app
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.expand import expand
-from ppdsl.library import library_files
-from ppdsl.resolve import load, resolve_text
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.library import library_files
+from ppdsl.language.resolve import load, resolve_text
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed (pip install -e '.[test]')"
@@ -266,8 +266,8 @@ def test_cli_run_without_paddle_says_how_to_install(tmp_path):
     """A process where `import paddle` fails: the message names the install command, no traceback."""
     code = (
         "import sys; sys.modules['paddle'] = None\n"
-        "from ppdsl.cli import run; sys.argv = ['ppdsl', 'run', '1f1b', '--pp', '2', '-m', '2', '--steps', '1']\n"
-        "run()\n"
+        "from ppdsl.cli import main; sys.argv = ['ppdsl', 'run', '1f1b', '--pp', '2', '-m', '2', '--steps', '1']\n"
+        "main()\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

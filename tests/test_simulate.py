@@ -1,4 +1,4 @@
-"""The simulator against pipeline theory, through `ppdsl.simulate` (job records, transfers, memory timelines).
+"""The simulator against pipeline theory, through `ppdsl.reports.simulate` (job records, transfers, memory timelines).
 
 tests/test_properties.py already checks, through `check`, the flush-schedule makespans and bubbles, 1F1B at
 F=1 B=2 p=4 m=8, peak activations of 1F1B / FThenB / Eager 1F1B, and that scaling costs and latency scales the
@@ -23,11 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.execution import F_SIGNAL
-from ppdsl.expand import expand
-from ppdsl.resolve import load
-from ppdsl.simulate import Simulation, apply_costs, simulate, simulate_expansion
+import ppdsl
+from ppdsl.analysis.costs import apply_costs
+from ppdsl.analysis.expand import expand
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.resolve import load
+from ppdsl.reports.simulate import Simulation, simulate_expansion
 
 LIBRARY = Path(__file__).resolve().parent.parent / "schedules"
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -69,7 +70,7 @@ def compute_jobs(sim: Simulation, rank: int) -> list:
 def test_1f1b_stage0_order_and_first_backward_start():
     """The notes' worked example (p=4, m=8, F=1, B=2): stage 0 runs F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6
     B7, and B0 starts when micro-batch 0 has gone down and back: p forwards, then p - 1 backwards, 4 + 6 = 10."""
-    sim = simulate(LIBRARY / "1f1b.sched", 4, 8, costs={"forward": 1, "backward": 2})
+    sim = ppdsl.simulate(LIBRARY / "1f1b.sched", pp=4, microbatches=8, costs={"forward": 1, "backward": 2})
     rank0 = compute_jobs(sim, 0)
     assert [j.label for j in rank0] == "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7".split()
     b0 = next(j for j in rank0 if j.label == "B0")
@@ -87,7 +88,9 @@ def test_paper_zbh1_idle_is_p_minus_1_times_f_plus_b_minus_w(zbh1_paper, f, b, w
     reorder the critical path; with F = B = W that is a third of 1F1B's (p - 1)(F + B + W)."""
     for p in range(1, 7):
         for m in sorted({p, p + 1, 2 * p, 3 * p + 1}):
-            sim = simulate(zbh1_paper, p, m, costs={"forward": f, "backward_b": b, "backward_w": w})
+            sim = ppdsl.simulate(
+                zbh1_paper, pp=p, microbatches=m, costs={"forward": f, "backward_b": b, "backward_w": w}
+            )
             types = {j.type for j in sim.jobs()}
             assert "backward" not in types and {"backward_b", "backward_w"} <= types  # every backward split
             assert [r.idle for r in sim.execution.ranks] == [pytest.approx((p - 1) * (f + b - w))] * p, (p, m)
@@ -97,8 +100,8 @@ def test_paper_zbh1_idle_is_p_minus_1_times_f_plus_b_minus_w(zbh1_paper, f, b, w
 def test_paper_zbh1_beats_1f1b_by_the_weight_gradients(zbh1_paper):
     """Same work per rank as 1F1B with B + W as its backward, (p - 1) * 2W less idle."""
     for p, m in [(4, 8), (6, 12), (8, 8)]:
-        zb = simulate(zbh1_paper, p, m, costs={"forward": 1, "backward_b": 1, "backward_w": 1})
-        flush = simulate(LIBRARY / "1f1b.sched", p, m, costs={"forward": 1, "backward": 2})
+        zb = ppdsl.simulate(zbh1_paper, pp=p, microbatches=m, costs={"forward": 1, "backward_b": 1, "backward_w": 1})
+        flush = ppdsl.simulate(LIBRARY / "1f1b.sched", pp=p, microbatches=m, costs={"forward": 1, "backward": 2})
         assert [r.busy for r in zb.execution.ranks] == [r.busy for r in flush.execution.ranks]
         assert flush.makespan - zb.makespan == (p - 1) * 2
 
@@ -108,7 +111,10 @@ def test_zbv_startup_bubble_does_not_grow_with_microbatches(p):
     """ZB-V with F = B = W: each rank's idle time is the same for every m, so the bubble ratio falls towards 0."""
     sizes = [2 * p - 1, 2 * p, 3 * p, 4 * p, 8 * p, 16 * p]
     sims = [
-        simulate(LIBRARY / "zbv.sched", p, m, 2, costs={"forward": 1, "backward_b": 1, "backward_w": 1}) for m in sizes
+        ppdsl.simulate(
+            LIBRARY / "zbv.sched", pp=p, microbatches=m, vpp=2, costs={"forward": 1, "backward_b": 1, "backward_w": 1}
+        )
+        for m in sizes
     ]
     idle = [[r.idle for r in s.execution.ranks] for s in sims]
     assert all(row == idle[0] for row in idle), idle
@@ -130,9 +136,9 @@ def fthenb_makespan(p: int, m: int, f: float, b: float, link: float) -> float:
 
 @pytest.mark.parametrize(("p", "m"), [(2, 3), (4, 8), (5, 5), (8, 4)])
 def test_fthenb_with_latency_and_bandwidth(p, m):
-    sim = simulate(LIBRARY / "fthenb.sched", p, m, costs={"forward": 1, "backward": 2})
+    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs={"forward": 1, "backward": 2})
     assert sim.makespan == fthenb_makespan(p, m, 1, 2, 0)
-    exp = expand(load(LIBRARY / "fthenb.sched"), p, m, 1, None, {"forward": 1, "backward": 2})
+    exp = ppdsl.expand(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs={"forward": 1, "backward": 2})
     apply_costs(exp, {"latency": 0.25, "bandwidth": 4})  # an activation is 1 unit: L = 0.25 + 1 / 4
     sim = simulate_expansion(exp)
     assert sim.makespan == pytest.approx(fthenb_makespan(p, m, 1, 2, 0.5))
@@ -143,11 +149,11 @@ def test_cost_file_overrides_the_schedule_and_sets_links(tmp_path):
     """A cost file (what `ppdsl calibrate` writes): per-type costs, a per-stage override, latency."""
     path = tmp_path / "costs.json"
     path.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}, "latency": 0.5}), encoding="utf-8")
-    sim = simulate(LIBRARY / "fthenb.sched", 4, 8, cost_file=path)
+    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=4, microbatches=8, costs=path)
     assert sim.makespan == fthenb_makespan(4, 8, 1, 1, 0.5)
     # one slow stage: the last one's forward takes 2, so the forwards leave it every 2 units
     path.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}, "stages": {"3": {"forward": 2}}}), "utf-8")
-    sim = simulate(LIBRARY / "fthenb.sched", 4, 8, cost_file=path)
+    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=4, microbatches=8, costs=path)
     # micro-batch 0 reaches stage 3 at 3, its 8 forwards end at 3 + 16, then 8 backwards and 3 more stages
     assert sim.makespan == 3 + 8 * 2 + 8 * 1 + 3 * 1
     assert [r.busy for r in sim.execution.ranks] == [16, 16, 16, 24]
@@ -157,7 +163,7 @@ def test_unreadable_cost_file_is_a_diagnostic(tmp_path):
     path = tmp_path / "costs.json"
     path.write_text("[1, 2", encoding="utf-8")
     with pytest.raises(DiagnosticError) as info:
-        simulate(LIBRARY / "1f1b.sched", 2, 2, cost_file=path)
+        ppdsl.simulate(LIBRARY / "1f1b.sched", pp=2, microbatches=2, costs=path)
     assert info.value.diagnostics[0].code == "E008"
 
 
@@ -166,7 +172,7 @@ def test_memory_timeline_of_1f1b_rises_to_the_warmup_and_falls_to_zero(p):
     """1F1B's rank s holds min(p - s, m) activations at the end of its warm-up, and none after its last
     backward; the timeline's maximum is the reported peak, reached at the reported time."""
     m = 2 * p + 1
-    sim = simulate(LIBRARY / "1f1b.sched", p, m)
+    sim = ppdsl.simulate(LIBRARY / "1f1b.sched", pp=p, microbatches=m)
     for s in range(p):
         timeline = sim.memory_timeline(s)
         levels = [level for _, level in timeline]
@@ -199,8 +205,8 @@ def library_runs(draw):
         m = p * draw(st.integers(1, 3))
     costs = {t: float(draw(st.integers(1, 4))) for t in ("forward", "backward", "backward_b", "backward_w")}
     links = {"latency": float(draw(st.integers(0, 3))), "bandwidth": float(draw(st.sampled_from([0, 1, 2, 4])))}
-    exp = expand(load(LIBRARY / f"{stem}.sched"), p, m, vpp, None, costs)
-    apply_costs(exp, links)
+    exp = expand(load(LIBRARY / f"{stem}.sched"), p, m, vpp)
+    apply_costs(exp, {"costs": costs, **links})  # (the job types the schedule has)
     return exp
 
 
@@ -232,11 +238,13 @@ def test_records_transfers_and_memory_agree(exp):
     for tr in sim.transfers:
         sender = by_rank[tr.src_rank][tr.step]
         assert tr.start >= sender.end and tr.end - tr.start == pytest.approx(link)
-        stage, mb = tr.signal // (2 * exp.microbatches), (tr.signal // 2) % exp.microbatches
+        stage, mb = tr.stage, tr.microbatch
         assert sender.stage == stage and sender.microbatch == mb
-        to = stage + 1 if tr.signal % 2 == F_SIGNAL else stage - 1
+        assert tr.gradient == (sender.type != "forward")
+        to = stage - 1 if tr.gradient else stage + 1
+        assert tr.to_stage == to
         assert where[to][0] == tr.dst_rank != tr.src_rank
-        consumers = ("forward",) if tr.signal % 2 == F_SIGNAL else ("backward", "backward_b")
+        consumers = ("backward", "backward_b") if tr.gradient else ("forward",)
         consumer = next(start[k] for k in ((t, to, mb) for t in consumers) if k in start)
         assert consumer.start >= tr.end - 1e-9  # nothing computes on data that has not arrived
     # sends of one rank leave one after another

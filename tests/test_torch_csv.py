@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ppdsl.checker import check_expansion
-from ppdsl.checks import used_types
-from ppdsl.diagnostics import DiagnosticError
-from ppdsl.expand import expand
-from ppdsl.formats import to_torch_csv, torch_actions
-from ppdsl.library import library_files
-from ppdsl.resolve import load, resolve_text
-from ppdsl.torch_csv import torch_csv_to_sched
+from ppdsl.analysis.check import check_expansion
+from ppdsl.analysis.checks import used_types
+from ppdsl.analysis.expand import expand
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.library import library_files
+from ppdsl.language.resolve import load, resolve_text
+from ppdsl.reports.formats import to_torch_csv, torch_actions
+from ppdsl.reports.torch_csv import torch_csv_to_sched
 
 # Library schedules and sizes; those with auxiliary jobs (1F1B's recv_forward/send_backward) round-trip their
 # compute jobs only, since torch's compute-only format has no place for them.

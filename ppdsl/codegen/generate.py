@@ -13,18 +13,19 @@ import ast as pyast
 import hashlib
 import math
 import os
+import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ppdsl import __version__
-from ppdsl.diagnostics import Span
-from ppdsl.expand import expand
-from ppdsl.ir import ScheduleDef
-from ppdsl.lowering import (
+from ppdsl.analysis.scenario import Scenario
+from ppdsl.common.diagnostics import Span
+from ppdsl.common.version import __version__
+from ppdsl.language.ir import ScheduleDef
+from ppdsl.language.lowering import (
     FLOAT,
     INT,
     LINE_LENGTH,
@@ -34,18 +35,6 @@ from ppdsl.lowering import (
     readable_expr,
     readable_name,
 )
-
-JOB_LIST_RETURNS = "list[tuple[str, int, int]]"
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """The sizes (and parameters) a `--literal` plan is compiled for."""
-
-    pp: int
-    microbatches: int
-    vpp: int = 1
-    params: dict[str, int | float | bool] = field(default_factory=dict)
 
 
 class Code(str):
@@ -159,11 +148,16 @@ def _environment() -> Environment:
 # ---------------------------------------------------------------------- the module
 
 
-def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal_sizes: Sizes | None = None) -> str:
+def module_stem(name: str) -> str:
+    """A schedule name as a module name: `Interleaved1F1B` -> `interleaved1f1b`, `ZB-H1` -> `zb_h1`."""
+    return re.sub(r"[^0-9a-z_]", "_", name.lower()) or "schedule"
+
+
+def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal: Scenario | None = None) -> str:
     """The plan module of `defn`, read from `source_path` (as the user named it: the module records it).
 
-    With `literal_sizes`, `job_list` is the expanded order of those sizes as a literal (and refuses other sizes);
-    their expansion errors are raised as `DiagnosticError`, as `ppdsl expand` raises them.
+    With `literal`, `job_list` is the expanded order of that scenario's sizes and parameters as a literal (and
+    refuses other sizes); their expansion errors are raised as `DiagnosticError`, as `ppdsl expand` raises them.
     """
     source = str(source_path)
     where = _Locations(defn.path, source)
@@ -171,7 +165,7 @@ def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal_
     context = {
         "name": defn.name,
         "summary": _docstring_text(defn.summary),
-        "command": _command(source, literal_sizes),
+        "command": _command(source, literal),
         "source": source,
         "sha256": _sha256(Path(source_path), defn.sources.get(defn.path, "")),
         "included": {where.path(f): _sha256(Path(f), text) for f, text in defn.sources.items() if f != defn.path},
@@ -188,7 +182,7 @@ def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal_
             }
             for r in defn.requires
         ],
-        "job_list": _job_list(defn, where, literal_sizes),
+        "job_list": _job_list(defn, where, literal),
     }
     sizes = ["pp: int", "vpp: int", "microbatches: int"]
     keywords = ["*", *(p.declaration for p in params)] if params else []
@@ -261,11 +255,11 @@ def _docstring_text(text: str, wrap: bool = True) -> str:
     return "\n".join(textwrap.wrap(text, LINE_LENGTH - 4)) if wrap and text else text
 
 
-def _command(source: str, sizes: Sizes | None) -> str:
+def _command(source: str, sizes: Scenario | None) -> str:
     words = ["ppdsl", "compile", source]
     if sizes is not None:
         words += ["--pp", str(sizes.pp), "-m", str(sizes.microbatches), "--vpp", str(sizes.vpp)]
-        for key, value in sizes.params.items():
+        for key, value in (sizes.params or {}).items():
             words += ["--param", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
         words.append("--literal")
     return " ".join(words)
@@ -308,9 +302,9 @@ def _rules(defn: ScheduleDef, where: _Locations) -> list[dict]:
     return rules
 
 
-def _job_list(defn: ScheduleDef, where: _Locations, sizes: Sizes | None) -> dict:
+def _job_list(defn: ScheduleDef, where: _Locations, sizes: Scenario | None) -> dict:
     if sizes is not None:
-        exp = expand(defn, sizes.pp, sizes.microbatches, sizes.vpp, sizes.params)
+        exp = sizes.with_(schedule=defn).expansion()
         literal = {"pp": sizes.pp, "vpp": sizes.vpp, "microbatches": sizes.microbatches}
         literal.update({readable_name(k): v for k, v in exp.params.items()})
         return {
@@ -363,4 +357,4 @@ def _expression_texts(context: dict) -> list[str]:
     return [*texts, context["placement"]["python"] or ""]
 
 
-__all__ = ["FILTERS", "Sizes", "generate_plan_module", "py_def", "py_literal"]
+__all__ = ["FILTERS", "generate_plan_module", "module_stem", "py_def", "py_literal"]

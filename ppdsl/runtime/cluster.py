@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppdsl.ir import Expansion
+from ppdsl.analysis.expansion import Expansion
 from ppdsl.runtime.split import ProgramKey, ValueFlow
 
 
@@ -208,8 +208,3 @@ class Transport:
             box.put(None)
         for t in self.threads:
             t.join(timeout=self.timeout)
-
-
-def link_pairs(channels) -> list[tuple[int, int]]:
-    """Unordered rank pairs that exchange anything, in the order every process creates their groups."""
-    return sorted({(min(s, d), max(s, d)) for s, d in channels})

@@ -6,7 +6,7 @@ import os
 import warnings
 from types import ModuleType
 
-from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
 INSTALL_HINT = "install it with `pip install 'ppdsl[paddle]'` (paddlepaddle >= 3.3; CPU wheels work)"
 

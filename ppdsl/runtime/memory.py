@@ -17,9 +17,12 @@ sizes measured instead of declared.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from ppdsl.analysis.expansion import Expansion
 
 BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
@@ -100,7 +103,17 @@ def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
     return result
 
 
-def apply_model_memory(exp, model_spec: str | None, batch_size: int) -> dict[int, StageMemory]:
+def model_memory(model_spec: str | None, batch_size: int) -> Callable[[Expansion], None]:
+    """The `Scenario.memory` hook: measure activation bytes on this model (None: the built-in one) at this batch
+    size, for whatever expansion the scenario makes."""
+
+    def measure(exp: Expansion) -> None:
+        apply_model_memory(exp, model_spec, batch_size)
+
+    return measure
+
+
+def apply_model_memory(exp: Expansion, model_spec: str | None, batch_size: int) -> dict[int, StageMemory]:
     """Replace the expansion's activation units with bytes measured on the model's real program."""
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.model import load_model

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
 
 @dataclass

@@ -14,7 +14,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.language.jobtypes import program_order
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
@@ -31,8 +32,6 @@ from ppdsl.runtime.split import (
 )
 from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
 from ppdsl.runtime.streams import apply_rules
-
-TYPE_ORDER = {"forward": 0, "backward": 1, "backward_b": 2, "backward_w": 3, "optimizer": 5}
 
 
 @dataclass
@@ -112,7 +111,7 @@ def build_plan(
     keys = {key(r, t, c) for r in ranks for t, c, _ in orders[r]}
     every_key = {key(r, t, c) for r in range(pp) for t, c, _ in orders[r]}
     flow = value_flow(ops, op_homes(types, stages, every_key, rank_of_stage))
-    order = sorted(keys, key=lambda k: (k.type == "optimizer", k.stage, TYPE_ORDER.get(k.type, 4), k.type))
+    order = sorted(keys, key=lambda k: (k.type == "optimizer", k.stage, program_order(k.type), k.type))
     homes = op_homes(types, stages, keys, rank_of_stage)
     if rank is None:
         homeless = [ops[i].name() for i, h in enumerate(homes) if not h]
@@ -163,8 +162,8 @@ def _job_sequence(job_types, stage_of, orders, microbatches: int, rank: int | No
     """(rank, job) in execution order: the rank's own order, or all ranks merged by simulated start time."""
     if rank is not None:
         return [(rank, job) for job in orders[rank]]
-    from ppdsl.execution import execute
-    from ppdsl.expand import expansion_from_orders
+    from ppdsl.analysis.execution import execute
+    from ppdsl.analysis.expand import expansion_from_orders
 
     exp = expansion_from_orders(list(job_types), [list(r) for r in stage_of], [list(o) for o in orders], microbatches)
     result = execute(exp, record_visits=True)

@@ -12,8 +12,8 @@ import re
 import tempfile
 from contextlib import contextmanager
 
-from ppdsl.ir import Expansion
-from ppdsl.simulate import JobRecord
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.records import JobRecord
 
 # Paddle appends the duration to the name: `forward@2-5[314.963 us]`
 _JOB_EVENT = re.compile(r"^(?P<type>[A-Za-z_]+)@(?P<where>r?\d+)-(?P<mb>\d+)(\[[^\]]*\])?$")

@@ -14,17 +14,9 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.language.jobtypes import BUILTIN
 from ppdsl.runtime.stages import UNKNOWN
-
-ROLE_REGION = {0: "forward", 1: "backward", 2: "optimize"}
-REGION_OF_KIND = {
-    "forward": "forward",
-    "backward": "backward",
-    "backward_b": "backward_b",
-    "backward_w": "backward_w",
-    "optimizer": "optimize",
-}
 
 
 @dataclass(frozen=True)
@@ -81,11 +73,11 @@ def assign_job_types(ops, kinds: list[str], job_types: Sequence[dict], used: set
 
     Every op must belong to exactly one type; an op two user types claim is an error.
     """
-    user = [jt for jt in job_types if jt["name"] in used and jt["name"] not in REGION_OF_KIND]
+    user = [jt for jt in job_types if jt["name"] in used and jt["name"] not in BUILTIN]
     out = []
     clashes = []
     for op, kind in zip(ops, kinds, strict=True):
-        region = REGION_OF_KIND[kind]
+        region = BUILTIN[kind].region
         matches = [
             jt["name"]
             for jt in user

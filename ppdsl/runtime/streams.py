@@ -11,7 +11,7 @@ import fnmatch
 import string
 from collections.abc import Iterable, Sequence
 
-from ppdsl.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
 
 def _set_attr(op, name: str, value) -> None:

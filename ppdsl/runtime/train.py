@@ -9,17 +9,16 @@ gradient accumulators, optimizer moments) and the step, written to a temporary f
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ppdsl.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.ir import Expansion
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.files import open_atomic
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.model import Model, synthetic_batch
 from ppdsl.runtime.plan import BuiltPlan, build_plan
@@ -153,15 +152,9 @@ class PipelineTrainer:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / CHECKPOINT
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".checkpoint.", suffix=".npz.tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                meta = {"step": self.step_index, "schedule": self.exp.defn.name}
-                np.savez(f, __meta__=np.array(json.dumps(meta)), **self.state())
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with open_atomic(target) as f:
+            meta = {"step": self.step_index, "schedule": self.exp.defn.name}
+            np.savez(f, __meta__=np.array(json.dumps(meta)), **self.state())
         return target
 
     def resume(self, directory: str | Path) -> int:

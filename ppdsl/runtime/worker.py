@@ -11,23 +11,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 
 import numpy as np
 
-
-def _atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+from ppdsl.common.files import open_atomic, write_atomic
 
 
 class _TimedGroup:
@@ -55,12 +45,9 @@ class _TimedGroup:
         return self._timed(self._pg.recv, tensor, peer, sync_op)
 
 
-def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    import io
-
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
+def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open_atomic(path) as f:
+        np.savez(f, **arrays)
 
 
 class RankProcess:
@@ -69,8 +56,8 @@ class RankProcess:
         import paddle
         import paddle.distributed as dist
 
-        from ppdsl.expand import expand, parse_params
-        from ppdsl.resolve import load
+        from ppdsl.analysis.expand import expand, parse_params
+        from ppdsl.language.resolve import load
 
         self.spec = spec
         self.run_dir = Path(spec["run_dir"])
@@ -199,7 +186,7 @@ class RankProcess:
         directory.mkdir(parents=True, exist_ok=True)
         state = {key: np.array(self.root.find_var(n).get_tensor()) for key, n in self._state_names().items()}
         meta = json.dumps({"step": step, "rank": self.rank, "schedule": self.exp.defn.name})
-        _atomic(directory / f"checkpoint.rank{self.rank}.npz", _npz_bytes({"__meta__": np.array(meta), **state}))
+        _save_npz(directory / f"checkpoint.rank{self.rank}.npz", {"__meta__": np.array(meta), **state})
 
     def _build_gpu(self) -> None:
         """Each rank's own plan, with send_v2 / recv_v2 on the links' NCCL rings, on the standalone executor.
@@ -316,7 +303,7 @@ class RankProcess:
         if self.transport is not None:
             self.transport.close()
         params = {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}
-        _atomic(self.run_dir / f"rank{self.rank}.npz", _npz_bytes(params))
+        _save_npz(self.run_dir / f"rank{self.rank}.npz", params)
         report = {
             "rank": self.rank,
             "stages": self.exp.stage_of[self.rank],
@@ -335,7 +322,7 @@ class RankProcess:
                 "handed": self.handed,
             },
         }
-        _atomic(self.run_dir / f"rank{self.rank}.json", json.dumps(report).encode())
+        write_atomic(self.run_dir / f"rank{self.rank}.json", json.dumps(report))
 
 
 def main(argv: list[str]) -> int:
@@ -348,7 +335,7 @@ def main(argv: list[str]) -> int:
         process.train()
     except BaseException as err:  # report which rank failed and why, then let the launcher stop the rest
         message = f"rank {rank} failed: {type(err).__name__}: {err}"
-        _atomic(run_dir / f"rank{rank}.error", (message + "\n\n" + traceback.format_exc()).encode())
+        write_atomic(run_dir / f"rank{rank}.error", message + "\n\n" + traceback.format_exc())
         print(f"ppdsl: {message}", file=sys.stderr, flush=True)
         return 1
     return 0

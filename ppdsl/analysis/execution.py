@@ -1,0 +1,365 @@
+"""Cross-rank execution of an Expansion: every rank runs its order, stages exchange activations and gradients.
+
+One pass computes, for a fixed per-rank order, each job's start and end under the declared costs, and finds a
+deadlock when no rank can move. Communication semantics:
+
+* a forward on stage s > 0 waits for the forward of stage s - 1 (same micro-batch) to arrive: each rank sends
+  on one send stream, one transfer after another, each taking `comm latency` plus, with a `comm bandwidth`,
+  the activation's size over the bandwidth (sends to the same rank take no time);
+* a backward / backward_b on stage s < S - 1 waits for the backward / backward_b of stage s + 1;
+* an auxiliary job declared `receives` / `sends` takes over its anchor's receive / send;
+* by default a send never waits (stream-ordered, as Paddle's send streams); with `rendezvous=True` a send
+  completes only when the receiving rank has reached the job that receives it (a blocking transport such as
+  gloo), so the sender's next job waits for that.
+
+A worklist wakes a rank only when what it waits for happens: O(jobs) for the whole schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.records import Transfer
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD
+
+F_SIGNAL, G_SIGNAL = 0, 1  # activation sent forward / gradient sent backward
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Signal ids: one per (stage, micro-batch, kind), `(stage * microbatches + mb) * 2 + kind`, so a job's
+    signal is a per-(type, rank, chunk) offset plus `2 * mb`. The one place that encodes and decodes them."""
+
+    microbatches: int
+
+    def encode(self, stage: int, mb: int, kind: int) -> int:
+        return (stage * self.microbatches + mb) * 2 + kind
+
+    def stage(self, sg: int) -> int:
+        """The stage that sends `sg`."""
+        return sg // (2 * self.microbatches)
+
+    def microbatch(self, sg: int) -> int:
+        return (sg // 2) % self.microbatches
+
+    @staticmethod
+    def is_gradient(sg: int) -> bool:
+        return sg % 2 == G_SIGNAL
+
+    def receiver(self, sg: int) -> int:
+        """The stage that receives `sg`: the next one for an activation, the one before for a gradient."""
+        return self.stage(sg) + (-1 if sg % 2 == G_SIGNAL else 1)
+
+
+@dataclass
+class RankStats:
+    rank: int
+    busy: float
+    idle: float
+    peak_activations: float
+    peak_time: float
+    jobs: int
+
+
+@dataclass
+class Wait:
+    """Why a rank cannot move: it waits at `step` to receive from, or (rendezvous) to send to, `peer`."""
+
+    rank: int
+    step: int
+    job: str
+    kind: str  # "receive" | "send"
+    peer: int
+    peer_job: str
+
+
+@dataclass
+class Execution:
+    makespan: float
+    bubble_ratio: float
+    ranks: list[RankStats]
+    start: list[list[float]]
+    end: list[list[float]]
+    deadlock: list[Wait] = field(default_factory=list)  # the cycle, when there is one
+    blocked: list[Wait] = field(default_factory=list)  # every rank that cannot move
+    visits: list[tuple[int, int]] | None = None  # (rank, step) in the order jobs became runnable
+    transfers: list[Transfer] | None = None  # with record_comms
+
+    def merged_order(self) -> list[tuple[int, int]]:
+        """Every rank's jobs as one sequence that respects all dependencies: by start time, ties in visit
+        order (a topological order, so a zero-cost producer still precedes its consumer)."""
+        if self.visits is None:
+            raise ValueError("run execute(..., record_visits=True) to merge orders")
+        rank_in_visit = {key: i for i, key in enumerate(self.visits)}
+        return sorted(self.visits, key=lambda key: (self.start[key[0]][key[1]], rank_in_visit[key]))
+
+    @property
+    def completed(self) -> bool:
+        return not self.blocked
+
+
+def _signal_tables(exp: Expansion, used: set[int]):
+    """For each (type, rank, chunk): the offset of the signal it waits for / emits (-1: none).
+
+    See `Signals` for the ids.
+    """
+    types = exp.defn.job_types
+    nstages = exp.nstages
+    signals = Signals(exp.microbatches)
+    receiver = {}  # anchor type -> aux type that receives for it
+    sender = {}
+    for t, jt in enumerate(types):
+        if t in used and jt.receives and jt.before:
+            receiver[exp.defn.type_index(jt.before)] = t
+        if t in used and jt.sends and jt.after:
+            sender[exp.defn.type_index(jt.after)] = t
+
+    def base_in(t: int, s: int) -> int:
+        if t == FORWARD and s > 0:
+            return signals.encode(s - 1, 0, F_SIGNAL)
+        if t in (BACKWARD, BACKWARD_B) and s < nstages - 1:
+            return signals.encode(s + 1, 0, G_SIGNAL)
+        return -1
+
+    def base_out(t: int, s: int) -> int:
+        if t == FORWARD and s < nstages - 1:
+            return signals.encode(s, 0, F_SIGNAL)
+        if t in (BACKWARD, BACKWARD_B) and s > 0:
+            return signals.encode(s, 0, G_SIGNAL)
+        return -1
+
+    in_off, out_off = [], []
+    for t, jt in enumerate(types):
+        ins, outs = [], []
+        for r in range(exp.pp):
+            row_in, row_out = [], []
+            for c in range(exp.vpp):
+                s = exp.stage_of[r][c]
+                if jt.receives and jt.before:
+                    anchor = exp.defn.type_index(jt.before)
+                    row_in.append(base_in(anchor, s) if anchor != BACKWARD else base_in(BACKWARD, s))
+                elif t in receiver or (t == BACKWARD_B and BACKWARD in receiver):
+                    row_in.append(-1)
+                else:
+                    row_in.append(base_in(t, s))
+                if jt.sends and jt.after:
+                    row_out.append(base_out(exp.defn.type_index(jt.after), s))
+                elif t in sender or (t == BACKWARD_B and BACKWARD in sender):
+                    row_out.append(-1)
+                else:
+                    row_out.append(base_out(t, s))
+            ins.append(row_in)
+            outs.append(row_out)
+        in_off.append(ins)
+        out_off.append(outs)
+    return in_off, out_off
+
+
+def _transfer_table(exp: Expansion, out_off) -> list[list[list[float]]]:
+    """For each (type, rank, chunk): how long its output takes to reach the next rank (-1: no transfer, the
+    consumer is on the same rank or there is none). Latency plus, with a bandwidth, the activation's size
+    (what the stage's forward allocates) over the bandwidth; a gradient is as large as its activation."""
+    rank_of = [r for r, _ in exp.rank_of_stage()]
+    signals = Signals(exp.microbatches)
+    table = []
+    for rows in out_off:
+        per_type = []
+        for r, row in enumerate(rows):
+            per_rank = []
+            for c, off in enumerate(row):
+                if off < 0:
+                    per_rank.append(-1.0)
+                    continue
+                if rank_of[signals.receiver(off)] == r:
+                    per_rank.append(-1.0)
+                    continue
+                size = abs(exp.mem_delta[FORWARD][r][c])
+                seconds = exp.latency + (size / exp.bandwidth if exp.bandwidth else 0.0)
+                per_rank.append(seconds)
+            per_type.append(per_rank)
+        table.append(per_type)
+    return table
+
+
+def execute(
+    exp: Expansion,
+    rendezvous: bool = False,
+    used: set[int] | None = None,
+    record_visits: bool = False,
+    record_comms: bool = False,
+) -> Execution:
+    """Run all ranks together; complete schedules only (run `checks.check_ranks` first)."""
+    from ppdsl.analysis.checks import used_types
+
+    if used is None:
+        used = used_types(exp)
+    pp, vpp, m, ntypes = exp.pp, exp.vpp, exp.microbatches, exp.ntypes
+    in_off, out_off = _signal_tables(exp, used)
+    transfer = _transfer_table(exp, out_off)
+    send_free = [0.0] * pp  # each rank's send stream: transfers leave one after another
+    comms: list[Transfer] | None = [] if record_comms else None
+    cost = exp.cost
+    rank_of_stage = [r for r, _ in exp.rank_of_stage()]
+    nsig = exp.nstages * m * 2
+    sig_end = [-1.0] * nsig
+    posted = [-1.0] * nsig if rendezvous else None
+    waiter: dict[int, int] = {}  # signal -> rank waiting to receive it
+    sender_waiting: dict[int, int] = {}  # signal -> rank waiting for its receiver (rendezvous)
+    pending_send = [-1] * pp  # rendezvous: the signal a rank's last job is still sending
+    cursor = [0] * pp
+    free = [0.0] * pp
+    start = [[0.0] * len(jobs) for jobs in exp.jobs]
+    end = [[0.0] * len(jobs) for jobs in exp.jobs]
+    signals = Signals(m)
+    visits: list[tuple[int, int]] | None = [] if record_visits else None
+
+    work = list(range(pp - 1, -1, -1))
+    while work:
+        r = work.pop()
+        jobs = exp.jobs[r]
+        n = len(jobs)
+        i = cursor[r]
+        t_free = free[r]
+        if pending_send[r] >= 0:
+            p = posted[pending_send[r]]
+            if p < 0:
+                continue
+            t_free = max(t_free, p)
+            pending_send[r] = -1
+        st_row, en_row = start[r], end[r]
+        while i < n:
+            code = jobs[i]
+            t = code % ntypes
+            rest = code // ntypes
+            c = rest % vpp
+            mb = rest // vpp
+            off = in_off[t][r][c]
+            if off >= 0:
+                sg = off + 2 * mb
+                # rendezvous: a remote sender may now complete (arrival times already include the transfer)
+                if rendezvous and posted[sg] < 0 and rank_of_stage[signals.stage(sg)] != r:
+                    posted[sg] = t_free
+                    s_rank = sender_waiting.pop(sg, -1)
+                    if s_rank >= 0:
+                        work.append(s_rank)
+                e = sig_end[sg]
+                if e < 0:
+                    waiter[sg] = r
+                    break
+                st = e if e > t_free else t_free
+            else:
+                st = t_free
+            en = st + cost[t][r][c]
+            st_row[i] = st
+            en_row[i] = en
+            if visits is not None:
+                visits.append((r, i))
+            t_free = en
+            i += 1
+            off = out_off[t][r][c]
+            if off >= 0:
+                sg = off + 2 * mb
+                x = transfer[t][r][c]
+                if x >= 0.0:
+                    leave = en if en > send_free[r] else send_free[r]
+                    arrive = leave + x
+                    send_free[r] = arrive
+                    sig_end[sg] = arrive
+                    if comms is not None:
+                        to = rank_of_stage[signals.receiver(sg)]
+                        stage, gradient = signals.stage(sg), signals.is_gradient(sg)
+                        comms.append(Transfer(r, i - 1, stage, mb, gradient, leave, arrive, to))
+                else:
+                    sig_end[sg] = en
+                w = waiter.pop(sg, -1)
+                if w >= 0:
+                    work.append(w)
+                if rendezvous:
+                    if rank_of_stage[signals.receiver(sg)] != r:
+                        p = posted[sg]
+                        if p < 0:
+                            sender_waiting[sg] = r
+                            pending_send[r] = sg
+                            break
+                        if p > t_free:
+                            t_free = p
+        cursor[r] = i
+        free[r] = t_free
+
+    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage)
+    result.visits = visits
+    if comms is not None:
+        result.transfers = comms
+    return result
+
+
+def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage) -> Execution:
+    pp = exp.pp
+    signals = Signals(exp.microbatches)
+    blocked: list[Wait] = []
+    by_rank: dict[int, Wait] = {}
+    recv_wait = {r: sg for sg, r in waiter.items()}
+    for r in range(pp):
+        jobs = exp.jobs[r]
+        if pending_send[r] >= 0:
+            sg = pending_send[r]
+            stage = signals.receiver(sg)
+            peer = rank_of_stage[stage]
+            step = cursor[r] - 1
+            w = Wait(r, step, exp.label(jobs[step]), "send", peer, _signal_job_label(exp, sg, stage))
+        elif cursor[r] < len(jobs):
+            sg = recv_wait.get(r)
+            step = cursor[r]
+            if sg is None:  # pragma: no cover - a blocked rank always waits for something
+                continue
+            stage = signals.stage(sg)
+            peer = rank_of_stage[stage]
+            w = Wait(r, step, exp.label(jobs[step]), "receive", peer, _signal_job_label(exp, sg, stage))
+        else:
+            continue
+        blocked.append(w)
+        by_rank[r] = w
+
+    cycle: list[Wait] = []
+    if blocked:
+        r = blocked[0].rank
+        seen: list[int] = []
+        while r in by_rank and r not in seen:
+            seen.append(r)
+            r = by_rank[r].peer
+        if r in seen:
+            cycle = [by_rank[x] for x in seen[seen.index(r) :]]
+
+    ends = [row[cursor[r] - 1] if cursor[r] else 0.0 for r, row in enumerate(end)]
+    makespan = max(ends) if ends else 0.0
+    stats = []
+    for r in range(pp):
+        jobs = exp.jobs[r]
+        busy = 0.0
+        level = peak = 0.0
+        peak_time = 0.0
+        ntypes, vpp = exp.ntypes, exp.vpp
+        cost, mem = exp.cost, exp.mem_delta
+        end_row = end[r]
+        for i in range(cursor[r]):
+            code = jobs[i]
+            t = code % ntypes
+            c = (code // ntypes) % vpp
+            busy += cost[t][r][c]
+            level += mem[t][r][c]
+            if level > peak:
+                peak = level
+                peak_time = end_row[i]
+        stats.append(RankStats(r, busy, makespan - busy, peak, peak_time, len(jobs)))
+    total_idle = sum(s.idle for s in stats)
+    bubble = total_idle / (pp * makespan) if makespan > 0 else 0.0
+    return Execution(makespan, bubble, stats, start, end, cycle, blocked)
+
+
+def _signal_job_label(exp: Expansion, sg: int, stage: int) -> str:
+    """The job of `stage` that sends (or receives) signal `sg`, for messages."""
+    _, c = exp.rank_of_stage()[stage]
+    signals = Signals(exp.microbatches)
+    kind = BACKWARD if signals.is_gradient(sg) else FORWARD
+    return exp.label(exp.encode(kind, c, signals.microbatch(sg)))

@@ -1,0 +1,76 @@
+"""A schedule bound to sizes: every rank's job order, and the cost and memory tables the checks need.
+
+`Expansion` binds pp / vpp / microbatches / params to a `ScheduleDef` and holds every rank's job order as
+packed integers:
+
+    code = (microbatch * vpp + chunk) * len(job_types) + type_index
+
+so that 262,144 jobs cost one Python int each. Every later stage (checks, execution, reports, codegen, the
+runtime) reads an `Expansion`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppdsl.language.ir import ScheduleDef, StreamRule
+
+
+@dataclass
+class Expansion:
+    """A schedule bound to sizes: per-rank job orders plus the cost and memory tables the checks need."""
+
+    defn: ScheduleDef
+    pp: int
+    vpp: int
+    microbatches: int
+    params: dict[str, int | float | bool]
+    stage_of: list[list[int]]  # [rank][chunk] -> global stage
+    jobs: list[list[int]]  # [rank] -> packed job codes, in execution order
+    sites: list[list[int]]  # [rank] -> site id of each job
+    cost: list[list[list[float]]]  # [type][rank][chunk]
+    latency: float
+    bandwidth: float | None
+    mem_delta: list[list[list[float]]]  # [type][rank][chunk]: activation units a job adds (negative: frees)
+    memory_limit: list[float | None]  # [rank]
+    rules: list[StreamRule]  # with priorities evaluated for these sizes
+    memory_unit: str = "activations"  # or "bytes", once measured on a real program (ppdsl.runtime.memory)
+
+    @property
+    def ntypes(self) -> int:
+        return len(self.defn.job_types)
+
+    @property
+    def nstages(self) -> int:
+        return self.pp * self.vpp
+
+    @property
+    def type_names(self) -> list[str]:
+        return [jt.name for jt in self.defn.job_types]
+
+    def decode(self, code: int) -> tuple[int, int, int]:
+        """(type index, chunk, micro-batch) of a packed job code."""
+        rest, t = divmod(code, self.ntypes)
+        mb, chunk = divmod(rest, self.vpp)
+        return t, chunk, mb
+
+    def encode(self, t: int, chunk: int, mb: int) -> int:
+        return (mb * self.vpp + chunk) * self.ntypes + t
+
+    def rank_of_stage(self) -> list[tuple[int, int]]:
+        """[stage] -> (rank, chunk)."""
+        out = [(0, 0)] * self.nstages
+        for r, row in enumerate(self.stage_of):
+            for c, s in enumerate(row):
+                out[s] = (r, c)
+        return out
+
+    def label(self, code: int) -> str:
+        """Compact job name: `F3`, `B0.c1`, `backward_w2`, `optimizer`."""
+        t, chunk, mb = self.decode(code)
+        return self.defn.job_types[t].label(chunk, mb, self.vpp)
+
+    def job_tuples(self, rank: int) -> list[tuple[str, int, int]]:
+        """(type name, chunk, micro-batch) in order: the form Paddle's job lists and generated plans use."""
+        names = self.type_names
+        return [(names[t], c, mb) for t, c, mb in map(self.decode, self.jobs[rank])]

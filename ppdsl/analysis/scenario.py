@@ -1,0 +1,123 @@
+"""The one way into the pipeline: a schedule at given sizes, with parameters, costs and communication semantics.
+
+Every command that evaluates a schedule (`check`, `simulate`, `trace`, `plot`, `compare`, `sweep`, `compile`,
+`run`, `synth`) builds a `Scenario` and asks it for what it needs:
+
+    scenario = Scenario("1f1b", pp=4, microbatches=8, costs=CostSpec({"backward": 2.5}))
+    scenario.expansion()   # every rank's job order, costs and memory applied
+    scenario.check()       # the checker's verdict and measures (never raises)
+
+A schedule is a library name (`1f1b`), a path, or an already resolved `ScheduleDef`.
+
+Memory measured on a real program (`--model`) needs the runtime, which this layer must not import: the caller
+passes `memory`, a function that rewrites an expansion's activation table in bytes (see
+`ppdsl.runtime.memory.model_memory`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ppdsl.analysis.costs import CostSpec
+from ppdsl.analysis.expand import expand
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.language.ir import ScheduleDef
+from ppdsl.language.library import find_schedule
+from ppdsl.language.resolve import load
+
+ParamValue = int | float | bool
+MemoryModel = Callable[[Expansion], None]
+
+
+@dataclass
+class Scenario:
+    """A schedule at sizes pp / microbatches / vpp, with its parameters, costs and communication semantics.
+
+    `costs`: a `CostSpec`, or `--cost`-style pairs (`{"forward": 1, "latency": 0.1}`). `rendezvous`: a send
+    waits for its receive (a blocking transport) instead of leaving on a send stream. `memory_limit` replaces
+    the schedule's own `memory limit` on every rank (in the units of `memory`, activations by default).
+    """
+
+    schedule: str | Path | ScheduleDef
+    pp: int
+    microbatches: int
+    vpp: int = 1
+    params: Mapping[str, ParamValue] | None = None
+    costs: CostSpec | Mapping[str, float] | None = None
+    rendezvous: bool = False
+    memory: MemoryModel | None = None
+    memory_limit: float | None = None
+    _definition: ScheduleDef | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.schedule, ScheduleDef):
+            self._definition = self.schedule
+        if self.costs is not None and not isinstance(self.costs, CostSpec):
+            self.costs = CostSpec(dict(self.costs))
+
+    @property
+    def path(self) -> str:
+        """Where the schedule comes from, as diagnostics name it."""
+        if isinstance(self.schedule, ScheduleDef):
+            return self.schedule.path
+        return str(find_schedule(str(self.schedule)))
+
+    def definition(self) -> ScheduleDef:
+        """The resolved schedule (loaded once); raises DiagnosticError when the file does not load."""
+        if self._definition is None:
+            self._definition = load(self.path)
+        return self._definition
+
+    def expansion(self) -> Expansion:
+        """A fresh expansion at these sizes: the orders run, then the costs, the measured memory and the limit
+        applied. Raises DiagnosticError (the file, the sizes, the parameters or the costs are wrong)."""
+        defn = self.definition()
+        costs = self.costs if isinstance(self.costs, CostSpec) else None
+        if costs is not None:
+            costs.check_names(defn)
+        exp = expand(defn, self.pp, self.microbatches, self.vpp, dict(self.params or {}))
+        if costs is not None:
+            costs.apply(exp)
+        if self.memory is not None:
+            self.memory(exp)
+        if self.memory_limit is not None:
+            exp.memory_limit = [self.memory_limit] * self.pp
+        return exp
+
+    def check(self, record_comms: bool = False):
+        """The checker's verdict (`ppdsl.analysis.check.CheckResult`); diagnostics are in it, never raised."""
+        from ppdsl.analysis.check import check_scenario  # check builds on this module
+
+        return check_scenario(self, record_comms=record_comms)
+
+    def with_(self, **changes) -> Scenario:
+        """The same scenario with some fields changed (the loaded schedule is kept when it is the same)."""
+        other = replace(self, **changes)
+        if "schedule" not in changes:
+            other._definition = self._definition
+        return other
+
+    @property
+    def sizes(self) -> str:
+        return f"pp={self.pp} vpp={self.vpp} microbatches={self.microbatches}"
+
+
+def check_batch_size(batch_size: int, microbatches: int) -> None:
+    """A step's batch must split into equal micro-batches (Paddle's executor splits the fed batch along dim 0)."""
+    from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+
+    if batch_size < 1:
+        raise DiagnosticError([Diagnostic("E007", f"--batch-size must be positive, got {batch_size}")])
+    if microbatches >= 1 and batch_size % microbatches:
+        m = microbatches
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E036",
+                    f"batch size {batch_size} does not split into {m} micro-batches",
+                    help=f"use a batch size divisible by {m}, e.g. {m * max(1, batch_size // m)}",
+                )
+            ]
+        )

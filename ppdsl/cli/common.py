@@ -1,0 +1,169 @@
+"""What every command shares: the consoles, the options, and how diagnostics end a command.
+
+Exit status comes from the diagnostic code registry (`ppdsl.common.codes.exit_code`): 0 ok, 1 the schedule is
+wrong for these sizes, 2 the input cannot be used.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
+from ppdsl.analysis.expand import parse_params
+from ppdsl.analysis.scenario import MemoryModel, Scenario, check_batch_size
+from ppdsl.common.codes import EXIT_USAGE, exit_code
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
+from ppdsl.common.files import write_atomic
+from ppdsl.common.units import parse_size
+from ppdsl.language.library import find_schedule
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+T = TypeVar("T")
+
+# ---------------------------------------------------------------- options
+
+
+class TextOrJson(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class TableFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+File = Annotated[str, typer.Argument(help="A .sched file, or the name of a shipped schedule (`1f1b`).")]
+PP = Annotated[int, typer.Option("--pp", help="Pipeline degree (number of ranks).")]
+Micro = Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")]
+VPP = Annotated[int, typer.Option("--vpp", help="Chunks (virtual stages) per rank.")]
+Params = Annotated[list[str] | None, typer.Option("--param", help="Schedule parameter, `name=value`; repeatable.")]
+CostPairs = Annotated[
+    str | None,
+    typer.Option("--cost", help="Override costs: `forward=1,backward=2`; `latency=` and `bandwidth=` for links."),
+]
+CostFile = Annotated[
+    Path | None, typer.Option("--costs", help="Cost file (JSON from `ppdsl calibrate`): times in seconds.")
+]
+Rendezvous = Annotated[
+    bool, typer.Option("--rendezvous", help="A send waits for its receive (blocking transport, e.g. gloo).")
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="Measure activation bytes on this model (`module:function` or `builtin`)."),
+]
+BatchOption = Annotated[int, typer.Option("--batch-size", help="Samples per step, with --model.")]
+Output = Annotated[str | None, typer.Option("--output", "-o", help="Write here instead of stdout (`-`: stdout).")]
+
+PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+# ---------------------------------------------------------------- ending a command
+
+
+def fail(diagnostics: list[Diagnostic], code: int | None = None) -> NoReturn:
+    """Print the diagnostics and end the command (exit status from the registry unless given)."""
+    err.print(render_all(diagnostics, SourceCache(), color=err.is_terminal), markup=False)
+    raise typer.Exit(exit_code(diagnostics) if code is None else code)
+
+
+def diagnosed(fn: Callable[..., T], *args, **kwargs) -> T:
+    """Call into the front end; its diagnostics end the command (E: exit 2, S: exit 1)."""
+    try:
+        return fn(*args, **kwargs)
+    except DiagnosticError as e:
+        fail(e.diagnostics)
+
+
+def usage_error(message: str, help: str = "") -> NoReturn:
+    fail([Diagnostic("E007", message, help=help)], EXIT_USAGE)
+
+
+# ---------------------------------------------------------------- output
+
+
+def emit(text: str | bytes, output: str | Path | None) -> None:
+    """Write to `output` atomically, or to stdout when it is None or `-`."""
+    if output is None or str(output) == "-":
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    try:
+        write_atomic(output, text)
+    except OSError as e:
+        fail([Diagnostic("E000", f"cannot write `{output}`: {e.strerror or e}", help="check the directory")])
+
+
+def picture_format(output: Path) -> str:
+    suffix = output.suffix.lower()
+    if suffix not in PICTURE_SUFFIXES:
+        usage_error(f"cannot draw `{output}`", help="name a .png, .svg or .pdf file")
+    return suffix[1:]
+
+
+def save_picture(draw: Callable[[io.BytesIO, str], None], output: Path) -> None:
+    """Draw into memory, then write atomically: a failed plot leaves no half-written file."""
+    fmt = picture_format(output)
+    buf = io.BytesIO()
+    draw(buf, fmt)
+    emit(buf.getvalue(), output)
+
+
+# ---------------------------------------------------------------- the scenario the options describe
+
+
+def cost_spec(cost: str | None, costs: Path | None) -> CostSpec:
+    return diagnosed(CostSpec.read, diagnosed(parse_cost_pairs, cost), costs)
+
+
+def measured_memory(model: str | None, batch_size: int, microbatches: int) -> MemoryModel | None:
+    """The `--model` memory hook (bytes measured on the real program), or None. The batch is checked first, so
+    a batch that does not split fails before paddle loads."""
+    if model is None:
+        return None
+    diagnosed(check_batch_size, batch_size, microbatches)
+    from ppdsl.runtime.memory import model_memory  # the runtime (paddle) only when a model is named
+
+    return model_memory(None if model == "builtin" else model, batch_size)
+
+
+def memory_size(text: str | None) -> float | None:
+    return diagnosed(parse_size, text) if text is not None else None
+
+
+def scenario(
+    file: str,
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    param: list[str] | None = None,
+    cost: str | None = None,
+    costs: Path | None = None,
+    rendezvous: bool = False,
+    memory: MemoryModel | None = None,
+    memory_limit: float | None = None,
+) -> Scenario:
+    """The scenario a command's options describe; bad options end the command."""
+    return Scenario(
+        find_schedule(file),
+        pp,
+        microbatches,
+        vpp,
+        diagnosed(parse_params, param),
+        cost_spec(cost, costs),
+        rendezvous,
+        memory,
+        memory_limit,
+    )

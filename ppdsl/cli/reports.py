@@ -1,0 +1,310 @@
+"""Simulations, pictures and tables: `trace`, `plot`, `compare`, `sweep`, and `calibrate` (measured -> costs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ppdsl.analysis.scenario import Scenario
+from ppdsl.cli.app import app
+from ppdsl.cli.common import (
+    PP,
+    VPP,
+    BatchOption,
+    CostFile,
+    CostPairs,
+    File,
+    Micro,
+    ModelOption,
+    Output,
+    Params,
+    Rendezvous,
+    TableFormat,
+    TextOrJson,
+    cost_spec,
+    diagnosed,
+    emit,
+    measured_memory,
+    memory_size,
+    out,
+    picture_format,
+    save_picture,
+    scenario,
+    usage_error,
+)
+from ppdsl.common.codes import EXIT_INVALID, EXIT_VALID
+from ppdsl.common.units import format_bytes, unit_name
+from ppdsl.language.library import find_schedule, library_files
+from ppdsl.reports.compare import Row
+
+
+@app.command("trace")
+def trace_cmd(
+    file: File,
+    pp: PP,
+    microbatches: Micro,
+    vpp: VPP = 1,
+    param: Params = None,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    rendezvous: Rendezvous = False,
+    output: Output = None,
+) -> None:
+    """Simulate, and write the run as a Chrome trace / Perfetto JSON (1 cost unit = 1 ms).
+
+    A process per rank, compute / send / receive tracks, an arrow from each send to its receive; a cost file's
+    times are real (seconds unless it says `"unit"`).
+    """
+    from ppdsl.reports.simulate import simulate
+    from ppdsl.reports.trace import trace_json
+
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous)
+    sim = diagnosed(simulate, spec)
+    emit(trace_json(sim, spec.costs.us_per_unit, spec.costs.measured), output)
+    if output is not None and output != "-":
+        jobs = sum(len(j) for j in sim.expansion.jobs)
+        out.print(
+            f"wrote {output}: {jobs} jobs, {len(sim.transfers)} transfers, makespan {sim.makespan:g}, "
+            f"bubble {sim.bubble_ratio:.1%}; open it in https://ui.perfetto.dev",
+            markup=False,
+        )
+
+
+@app.command("plot")
+def plot_cmd(
+    file: File,
+    pp: PP,
+    microbatches: Micro,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The picture: .png, .svg or .pdf.")],
+    vpp: VPP = 1,
+    param: Params = None,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    rendezvous: Rendezvous = False,
+    measured: Annotated[
+        Path | None, typer.Option("--measured", help="Draw this profile (Chrome trace, `ppdsl run --profile`).")
+    ] = None,
+    dpi: Annotated[int, typer.Option("--dpi", help="Resolution of a .png.")] = 100,
+    model: ModelOption = None,
+    batch_size: BatchOption = 32,
+) -> None:
+    """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
+    from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
+    from ppdsl.reports.simulate import simulate_expansion
+    from ppdsl.reports.trace import read_trace
+
+    picture_format(output)
+    memory = measured_memory(model, batch_size, microbatches)
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory)
+    exp = diagnosed(spec.expansion)
+    if measured is not None:
+        profile = diagnosed(read_trace, measured)
+        jobs = profile.jobs
+        ranks = max(pp, profile.ranks)
+        makespan, bubble = summary(jobs, ranks)
+        unit = profile.time_unit
+        source = f"measured ({measured.name})"
+    else:
+        sim = diagnosed(simulate_expansion, exp, rendezvous)
+        jobs, ranks = list(sim.jobs()), pp
+        makespan, bubble = sim.makespan, sim.bubble_ratio
+        unit = unit_name(spec.costs.us_per_unit) if spec.costs.measured else "cost units"
+        source = "simulated"
+    memory_curves = memory_timelines(jobs, exp, ranks)
+    peak = max((level for points in memory_curves for _, level in points), default=0.0)
+    title = (
+        f"{exp.defn.name} ({source})   pp={pp}  vpp={vpp}  microbatches={microbatches}   "
+        f"makespan {makespan:.6g} {unit}   bubble {bubble:.1%}   "
+        + (f"peak memory {format_bytes(peak)}" if exp.memory_unit == "bytes" else f"peak activations {peak:g}")
+    )
+    limits, label = exp.memory_limit, "in-flight\nactivations"
+    if exp.memory_unit == "bytes":  # measured on a model: draw KiB or MiB
+        scale, suffix = (2**20, "MiB") if peak >= 2**20 else (2**10, "KiB")
+        memory_curves = [[(t, level / scale) for t, level in points] for points in memory_curves]
+        limits = [None if x is None else x / scale for x in limits]
+        label = f"activation\nmemory ({suffix})"
+    timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory_curves, limits, label)
+    save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
+    out.print(f"wrote {output}: {title}", markup=False)
+
+
+def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: float | None = None) -> Table:
+    """Rows of `ppdsl.reports.compare` as a rich table: the `first` columns (header -> cells), then the measures,
+    then why a row failed."""
+    table = Table(title=title, title_justify="left", show_header=True, header_style="bold", box=None)
+    for col in first:
+        table.add_column(col, justify="left" if col == "schedule" else "right")
+    for col in ("makespan", "bubble", "peak act."):
+        table.add_column(col, justify="right")
+    if limit is not None:
+        in_bytes = any(r.memory_unit == "bytes" for r in rows)
+        table.add_column(f"<= {format_bytes(limit) if in_bytes else f'{limit:g}'}", justify="center")
+    table.add_column("note")
+    for i, row in enumerate(rows):
+        cells = [column[i] for column in first.values()]
+        if row.status == "ok":
+            peak = format_bytes(row.peak_activations) if row.memory_unit == "bytes" else f"{row.peak_activations:.4g}"
+            cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", peak]
+            if limit is not None:
+                cells.append("[bold red]OVER[/]" if row.over_limit else "[green]ok[/]")
+            cells.append("")
+        else:
+            cells += ["-", "-", "-"] + (["-"] if limit is not None else [])
+            cells.append(f"[{'yellow' if row.status == 'rejected' else 'red'}]{row.status}[/]: {row.reason}")
+        table.add_row(*cells)
+    return table
+
+
+@app.command("compare")
+def compare_cmd(
+    pp: PP,
+    microbatches: Micro,
+    files: Annotated[list[str] | None, typer.Argument(help="Schedules (.sched files or shipped names).")] = None,
+    vpp: Annotated[
+        int | None,
+        typer.Option("--vpp", help="Chunks per rank for all (default: each schedule's smallest, costs / its vpp)."),
+    ] = None,
+    library: Annotated[bool, typer.Option("--library", help="Compare every shipped schedule too.")] = False,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option("--memory-limit", help="Mark schedules over it: activations, or `2GiB` with --model."),
+    ] = None,
+    param: Params = None,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    rendezvous: Rendezvous = False,
+    fmt: Annotated[TableFormat, typer.Option("--format", help="table, json or csv.")] = TableFormat.table,
+    model: ModelOption = None,
+    batch_size: BatchOption = 32,
+) -> None:
+    """Makespan, bubble and peak activations of several schedules at one size, best first."""
+    from ppdsl.analysis.expand import parse_params
+    from ppdsl.reports.compare import compare, ranked, rows_csv, rows_json
+
+    limit = memory_size(memory_limit)
+    memory = measured_memory(model, batch_size, microbatches)
+    named = [find_schedule(f) for f in files or []]
+    shipped = [p for p in library_files() if p.resolve() not in {n.resolve() for n in named}] if library else []
+    if not named and not shipped:
+        usage_error("nothing to compare", help="name schedules, or pass `--library`")
+    spec = cost_spec(cost, costs)
+    params = diagnosed(parse_params, param)
+    # the base scenario's schedule is not used: every schedule compared takes its place
+    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory)
+    rows = []
+    for group, skip_broken in ((named, False), (shipped, True)):
+        if group:
+            rows += diagnosed(compare, group, base, vpp is None, limit, skip_broken)
+    rows = ranked(rows)  # named and shipped schedules were measured apart
+    if fmt is TableFormat.json:
+        header = {"pp": pp, "microbatches": microbatches, "vpp": vpp, "memory_limit": limit}
+        emit(rows_json(rows, **header, normalised=vpp is None), None)
+    elif fmt is TableFormat.csv:
+        emit(rows_csv(rows), None)
+    else:
+        how = f"vpp={vpp}" if vpp is not None else "each at its smallest vpp; costs and activations per rank (/ vpp)"
+        first = {
+            "#": [str(i + 1) if r.status == "ok" else "" for i, r in enumerate(rows)],
+            "schedule": [r.schedule for r in rows],
+            "vpp": [str(r.vpp or "-") for r in rows],
+        }
+        out.print(rows_table(rows, f"pp={pp} microbatches={microbatches} ({how})", first, limit))
+        if memory is not None:
+            out.print(f"peak memory measured on `{model}` at batch {batch_size}")
+    named_paths = {str(p) for p in named}
+    failed = [r for r in rows if r.file in named_paths and r.status != "ok"]
+    raise typer.Exit(EXIT_INVALID if failed or not any(r.status == "ok" for r in rows) else EXIT_VALID)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    file: File,
+    pp: Annotated[str, typer.Option("--pp", help="Pipeline degrees: `4,8`, `2..16` (doubling), `2..8:2`.")],
+    microbatches: Annotated[str, typer.Option("--microbatches", "-m", help="Micro-batches: `8..64`, `8,12,16`.")],
+    vpp: VPP = 1,
+    param: Params = None,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    rendezvous: Rendezvous = False,
+    fmt: Annotated[TableFormat, typer.Option("--format", help="table, json or csv.")] = TableFormat.table,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also draw bubble and memory against sizes (.png, .svg).")
+    ] = None,
+) -> None:
+    """Bubble and peak activations of one schedule over pipeline degrees and micro-batch counts."""
+    from ppdsl.reports.compare import parse_sizes, rows_csv, rows_json, sweep
+    from ppdsl.reports.plot import plot_sweep
+
+    if output is not None:
+        picture_format(output)
+    pps = diagnosed(parse_sizes, pp, "--pp")
+    ms = diagnosed(parse_sizes, microbatches, "-m")
+    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous)
+    rows = diagnosed(sweep, base, pps, ms)
+    name = next((r.schedule for r in rows), file)
+    title = f"{name}  vpp={vpp}  pp in {pps}  microbatches in {ms}"
+    if fmt is TableFormat.json:
+        emit(rows_json(rows, schedule=name, pp=pps, microbatches=ms, vpp=vpp), None)
+    elif fmt is TableFormat.csv:
+        emit(rows_csv(rows), None)
+    else:
+        first = {"pp": [str(r.pp) for r in rows], "microbatches": [str(r.microbatches) for r in rows]}
+        out.print(rows_table(rows, title, first))
+    if output is not None:
+        data = [r.to_dict() for r in rows]
+        save_picture(lambda buf, fmt_: plot_sweep(data, title, buf, fmt=fmt_), output)
+        if fmt is TableFormat.table:
+            out.print(f"wrote {output}", markup=False)
+    raise typer.Exit(EXIT_VALID if any(r.status == "ok" for r in rows) else EXIT_INVALID)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    profile: Annotated[Path, typer.Argument(help="A measured profile from `ppdsl run --profile`.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Cost file to write (JSON; `-`: stdout).")] = (
+        "costs.json"
+    ),
+    fmt: Annotated[TextOrJson, typer.Option("--format", help="text or json report.")] = TextOrJson.text,
+) -> None:
+    """Turn measured job timings into simulator costs (`--costs FILE`), and compare a simulation with them."""
+    from ppdsl.reports.calibrate import against_simulation, calibrate
+    from ppdsl.reports.trace import read_trace
+
+    measured = diagnosed(read_trace, profile)
+    costs = diagnosed(calibrate, measured)
+    comparison = diagnosed(against_simulation, measured, costs)
+    emit(json.dumps(costs, indent=1), output)
+    report = {"costs": costs["costs"], "output": str(output)}
+    if comparison is not None:
+        report |= {
+            "measured_step_seconds": comparison.measured_step_seconds,
+            "measured_jobs_seconds": comparison.measured_jobs_seconds,
+            "simulated_serial_seconds": comparison.simulated_serial_seconds,
+            "simulated_makespan_seconds": comparison.simulated_makespan_seconds,
+            "gap_seconds": comparison.gap_seconds,
+            "error": comparison.error,
+        }
+    if fmt is TextOrJson.json:
+        out.print(json.dumps(report, indent=2), markup=False)
+        return
+    table = Table(show_header=True, header_style="bold", box=None)
+    table.add_column("job type")
+    table.add_column("mean time", justify="right")
+    for name, seconds in costs["costs"].items():
+        table.add_row(name, f"{seconds * 1e3:.3f} ms")
+    out.print(f"{costs['samples']} measured jobs -> `{output}`")
+    out.print(table)
+    if comparison is not None:
+        c = comparison
+        out.print(
+            f"measured step {c.measured_step_seconds * 1e3:.2f} ms: jobs {c.measured_jobs_seconds * 1e3:.2f} ms"
+            f" + executor gaps {c.gap_seconds * 1e3:.2f} ms"
+        )
+        out.print(f"simulated on one process {c.simulated_serial_seconds * 1e3:.2f} ms: error {c.error:+.1%}")
+        out.print(
+            f"predicted step on {len(costs['stages'])} stage devices: {c.simulated_makespan_seconds * 1e3:.2f} ms"
+        )

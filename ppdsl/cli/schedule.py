@@ -1,0 +1,207 @@
+"""Commands about one schedule at given sizes, as text: `check`, `expand`, `show`, `list`, `import`."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ppdsl.analysis.check import CheckResult
+from ppdsl.cli.app import app
+from ppdsl.cli.common import (
+    PP,
+    VPP,
+    BatchOption,
+    CostFile,
+    CostPairs,
+    File,
+    Micro,
+    ModelOption,
+    Output,
+    Params,
+    Rendezvous,
+    TextOrJson,
+    diagnosed,
+    emit,
+    err,
+    fail,
+    measured_memory,
+    memory_size,
+    out,
+    scenario,
+)
+from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
+from ppdsl.common.units import format_bytes
+from ppdsl.language.jobtypes import style_of
+from ppdsl.language.library import library_files
+
+
+class ExpandFormat(str, Enum):
+    json = "json"
+    csv = "csv"
+    table = "table"
+    torch_csv = "torch-csv"
+
+
+@app.command("check")
+def check_cmd(
+    file: File,
+    pp: PP,
+    microbatches: Micro,
+    vpp: VPP = 1,
+    param: Params = None,
+    fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
+    rendezvous: Rendezvous = False,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    model: ModelOption = None,
+    batch_size: BatchOption = 32,
+    memory_limit: Annotated[
+        str | None, typer.Option("--memory-limit", help="Per-rank limit: `2GiB` with --model, else activations.")
+    ] = None,
+) -> None:
+    """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
+    limit = memory_size(memory_limit)
+    memory = measured_memory(model, batch_size, microbatches)
+    result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit).check()
+    if fmt is TextOrJson.json:
+        out.print(json.dumps(result.to_dict(), indent=2), markup=False)
+    else:
+        if result.diagnostics:
+            err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
+        if result.valid:
+            print_report(result)
+    raise typer.Exit(result.exit_code)
+
+
+def print_report(result: CheckResult) -> None:
+    """`ok: ...`, makespan and bubble, then a table of every rank's measures."""
+    exp = result.expansion
+    size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}"
+    out.print(f"[green]ok[/green]: `{exp.defn.name}` is complete, ordered and deadlock-free at {size}")
+    out.print(f"makespan {result.makespan:g}, bubble {result.bubble_ratio:.1%}")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    in_bytes = exp.memory_unit == "bytes"
+    for col in ("rank", "jobs", "busy", "idle", "bubble", "peak memory" if in_bytes else "peak activations", "limit"):
+        table.add_column(col, justify="right")
+    for r in result.ranks:
+        table.add_row(
+            str(r.rank),
+            str(r.jobs),
+            f"{r.busy:g}",
+            f"{r.idle:g}",
+            f"{r.bubble_ratio:.1%}" if result.makespan else "-",
+            format_bytes(r.peak_activations) if in_bytes else f"{r.peak_activations:g}",
+            "-" if r.memory_limit is None else (format_bytes(r.memory_limit) if in_bytes else f"{r.memory_limit:g}"),
+        )
+    out.print(table)
+
+
+@app.command("expand")
+def expand_cmd(
+    file: File,
+    pp: PP,
+    microbatches: Micro,
+    vpp: VPP = 1,
+    param: Params = None,
+    fmt: Annotated[ExpandFormat, typer.Option("--format", help="Output format.")] = ExpandFormat.json,
+    output: Output = None,
+) -> None:
+    """Print every rank's job order for these sizes."""
+    from ppdsl.reports import formats
+
+    exp = diagnosed(scenario(file, pp, microbatches, vpp, param).expansion)
+    if fmt is ExpandFormat.json:
+        text = formats.to_json(exp)
+    elif fmt is ExpandFormat.csv:
+        text = formats.to_csv(exp)
+    elif fmt is ExpandFormat.torch_csv:
+        text = formats.to_torch_csv(exp)
+    else:
+        text = "\n".join(f"rank {r}: " + " ".join(map(exp.label, jobs)) for r, jobs in enumerate(exp.jobs))
+    emit(text, output)
+
+
+@app.command("show")
+def show_cmd(
+    file: File,
+    pp: PP,
+    microbatches: Micro,
+    vpp: VPP = 1,
+    param: Params = None,
+    steps: Annotated[int, typer.Option("--steps", help="Columns per row block.")] = 24,
+) -> None:
+    """Draw the rank x step grid in the terminal, coloured by job type."""
+    exp = diagnosed(scenario(file, pp, microbatches, vpp, param).expansion)
+    names = exp.type_names
+    longest = max((len(j) for j in exp.jobs), default=0)
+    out.print(f"[bold]{exp.defn.name}[/bold]  pp={pp} vpp={vpp} microbatches={microbatches}")
+    for lo in range(0, max(longest, 1), steps):
+        table = Table(show_header=True, header_style="dim", box=None, padding=(0, 0))
+        table.add_column("", justify="right", style="bold")
+        for s in range(lo, min(lo + steps, longest)):
+            table.add_column(str(s), justify="center")
+        for r, jobs in enumerate(exp.jobs):
+            cells = [
+                f"[{style_of(names[exp.decode(code)[0]])}] {exp.label(code)} [/]" for code in jobs[lo : lo + steps]
+            ]
+            table.add_row(f"rank {r} ", *cells)
+        out.print(table)
+    out.print("  ".join(f"[{style_of(n)}] {n} [/]" for n in sorted(set(names))))
+
+
+@app.command("list")
+def list_cmd(
+    fmt: Annotated[TextOrJson, typer.Option("--format", help="text or json.")] = TextOrJson.text,
+) -> None:
+    """The shipped schedules, with their summaries and constraints."""
+    from ppdsl.language.resolve import load
+
+    rows = []
+    for path in library_files():
+        try:
+            defn = load(path)
+        except DiagnosticError as e:
+            rows.append({"file": path.name, "name": path.stem, "summary": f"(broken: {e})", "requires": []})
+            continue
+        rows.append(
+            {
+                "file": path.name,
+                "name": defn.name,
+                "summary": defn.summary,
+                "requires": [r.source for r in defn.requires],
+                "params": {p.name: p.default for p in defn.params.values()},
+            }
+        )
+    if fmt is TextOrJson.json:
+        out.print(json.dumps(rows, indent=2), markup=False)
+        return
+    table = Table(show_header=True, header_style="bold")
+    for col in ("file", "schedule", "summary", "requires"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["file"], row["name"], row["summary"], "\n".join(row["requires"]))
+    out.print(table)
+
+
+@app.command("import")
+def import_cmd(
+    csv_file: Annotated[Path, typer.Argument(help="PyTorch pipelining compute-only CSV (one row per rank).")],
+    output: Output = None,
+    name: Annotated[str | None, typer.Option("--name", help="Schedule name (default: the file's stem).")] = None,
+    placement: Annotated[
+        str | None, typer.Option("--placement", help="looped | vshape (default: inferred from the CSV).")
+    ] = None,
+) -> None:
+    """Turn a PyTorch compute-only CSV into a .sched literal table."""
+    from ppdsl.reports.torch_csv import import_torch_csv
+
+    try:
+        text = import_torch_csv(csv_file, name=name, placement=placement)
+    except DiagnosticError as e:
+        fail(e.diagnostics)
+    emit(text, output)

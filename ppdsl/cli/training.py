@@ -1,0 +1,360 @@
+"""`ppdsl run`: check the schedule, then train with it (one process, or one per rank), showing progress and a
+summary.
+
+Everything that can be wrong with the input is found before training starts: the checker's diagnostics, a
+batch that does not split into micro-batches, a model path that does not import, a missing paddle, a
+schedule that needs a split backward on a model that has none (found while the plan is built).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ppdsl.analysis.expand import parse_params
+from ppdsl.analysis.scenario import Scenario, check_batch_size
+from ppdsl.cli.app import app
+from ppdsl.cli.common import VPP, Params, diagnosed, err, out, usage_error
+from ppdsl.common.codes import EXIT_VALID
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
+from ppdsl.common.files import write_atomic
+from ppdsl.language.library import find_schedule
+
+
+@dataclass
+class RunOptions:
+    schedule: str
+    pp: int
+    microbatches: int
+    vpp: int = 1
+    params: list[str] | None = None
+    steps: int = 30
+    model: str | None = None
+    batch_size: int = 32
+    lr: float = 0.01
+    optimizer: str = "adam"
+    seed: int = 0
+    summary_json: Path | None = None
+    save_dir: Path | None = None
+    save_every: int = 0
+    resume: Path | None = None
+    profile: Path | None = None
+    profile_steps: int = 3
+    launch: object | None = None  # ppdsl.cli.launch.LaunchOptions: one process per rank
+
+
+def _validate(opts: RunOptions) -> None:
+    problems = []
+    if opts.steps < 0:
+        problems.append(Diagnostic("E007", f"--steps must not be negative, got {opts.steps}"))
+    try:
+        check_batch_size(opts.batch_size, opts.microbatches)
+    except DiagnosticError as e:
+        problems += e.diagnostics
+    if opts.optimizer not in ("adam", "sgd"):
+        problems.append(Diagnostic("E007", f"unknown optimizer `{opts.optimizer}`", help="use adam or sgd"))
+    if opts.save_every < 0:
+        problems.append(Diagnostic("E007", "--save-every must not be negative"))
+    if opts.save_every and opts.save_dir is None:
+        problems.append(Diagnostic("E007", "--save-every needs --save-dir"))
+    if problems:
+        raise DiagnosticError(problems)
+
+
+def run_training(opts: RunOptions, out: Console, err: Console) -> int:
+    _validate(opts)
+    params = parse_params(opts.params)
+    result = Scenario(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params).check()
+    if result.diagnostics:
+        err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
+    if not result.valid:
+        return result.exit_code
+    exp, sim = result.expansion, result.execution
+    if opts.launch is not None:
+        return _run_cluster(opts, exp, sim, out)
+
+    from ppdsl.runtime.model import load_model  # no paddle yet: a bad model path fails fast
+
+    model = load_model(opts.model)
+    from ppdsl.runtime.train import PipelineTrainer, TrainConfig, checksum, train
+
+    t0 = time.perf_counter()
+    trainer = PipelineTrainer(
+        exp, model, TrainConfig(batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed)
+    )
+    build_seconds = time.perf_counter() - t0
+    if opts.resume is not None:
+        start = trainer.resume(opts.resume)
+        out.print(f"resumed from `{opts.resume}` at step {start}")
+
+    out.print(
+        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+        f"model {model.name}, batch {opts.batch_size}, {len(trainer.built.job_names)} jobs per step "
+        f"(plan built in {trainer.built.seconds['total'] * 1e3:.0f} ms)"
+    )
+    progress = Progress(
+        TextColumn("[bold]training"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=not out.is_terminal,
+    )
+    losses_seen: list[float] = []
+    with progress:
+        task = progress.add_task("train", total=opts.steps, loss="-")
+
+        def on_step(step: int, loss) -> None:
+            mean = float(loss.mean())
+            losses_seen.append(mean)
+            progress.update(task, advance=1, loss=f"{mean:.4f}")
+            if not out.is_terminal:
+                out.print(f"step {step:4d}  loss {mean:.4f}")
+
+        run = train(
+            trainer,
+            opts.steps,
+            on_step=on_step,
+            save_dir=opts.save_dir,
+            save_every=opts.save_every,
+            profile_steps=opts.profile_steps if opts.profile else 0,
+        )
+
+    _print_summary(out, exp, sim, run, build_seconds)
+    if opts.summary_json is not None:
+        _write_summary(opts, exp, run, checksum(run.parameters))
+    if opts.profile is not None:
+        _write_profile(opts, exp, run)
+        out.print(f"profile of the last {min(opts.profile_steps, opts.steps)} steps: `{opts.profile}`")
+    return EXIT_VALID
+
+
+def _write_profile(opts: RunOptions, exp, run) -> None:
+    """The measured jobs as a Chrome trace (seconds), with what `ppdsl calibrate` needs to simulate the same."""
+    from ppdsl.reports.trace import jobs_trace, trace_text
+
+    meta = {
+        "measured": True,
+        "schedule_file": opts.schedule,
+        "schedule": exp.defn.name,
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": exp.params,
+        "steps": min(opts.profile_steps, opts.steps),
+        "wall_seconds": run.profiled_seconds,
+        "emulated_on_one_process": True,
+    }
+    trace = jobs_trace(run.profile or [], exp.pp, 1e6, meta)
+    write_atomic(opts.profile, trace_text(trace))
+
+
+def _print_summary(out: Console, exp, sim, run, build_seconds: float) -> None:
+    table = Table(title="summary", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    steady = run.step_seconds[1:] or run.step_seconds
+    if run.losses:
+        table.add_row("loss", f"{run.losses[0].mean():.4f} -> {run.losses[-1].mean():.4f}")
+    if steady:
+        per_step = statistics.median(steady)
+        table.add_row(
+            "time per step", f"{per_step * 1e3:.1f} ms (median; first step {run.step_seconds[0] * 1e3:.0f} ms)"
+        )
+        table.add_row("time per job", f"{per_step / max(run.jobs_per_step, 1) * 1e3:.3f} ms")
+    table.add_row("jobs per step", str(run.jobs_per_step))
+    table.add_row("plan build", f"{run.build_seconds * 1e3:.0f} ms (trainer ready in {build_seconds:.2f} s)")
+    table.add_row("simulated bubble", f"{sim.bubble_ratio:.1%} (makespan {sim.makespan:g} in cost units)")
+    peaks = ", ".join(f"{s.peak_activations:g}" for s in sim.ranks)
+    table.add_row("peak activations", f"{peaks} (per rank, in micro-batch activations)")
+    out.print(table)
+
+
+def _write_summary(opts: RunOptions, exp, run, sums) -> None:
+
+    data = {
+        "schedule": exp.defn.name,
+        "file": opts.schedule,
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": exp.params,
+        "model": opts.model or "tiny_lm",
+        "batch_size": opts.batch_size,
+        "lr": opts.lr,
+        "optimizer": opts.optimizer,
+        "seed": opts.seed,
+        "first_step": run.started_at_step,
+        "losses": [[float(x) for x in step] for step in run.losses],
+        "step_seconds": run.step_seconds,
+        "plan_build_seconds": run.build_seconds,
+        "jobs_per_step": run.jobs_per_step,
+        "parameters": sums,
+    }
+    write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
+
+
+def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
+    """One process per rank through paddle.distributed.launch (or, with --dry-run, what would run)."""
+    import os
+
+    from ppdsl.cli.launch import dry_run_text, launch_command, run_cluster, validate
+
+    launch = opts.launch
+    validate(exp, launch)
+    if launch.dry_run:
+        out.print(dry_run_text(exp, launch, launch_command(launch, launch.run_dir / "spec.json")), markup=False, end="")
+        return EXIT_VALID
+    if opts.model is not None:
+        from ppdsl.runtime.model import load_model
+
+        load_model(opts.model)  # a bad model path fails here, before any process starts
+    spec = {
+        "schedule": str(Path(opts.schedule).resolve()),
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": opts.params or [],
+        "model": opts.model,
+        "batch_size": opts.batch_size,
+        "lr": opts.lr,
+        "optimizer": opts.optimizer,
+        "seed": opts.seed,
+        "steps": opts.steps,
+        "comm_timeout": launch.comm_timeout,
+        # each rank resumes from its own checkpoint.rank<r>.npz, or a single-process checkpoint.npz
+        "resume_dir": str(opts.resume.resolve()) if opts.resume else None,
+        "save_dir": str(opts.save_dir.resolve()) if opts.save_dir else None,
+        "save_every": opts.save_every,
+        # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
+        "fail": _parse_failure(os.environ.get("PPDSL_INJECT_FAILURE")),
+    }
+    out.print(
+        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+        f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{launch.run_dir}`"
+    )
+    with out.status("training across processes"):
+        result = run_cluster(spec, exp, launch)
+    table = Table(title="summary", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    if result.losses:
+        table.add_row("loss", f"{np.mean(result.losses[0]):.4f} -> {np.mean(result.losses[-1]):.4f}")
+    if result.step_seconds:
+        steady = result.step_seconds[1:] or result.step_seconds
+        table.add_row("time per step", f"{statistics.median(steady) * 1e3:.1f} ms (slowest rank, median)")
+    comm = ", ".join(f"{s * 1e3:.0f}" for _, s in sorted(result.comm_seconds.items()))
+    table.add_row("sending", f"{comm} ms per rank over the run")
+    table.add_row("simulated bubble", f"{sim.bubble_ratio:.1%}")
+    out.print(table)
+    if opts.summary_json is not None:
+        from ppdsl.runtime.train import checksum
+
+        data = {
+            "schedule": exp.defn.name,
+            "file": opts.schedule,
+            "pp": exp.pp,
+            "vpp": exp.vpp,
+            "microbatches": exp.microbatches,
+            "processes": launch.nproc_per_node * launch.nnodes,
+            "losses": result.losses,
+            "step_seconds": result.step_seconds,
+            "comm_seconds": {str(k): v for k, v in result.comm_seconds.items()},
+            "parameters": checksum(result.parameters),
+        }
+        write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
+    return EXIT_VALID
+
+
+def _parse_failure(text: str | None) -> dict | None:
+    if not text:
+        return None
+    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    return {
+        "rank": int(fields.get("rank", 0)),
+        "job": int(fields.get("job", 0)),
+        "step": int(fields.get("step", 0)),
+        "mode": fields.get("mode", "raise"),
+    }
+
+
+@app.command("run")
+def run_cmd(
+    file: Annotated[str, typer.Argument(help="A .sched file or shipped schedule name.")] = "1f1b",
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline degree (stages emulated on this machine).")] = 4,
+    microbatches: Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")] = 8,
+    vpp: VPP = 1,
+    param: Params = None,
+    steps: Annotated[int, typer.Option("--steps", help="Training steps.")] = 30,
+    model: Annotated[
+        str | None, typer.Option("--model", help="`module:function` building the forward pass (see README).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Samples per step (all micro-batches).")] = 32,
+    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 0.01,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="adam or sgd.")] = "adam",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of parameters and synthetic data.")] = 0,
+    summary_json: Annotated[
+        Path | None, typer.Option("--summary-json", help="Write losses, checksums and times here.")
+    ] = None,
+    save_dir: Annotated[Path | None, typer.Option("--save-dir", help="Write checkpoints here.")] = None,
+    save_every: Annotated[int, typer.Option("--save-every", help="Checkpoint every N steps (0: at the end).")] = 0,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue from this --save-dir.")] = None,
+    profile: Annotated[
+        Path | None, typer.Option("--profile", help="Write the last steps' measured job timings (Chrome trace).")
+    ] = None,
+    profile_steps: Annotated[int, typer.Option("--profile-steps", help="How many final steps to profile.")] = 3,
+    nproc_per_node: Annotated[
+        int | None,
+        typer.Option("--nproc-per-node", help="One process per rank via paddle.distributed.launch (K per node)."),
+    ] = None,
+    nnodes: Annotated[int, typer.Option("--nnodes", help="Nodes, with --nproc-per-node.")] = 1,
+    master: Annotated[str | None, typer.Option("--master", help="HOST:PORT of the rendezvous, several nodes.")] = None,
+    node_rank: Annotated[int, typer.Option("--node-rank", help="This node's index, several nodes.")] = 0,
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Spec, logs and results of a launch.")] = Path("ppdsl-run"),
+    comm_timeout: Annotated[
+        float, typer.Option("--comm-timeout", help="Seconds a receive may wait before the run stops.")
+    ] = 20.0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --nproc-per-node: print the command and every rank's jobs.")
+    ] = False,
+) -> None:
+    """Train with the schedule's plan: every stage emulated on this machine, Paddle's standalone executor."""
+    options = RunOptions(
+        schedule=str(find_schedule(file)),
+        pp=pp,
+        microbatches=microbatches,
+        vpp=vpp,
+        params=param,
+        steps=steps,
+        model=model,
+        batch_size=batch_size,
+        lr=lr,
+        optimizer=optimizer,
+        seed=seed,
+        summary_json=summary_json,
+        save_dir=save_dir,
+        save_every=save_every,
+        resume=resume,
+        profile=profile,
+        profile_steps=profile_steps,
+    )
+    if nproc_per_node is not None:
+        from ppdsl.cli.launch import LaunchOptions
+
+        options.launch = LaunchOptions(
+            nproc_per_node, nnodes, master, node_rank, run_dir, comm_timeout=comm_timeout, dry_run=dry_run
+        )
+    elif dry_run:
+        usage_error("--dry-run goes with --nproc-per-node")
+    raise typer.Exit(diagnosed(run_training, options, out, err))

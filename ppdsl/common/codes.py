@@ -1,0 +1,83 @@
+"""Every diagnostic code ppdsl reports, in one registry: its summary, what it means, an example and the fix.
+
+Messages, `ppdsl explain CODE`, the exit status and docs/language.md's table all read from here. A code's class
+is its first letter:
+
+  E0xx  the input cannot be used (syntax, names, types, command-line values, files): exit 2
+  S1xx  the schedule is well formed but wrong for the requested sizes: exit 1
+
+`explanations.py` holds the longer texts; a test checks that every code raised anywhere in the package is here
+and that every example really produces its code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ppdsl.common.diagnostics import Diagnostic
+
+EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str
+    summary: str
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_USAGE if self.code.startswith("E") else EXIT_INVALID
+
+
+_SUMMARIES = {
+    "E000": "a file cannot be read or written",
+    "E001": "syntax error",
+    "E002": "unknown name, job type, region, function or setting",
+    "E003": "defined twice, or a built-in name redefined",
+    "E004": "wrong arguments, or a `receives` / `sends` job without `before` / `after`",
+    "E005": "an include is missing or includes itself",
+    "E006": "the schedule has no `order` or `table`",
+    "E007": "bad command-line sizes, parameters or options",
+    "E008": "a cost file cannot be read, or names an unknown time unit",
+    "E009": "a profile is not a Chrome trace with compute events",
+    "E010": "a real number where an integer is needed",
+    "E020": "malformed PyTorch schedule CSV",
+    "E030": "PaddlePaddle is not installed",
+    "E031": "a model (`--model module:function`) cannot be loaded",
+    "E032": "the declared job types do not cover every op of the program exactly once",
+    "E033": "a stream rule names an attribute the matched op does not have",
+    "E034": "the schedule splits backwards, but the model's backward cannot be split",
+    "E035": "ops of the program belong to no job",
+    "E036": "the batch size does not split into the micro-batches",
+    "E037": "a checkpoint cannot be resumed",
+    "E038": "the processes of a launch do not match the pipeline degree",
+    "E040": "a rank of a multi-process run failed",
+    "S100": "a `require` is false for these sizes",
+    "S101": "a rank never runs a job it owns",
+    "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",
+    "S103": "local order: a backward before its forward, W before B, an auxiliary job on the wrong side",
+    "S104": "the optimizer is missing or not last",
+    "S105": "deadlock between ranks",
+    "S106": "a rank holds more activations than the memory limit",
+    "S107": "a micro-batch id outside 0 .. microbatches - 1",
+    "S108": "a chunk outside 0 .. vpp - 1",
+    "S109": "the placement is not one-to-one",
+    "S110": "a negative or absurd repeat count",
+    "S111": "division by zero or another arithmetic fault",
+    "S112": "no table for these sizes",
+}
+
+REGISTRY: dict[str, Code] = {code: Code(code, summary) for code, summary in _SUMMARIES.items()}
+
+
+def lookup(code: str) -> Code | None:
+    return REGISTRY.get(code.strip().upper())
+
+
+def exit_code(diagnostics: Iterable[Diagnostic]) -> int:
+    """The exit status of a command that found these errors: 2 if any is a usage error (E), else 1; 0 if none."""
+    statuses = [REGISTRY[d.code].exit_status if d.code in REGISTRY else EXIT_INVALID for d in diagnostics]
+    return max(statuses, default=EXIT_VALID)

@@ -1,0 +1,148 @@
+"""Diagnostics: every problem ppdsl reports, as a value with a source span.
+
+Each diagnostic exists twice (as sqlglot does with its errors): rendered for a human, rustc style, with the
+source line and a caret under the span, and as a plain dict for tools and tests (`--format json`). Every code
+is in the registry (`ppdsl.common.codes`), which also gives the exit status.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of one source file: 1-based line and column, end exclusive on the same or a later line."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    @classmethod
+    def from_meta(cls, file: str, meta: object) -> Span:
+        """Span of a lark tree node or token (anything with line/column/end_line/end_column)."""
+        line = getattr(meta, "line", 1) or 1
+        col = getattr(meta, "column", 1) or 1
+        end_line = getattr(meta, "end_line", line) or line
+        end_col = getattr(meta, "end_column", col + 1) or col + 1
+        return cls(file, line, col, end_line, end_col)
+
+
+@dataclass
+class Diagnostic:
+    """One finding. `label` is printed under the caret, `notes` as `= note:` lines, `help` as `= help:`."""
+
+    code: str
+    message: str
+    span: Span | None = None
+    label: str = ""
+    help: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        span = self.span
+        return {
+            "severity": "error",  # every finding is an error (the JSON field keeps room for warnings)
+            "code": self.code,
+            "message": self.message,
+            "file": span.file if span else None,
+            "line": span.line if span else None,
+            "col": span.col if span else None,
+            "end_line": span.end_line if span else None,
+            "end_col": span.end_col if span else None,
+            "label": self.label,
+            "help": self.help,
+            "notes": list(self.notes),
+        }
+
+
+class DiagnosticError(Exception):
+    """Raised by a front-end stage that cannot go on; carries every diagnostic collected so far."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        super().__init__("; ".join(d.message for d in diagnostics))
+        self.diagnostics = diagnostics
+
+
+class SourceCache:
+    """Source texts by file name, so a diagnostic can quote the line it points at."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, list[str]] = {}
+
+    def add(self, file: str, text: str) -> None:
+        self._texts[file] = text.splitlines()
+
+    def line(self, file: str, line: int) -> str | None:
+        lines = self._texts.get(file)
+        if lines is None:
+            try:
+                lines = Path(file).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                return None
+            self._texts[file] = lines
+        if 1 <= line <= len(lines):
+            return lines[line - 1]
+        return None
+
+
+def render(diag: Diagnostic, sources: SourceCache, color: bool = False) -> str:
+    """rustc-style text for one diagnostic."""
+
+    def paint(text: str, style: str) -> str:
+        if not color:
+            return text
+        codes = {"red": "31;1", "blue": "34;1", "bold": "1"}
+        return f"\x1b[{codes[style]}m{text}\x1b[0m"
+
+    head_style = "red"
+    out = [paint(f"error[{diag.code}]", head_style) + paint(f": {diag.message}", "bold")]
+    span = diag.span
+    gutter = len(str(span.line)) if span else 1
+    pad = " " * gutter
+    if span is not None:
+        out.append(f"{pad}{paint('-->', 'blue')} {span.file}:{span.line}:{span.col}")
+        text = sources.line(span.file, span.line)
+        if text is not None:
+            out.append(f"{pad} {paint('|', 'blue')}")
+            out.append(f"{paint(str(span.line).rjust(gutter), 'blue')} {paint('|', 'blue')} {text}")
+            start = max(span.col - 1, 0)
+            end = span.end_col - 1 if span.end_line == span.line else len(text)
+            width = max(end - start, 1)
+            caret = " " * start + "^" * width
+            label = f" {diag.label}" if diag.label else ""
+            out.append(f"{pad} {paint('|', 'blue')} {paint(caret + label, head_style)}")
+            out.append(f"{pad} {paint('|', 'blue')}")
+    elif diag.label:
+        out.append(f"{pad} = {diag.label}")
+    for note in diag.notes:
+        lines = note.splitlines() or [""]
+        out.append(f"{pad} {paint('=', 'blue')} note: {lines[0]}")
+        out.extend(f"{pad}   {line}" for line in lines[1:])
+    if diag.help:
+        out.append(f"{pad} {paint('=', 'blue')} help: {diag.help}")
+    return "\n".join(out)
+
+
+def render_all(diagnostics: list[Diagnostic], sources: SourceCache, color: bool = False, limit: int = 20) -> str:
+    """Render up to `limit` diagnostics, then say how many more there are."""
+    shown = [render(d, sources, color) for d in diagnostics[:limit]]
+    if len(diagnostics) > limit:
+        shown.append(f"... and {len(diagnostics) - limit} more")
+    return "\n\n".join(shown)
+
+
+def to_json(diagnostics: list[Diagnostic]) -> str:
+    return json.dumps([d.to_dict() for d in diagnostics], indent=2)
+
+
+def number_text(value: object) -> str:
+    """`str(value)`, or the size of an integer too long for Python to print (over 4300 digits)."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"<a {value.bit_length()}-bit integer>"

@@ -1,0 +1,51 @@
+"""Units: memory sizes as people write them (`2GiB`, `512MiB`, `1.5GB`, `4096`) and print them, and the time
+units of cost files and traces."""
+
+from __future__ import annotations
+
+import re
+
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.I)
+
+
+def parse_size(text: str) -> float:
+    """Bytes in `text`; a plain number is taken as is (activation units when no model is measured)."""
+    m = _SIZE.match(text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise DiagnosticError(
+            [Diagnostic("E007", f"bad memory size `{text}`", help="write e.g. `2GiB`, `512MiB`, `1.5GB` or a number")]
+        )
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+# Time. Abstract cost units are drawn as milliseconds; a cost file's times are seconds unless it says otherwise.
+US_PER_COST_UNIT = 1000.0
+US_PER = {"s": 1e6, "ms": 1e3, "us": 1.0}
+
+
+def unit_name(us: float) -> str:
+    """How a time axis in units of `us` microseconds is labelled."""
+    if us == US_PER_COST_UNIT:
+        return "ms"
+    return {1e6: "s", 1.0: "µs"}.get(us, f"x {us:g} µs")

@@ -1,1 +1,0 @@
-"""The .sched grammar and its parser."""

@@ -1,0 +1,64 @@
+"""The built-in job types: the one table every layer reads (names, letters, regions, default costs, colours).
+
+Every schedule's job-type list starts with these five, in this order, so their indices are the same in every
+`ScheduleDef` and `Expansion`; a schedule's own job types (`job recv_forward : ...`) follow them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BuiltinJobType:
+    name: str
+    region: str  # the part of the training program its ops come from
+    letter: str | None  # alias in schedules, prefix of job labels (`F3`) and PyTorch's action letter (`0F3`)
+    default_cost: float  # time of one job when neither the schedule nor the command line says
+    program_order: int  # where its job program goes in a plan (Paddle's order: forward, backward..., optimizer)
+    style: str  # `ppdsl show`'s terminal colours (rich)
+    colour: str  # timeline pictures (matplotlib)
+
+
+BUILTIN_TYPES: tuple[BuiltinJobType, ...] = (
+    BuiltinJobType("forward", "forward", "F", 1.0, 0, "bold white on blue", "#3b6fb6"),
+    BuiltinJobType("backward", "backward", "B", 2.0, 1, "bold white on green", "#3f9b4f"),
+    BuiltinJobType("backward_b", "backward_b", "I", 1.0, 2, "bold white on dark_green", "#20877a"),
+    BuiltinJobType("backward_w", "backward_w", "W", 1.0, 3, "bold black on yellow", "#e3b23c"),
+    BuiltinJobType("optimizer", "optimize", None, 0.0, 5, "bold white on magenta", "#b5489a"),
+)
+FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER = range(len(BUILTIN_TYPES))
+BUILTIN = {jt.name: jt for jt in BUILTIN_TYPES}
+BUILTIN_NAMES = tuple(BUILTIN)
+LETTERS = {jt.letter: jt.name for jt in BUILTIN_TYPES if jt.letter}  # F -> forward
+COMPUTE_TYPES = BUILTIN_NAMES[:4]  # the types a micro-batch's compute consists of (PyTorch's F, B, I, W)
+REGIONS = tuple(jt.region for jt in BUILTIN_TYPES)
+
+# A schedule's own job type: no cost unless declared, programs after the built-in compute, shown in greys.
+USER_PROGRAM_ORDER = 4
+USER_STYLE = "bold black on cyan"
+USER_COLOURS = ("#8a8a8a", "#a9a9a9", "#6f6f6f", "#c4c4c4")
+
+# The backward of a micro-batch is whole or split, so `backward` and `backward_b` take micro-batches from one
+# counter: `backward_b backward` runs micro-batches k and k + 1 (Paddle's ZBH1 and DualPipeV rely on this).
+SHARED_COUNTER = {"backward_b": "backward"}
+
+
+def letter_of(name: str) -> str | None:
+    jt = BUILTIN.get(name)
+    return jt.letter if jt else None
+
+
+def default_cost(name: str) -> float:
+    jt = BUILTIN.get(name)
+    return jt.default_cost if jt else 0.0
+
+
+def program_order(name: str) -> int:
+    jt = BUILTIN.get(name)
+    return jt.program_order if jt else USER_PROGRAM_ORDER
+
+
+def style_of(name: str) -> str:
+    jt = BUILTIN.get(name)
+    return jt.style if jt else USER_STYLE

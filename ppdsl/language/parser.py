@@ -1,0 +1,464 @@
+"""Text -> AST. Loads `sched.lark` once; turns lark trees into `ppdsl.language.ast` nodes, syntax errors into
+diagnostics."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.language import ast
+
+MAX_SYNTAX_ERRORS = 10
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark.open_from_package(
+        "ppdsl.language",
+        "sched.lark",
+        ("",),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=False,
+        cache=True,  # the LALR tables are built once per grammar version and kept in the temp dir
+    )
+
+
+# Labelled bad inputs (lark's `match_examples`): the parser state they fail in tells which mistake it is.
+_EXAMPLES: dict[tuple[str, str], list[str]] = {
+    (
+        "missing `:` between the condition and its message",
+        'write `require <condition> : "<message>"`',
+    ): ['require pp > 1 "message"', 'require microbatches >= pp "m"'],
+    (
+        "a loop range is written `start .. stop`",
+        "write `for i in 0 .. n { ... }` (stop excluded)",
+    ): ["order { for i in range(3) { forward } }", "order { for i in 3 { forward } }"],
+    (
+        "a block needs braces",
+        "put the body in `{ ... }`",
+    ): ["order forward", "order { repeat 3 forward }", "order { if rank == 0 forward }"],
+    (
+        "a job is repeated with `*`",
+        "write `forward * n` or `repeat n { forward }`",
+    ): ["order { forward x 3 }", "order { forward 3 }"],
+}
+
+
+def _friendly_expected(expected: set[str] | frozenset[str], parser: Lark) -> list[str]:
+    """Turn terminal names into what a reader would type."""
+    names = {
+        "NAME": "a name",
+        "INT": "an integer",
+        "DECIMAL": "a number",
+        "SIGNED_INT": "an integer",
+        "SIGNED_FLOAT": "a number",
+        "STRING": 'a string "..."',
+        "DOCSTRING": "a docstring",
+        "COMP_OP": "a comparison",
+        "ADD_OP": "`+` or `-`",
+        "MUL_OP": "`*`, `//`, `%` or `/`",
+        "MEMORY_VERB": "`allocates` or `frees`",
+        "$END": "end of file",
+    }
+    by_name = {t.name: t for t in parser.terminals}
+    out = set()
+    for name in expected:
+        if name in names:
+            out.add(names[name])
+        elif name in by_name and by_name[name].pattern.type == "str":
+            out.add(f"`{by_name[name].pattern.value}`")
+        else:
+            out.add(name.lower())
+    return sorted(out)
+
+
+def _syntax_diagnostic(err: UnexpectedInput, file: str, text: str, parser: Lark) -> Diagnostic:
+    line, col = err.line if err.line > 0 else 1, err.column if err.column > 0 else 1
+    label = ""
+    help_text = ""
+    width = 1
+    if isinstance(err, UnexpectedToken):
+        tok = err.token
+        if tok.type == "$END":
+            message = "unexpected end of file"
+            lines = text.splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+        else:
+            message = f"unexpected `{tok.value}`"
+            width = max(len(str(tok.value).splitlines()[0]) if str(tok.value) else 1, 1)
+        expected = _friendly_expected(err.expected, parser)
+        label = "expected " + _join_or(expected) if expected else ""
+    elif isinstance(err, UnexpectedCharacters):
+        ch = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
+        message = f"unexpected character `{ch}`"
+        expected = _friendly_expected(err.allowed or set(), parser)
+        label = "expected " + _join_or(expected) if expected else ""
+        if ch == '"':
+            help_text = 'strings are written on one line: "..."'
+    else:  # UnexpectedEOF
+        message = "unexpected end of file"
+        expected = _friendly_expected(getattr(err, "expected", set()) or set(), parser)
+        label = "expected " + _join_or(expected) if expected else ""
+    found = None
+    if not (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
+        try:
+            found = err.match_examples(parser.parse, _EXAMPLES, use_accepts=True)
+        except Exception:  # match_examples re-parses examples; never let it hide the real error
+            found = None
+    if found:
+        message, help_text = found
+    if not help_text and "`}`" in label and message == "unexpected end of file":
+        help_text = "a `{` is not closed"
+    return Diagnostic("E001", message, Span(file, line, col, line, col + width), label=label, help=help_text)
+
+
+def _join_or(items: list[str], limit: int = 8) -> str:
+    if len(items) > limit:
+        items = [*items[:limit], f"{len(items) - limit} more"]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+# A top-level item starts at column 1 with one of these words; after a syntax error, parsing resumes at the
+# next such line, so one mistake is reported once and mistakes in later items are still found.
+_ITEM_START = re.compile(
+    r'^(schedule|include|param|require|job|placement|cost|comm|memory|rule|order|table)\b|^"""', re.M
+)
+
+
+def parse(text: str, file: str = "<string>") -> ast.SchedFile:
+    """Parse a `.sched` text; raise DiagnosticError with the syntax errors found (one per top-level item)."""
+    parser = _parser()
+    try:
+        tree = parser.parse(text)
+    except UnexpectedInput as err:
+        raise DiagnosticError(_all_syntax_errors(text, file, err)) from None
+    except RecursionError:
+        raise DiagnosticError([_too_deep(file)]) from None
+    try:
+        items = _ToAst(file).transform(tree)
+    except RecursionError:
+        raise DiagnosticError([_too_deep(file)]) from None
+    except VisitError as err:  # lark wraps what a transformer method raises
+        if isinstance(err.orig_exc, RecursionError):
+            raise DiagnosticError([_too_deep(file)]) from None
+        if isinstance(err.orig_exc, ValueError):  # int() of a literal over Python's 4300-digit limit
+            span = Span.from_meta(file, getattr(err.obj, "meta", None))
+            raise DiagnosticError([Diagnostic("E001", "a number has too many digits", span)]) from None
+        raise
+    return ast.SchedFile(path=file, text=text, items=items)
+
+
+def _too_deep(file: str) -> Diagnostic:
+    return Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))
+
+
+def _all_syntax_errors(text: str, file: str, first: UnexpectedInput) -> list[Diagnostic]:
+    parser = _parser()
+    errors = [_syntax_diagnostic(first, file, text, parser)]
+    starts = [m.start() for m in _ITEM_START.finditer(text)] + [len(text)]
+    failed_at = getattr(first, "pos_in_stream", None)
+    if failed_at is None or failed_at < 0:
+        failed_at = len(text)
+    for begin, end in itertools.pairwise(starts):
+        if begin <= failed_at or len(errors) >= MAX_SYNTAX_ERRORS:
+            continue
+        # Pad with the text before, blanked, so lines and columns stay those of the file.
+        chunk = re.sub(r"[^\n]", " ", text[:begin]) + text[begin:end]
+        try:
+            parser.parse(chunk)
+        except UnexpectedInput as err:
+            errors.append(_syntax_diagnostic(err, file, chunk, parser))
+        except RecursionError:
+            errors.append(_too_deep(file))
+    return errors
+
+
+def _unquote(tok: Token) -> str:
+    return str(tok)[1:-1]
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """Builds AST nodes only; meaning is checked later."""
+
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def _span(self, meta) -> Span:
+        return Span.from_meta(self.file, meta)
+
+    def _tok_span(self, tok: Token) -> Span:
+        return Span(self.file, tok.line, tok.column, tok.end_line, tok.end_column)
+
+    # --- top level
+    def start(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def empty(self, meta, _):
+        return None
+
+    def docstring(self, meta, children):
+        (tok,) = children
+        body = str(tok)[3:-3]
+        return ast.Docstring(_dedent(body), self._span(meta))
+
+    def schedule_name(self, meta, children):
+        (tok,) = children
+        name = _unquote(tok) if tok.type == "STRING" else str(tok)
+        return ast.ScheduleName(name, self._span(meta))
+
+    def include(self, meta, children):
+        return ast.Include(_unquote(children[0]), self._span(meta))
+
+    def param(self, meta, children):
+        name, default = children
+        return ast.Param(str(name), default, self._span(meta))
+
+    def require(self, meta, children):
+        cond, msg = children
+        return ast.Require(cond, _unquote(msg), self._span(meta))
+
+    def alias(self, meta, children):
+        return str(children[0])
+
+    def job(self, meta, children):
+        name = children[0]
+        rest = list(children[1:])
+        alias = None
+        if rest and isinstance(rest[0], str) and not isinstance(rest[0], Token):
+            alias = rest.pop(0)
+        region_tok = rest.pop(0)
+        ops: list[str] = []
+        before = after = None
+        receives = sends = False
+        for kind, value in rest:
+            if kind == "ops":
+                ops.extend(value)
+            elif kind == "before":
+                before = value
+            elif kind == "after":
+                after = value
+            elif kind == "receives":
+                receives = True
+            elif kind == "sends":
+                sends = True
+        return ast.JobDecl(
+            str(name),
+            alias,
+            str(region_tok),
+            tuple(ops),
+            before,
+            after,
+            receives,
+            sends,
+            self._span(meta),
+            self._tok_span(region_tok),
+        )
+
+    def job_ops(self, meta, children):
+        return ("ops", [_unquote(t) for t in children])
+
+    def job_before(self, meta, children):
+        return ("before", str(children[0]))
+
+    def job_after(self, meta, children):
+        return ("after", str(children[0]))
+
+    def job_receives(self, meta, children):
+        return ("receives", True)
+
+    def job_sends(self, meta, children):
+        return ("sends", True)
+
+    def placement(self, meta, children):
+        kind, expr = children[0]
+        return ast.Placement(kind, expr, self._span(meta))
+
+    def looped(self, meta, children):
+        return ("looped", None)
+
+    def vshape(self, meta, children):
+        return ("vshape", None)
+
+    def stage_expr(self, meta, children):
+        return ("expr", children[0])
+
+    def cost(self, meta, children):
+        name, value = children
+        return ast.Cost(str(name), value, self._span(meta))
+
+    def comm(self, meta, children):
+        name, value = children
+        return ast.Comm(str(name), value, self._span(meta))
+
+    def memory(self, meta, children):
+        name, verb, value = children
+        return ast.Memory(str(name), str(verb), value, self._span(meta))
+
+    def memory_limit(self, meta, children):
+        return ast.MemoryLimit(children[0], self._span(meta))
+
+    def rule(self, meta, children):
+        pattern = _unquote(children[0])
+        rest = list(children[1:])
+        job = None
+        if rest and isinstance(rest[0], Token):
+            job = str(rest.pop(0))
+        stream = None
+        priority = None
+        attrs = []
+        for kind, value in rest:
+            if kind == "stream":
+                stream = value
+            elif kind == "priority":
+                priority = value
+            else:
+                attrs.append(value)
+        return ast.Rule(pattern, job, stream, priority, tuple(attrs), self._span(meta))
+
+    def rule_stream(self, meta, children):
+        return ("stream", _unquote(children[0]))
+
+    def rule_priority(self, meta, children):
+        return ("priority", children[0])
+
+    def rule_attr(self, meta, children):
+        name, value = children
+        return ("attr", (str(name), value.value if isinstance(value, (ast.Num, ast.Bool)) else value))
+
+    def str_lit(self, meta, children):
+        return _unquote(children[0])
+
+    def order(self, meta, children):
+        return ast.Order(children[0], self._span(meta))
+
+    def table(self, meta, children):
+        when = None
+        if children and not isinstance(children[0], ast.TableRow):
+            when, children = children[0], children[1:]
+        return ast.Table(tuple(children), when, self._span(meta))
+
+    def table_row(self, meta, children):
+        rank_tok, *cells = children
+        return ast.TableRow(int(rank_tok), tuple(cells), self._span(meta))
+
+    def cell(self, meta, children):
+        text = ".".join(str(c) for c in children)
+        return ast.Cell(text, self._span(meta))
+
+    # --- statements
+    def block(self, meta, children):
+        return tuple(c for c in children if c is not None)
+
+    def let(self, meta, children):
+        name, value = children
+        return ast.Let(str(name), value, self._span(meta))
+
+    def job_stmt(self, meta, children):
+        name = children[0]
+        kwargs: tuple = ()
+        times = None
+        for child in children[1:]:
+            if isinstance(child, tuple) and (not child or isinstance(child[0], tuple)):
+                kwargs = child
+            else:
+                times = child
+        return ast.JobStmt(str(name), kwargs, times, self._span(meta), self._tok_span(name))
+
+    def call_args(self, meta, children):
+        return tuple(c for c in children if c is not None)
+
+    def kwarg(self, meta, children):
+        name, value = children
+        return (str(name), value, self._tok_span(name))
+
+    def repeat(self, meta, children):
+        count, body = children
+        return ast.Repeat(count, body, self._span(meta))
+
+    def for_loop(self, meta, children):
+        var, start, stop, body = children
+        return ast.For(str(var), start, stop, body, self._span(meta))
+
+    def if_stmt(self, meta, children):
+        cond, body, *rest = children
+        branches = [(cond, body)]
+        orelse: tuple = ()
+        for item in rest:
+            if isinstance(item, list):
+                branches.append((item[0], item[1]))
+            else:
+                orelse = item
+        return ast.If(tuple(branches), orelse, self._span(meta))
+
+    def elif_clause(self, meta, children):
+        return [children[0], children[1]]
+
+    # --- expressions
+    def int_lit(self, meta, children):
+        return ast.Num(int(children[0]), self._span(meta))
+
+    def float_lit(self, meta, children):
+        return ast.Num(float(children[0]), self._span(meta))
+
+    def true(self, meta, children):
+        return ast.Bool(True, self._span(meta))
+
+    def false(self, meta, children):
+        return ast.Bool(False, self._span(meta))
+
+    def var(self, meta, children):
+        return ast.Var(str(children[0]), self._span(meta))
+
+    def rank_var(self, meta, children):
+        return ast.Var("rank", self._span(meta))
+
+    def stage_var(self, meta, children):
+        return ast.Var("stage", self._span(meta))
+
+    def call(self, meta, children):
+        name, *args = children
+        return ast.Call(str(name), tuple(a for a in args if a is not None), self._span(meta), self._tok_span(name))
+
+    def binop(self, meta, children):
+        left, op, right = children
+        return ast.BinOp(str(op), left, right, self._span(meta))
+
+    def compare(self, meta, children):
+        left, op, right = children
+        return ast.BinOp(str(op), left, right, self._span(meta))
+
+    def and_op(self, meta, children):
+        return ast.BinOp("and", children[0], children[1], self._span(meta))
+
+    def or_op(self, meta, children):
+        return ast.BinOp("or", children[0], children[1], self._span(meta))
+
+    def not_op(self, meta, children):
+        return ast.Unary("not", children[0], self._span(meta))
+
+    def neg(self, meta, children):
+        return ast.Unary("-", children[0], self._span(meta))
+
+    def cond_expr(self, meta, children):
+        test, then, orelse = children
+        return ast.Cond(test, then, orelse, self._span(meta))
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+
+    lines = text.strip("\n").splitlines()
+    if not lines:
+        return ""
+    first, rest = lines[0].strip(), textwrap.dedent("\n".join(lines[1:]))
+    return (first + ("\n" + rest if rest else "")).strip()

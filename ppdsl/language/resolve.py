@@ -1,0 +1,551 @@
+"""AST -> ScheduleDef: follow includes, resolve names, check declarations, compile expressions.
+
+Size-independent: everything here is true of the file whatever pp / vpp / microbatches are.
+Errors are collected (E0xx) and raised together at the end.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.language import ast
+from ppdsl.language.ir import (
+    JobType,
+    ParamDef,
+    Require,
+    ScheduleDef,
+    Site,
+    StreamRule,
+    TableDef,
+)
+from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES, LETTERS, REGIONS
+from ppdsl.language.lowering import FLOAT, INT, ExprCompiler, OrderCompiler, Scope, ceildiv, mangle, site_text
+from ppdsl.language.parser import parse
+
+COMM_KEYS = ("latency", "bandwidth")
+_CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
+MAX_INCLUDE_DEPTH = 16
+
+
+def load(path: str | Path) -> ScheduleDef:
+    """Read, parse and resolve a `.sched` file (and what it includes)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DiagnosticError(
+            [Diagnostic("E000", f"cannot read `{path}`: {_reason(err)}", help="check the path")]
+        ) from None
+    return resolve_text(text, str(path))
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return getattr(err, "strerror", None) or str(err)
+
+
+def resolve_text(text: str, file: str = "<string>") -> ScheduleDef:
+    return _Resolver().resolve(text, file)
+
+
+@dataclass
+class _Declarations:
+    """What the top-level items of a file and its includes declare, before anything is compiled."""
+
+    name: str
+    doc: str = ""
+    params: dict[str, ParamDef] = field(default_factory=dict)
+    jobs: list[ast.JobDecl] = field(default_factory=list)
+    costs: dict[str, ast.Cost] = field(default_factory=dict)
+    comm: dict[str, ast.Comm] = field(default_factory=dict)
+    memory: dict[str, ast.Memory] = field(default_factory=dict)
+    memory_limit: ast.MemoryLimit | None = None
+    requires: list[ast.Require] = field(default_factory=list)
+    rules: list[ast.Rule] = field(default_factory=list)
+    placement: ast.Placement | None = None
+    order: ast.Order | None = None
+    tables: list[ast.Table] = field(default_factory=list)
+    seen: dict[tuple, tuple[str, Span]] = field(default_factory=dict)  # keyed item -> (file, span) of its definition
+
+
+class _Environment:
+    """The names declarations are compiled against: sizes, parameters (typed by their defaults), job types."""
+
+    def __init__(self, params: dict[str, ParamDef], job_types: list[JobType]):
+        self.params = params
+        self.job_types = job_types
+        self.type_index = {jt.name: i for i, jt in enumerate(job_types)}
+        self.type_index.update({jt.alias: i for i, jt in enumerate(job_types) if jt.alias})
+        self.param_types = [(p.name, _type_of(p.default)) for p in params.values()]
+        self.globals = Scope({n: INT for n in ("pp", "vpp", "microbatches")}, "a top-level expression")
+        self.globals.names.update(dict(self.param_types))
+        self.per_job = self.scope("a cost or memory expression", "rank", "chunk", "stage")
+
+    def scope(self, context: str, *extra: str) -> Scope:
+        """The top-level names plus `extra` integers (`rank`, `chunk`, `stage`), for `context`."""
+        return Scope({**self.globals.names, **dict.fromkeys(extra, INT)}, context)
+
+    def canonical(self, name: str) -> str:
+        """A job type's name for its name or alias."""
+        return self.job_types[self.type_index[name]].name
+
+
+class _Resolver:
+    def __init__(self) -> None:
+        self.exprs = ExprCompiler()
+        self.sources: dict[str, str] = {}
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return self.exprs.diagnostics
+
+    def error(self, code: str, message: str, span: Span | None, label: str = "", help: str = "") -> None:
+        self.diagnostics.append(Diagnostic(code, message, span, label=label, help=help))
+
+    # ------------------------------------------------------------------ includes
+
+    def _items(self, text: str, file: str, stack: tuple[str, ...]) -> list[tuple[str, ast.Item]]:
+        """Items of `file` with those of its includes spliced in where the include stands."""
+        self.sources[file] = text
+        tree = parse(text, file)
+        out: list[tuple[str, ast.Item]] = []
+        for item in tree.items:
+            if not isinstance(item, ast.Include):
+                out.append((file, item))
+                continue
+            try:
+                target = (Path(file).parent / item.path).resolve()
+            except (OSError, ValueError, RuntimeError) as err:  # e.g. a NUL byte in the path
+                self.error("E005", f"cannot include `{item.path}`: {_reason(err)}", item.span)
+                continue
+            if str(target) in stack or len(stack) >= MAX_INCLUDE_DEPTH:
+                self.error("E005", f"`{item.path}` includes itself", item.span, help="remove the cycle")
+                continue
+            try:
+                inc_text = target.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                self.error(
+                    "E005",
+                    f"cannot include `{item.path}`: {_reason(err)}",
+                    item.span,
+                    help="paths are relative to the including file",
+                )
+                continue
+            try:
+                for inc_file, inc_item in self._items(inc_text, str(target), (*stack, str(target))):
+                    if isinstance(inc_item, (ast.Docstring, ast.ScheduleName)):
+                        continue  # the including file names and documents the schedule
+                    out.append((inc_file, inc_item))
+            except DiagnosticError as err:
+                self.diagnostics.extend(err.diagnostics)
+        return out
+
+    # ------------------------------------------------------------------ resolve
+
+    def resolve(self, text: str, file: str) -> ScheduleDef:
+        decls = _Declarations(name=Path(file).stem)
+        for item_file, item in self._items(text, file, (str(Path(file).resolve()),)):
+            _COLLECT[type(item)](self, decls, item_file, item)
+        return self._compile(decls, file)
+
+    def _single(self, decls: _Declarations, key: tuple, item_file: str, span: Span, what: str) -> bool:
+        """Keyed items may be overridden by a later file, never repeated in the same one."""
+        prev = decls.seen.get(key)
+        if prev and prev[0] == item_file:
+            self.error(
+                "E003",
+                f"{what} is defined twice",
+                span,
+                label="second definition",
+                help=f"the first is at {prev[1].file}:{prev[1].line}; remove one",
+            )
+            return False
+        decls.seen[key] = (item_file, span)
+        return True
+
+    # One collector per item kind (`_COLLECT` below): what each top-level item declares, before anything is
+    # compiled, so that a later file (an including one) can override what an earlier one declared.
+
+    def _docstring(self, decls: _Declarations, item_file: str, item: ast.Docstring) -> None:
+        decls.doc = decls.doc or item.text
+
+    def _schedule_name(self, decls: _Declarations, item_file: str, item: ast.ScheduleName) -> None:
+        if self._single(decls, ("schedule",), item_file, item.span, "the schedule name"):
+            decls.name = item.name
+
+    def _param(self, decls: _Declarations, item_file: str, item: ast.Param) -> None:
+        if item.name in ("pp", "vpp", "microbatches", "rank", "chunk", "stage"):
+            self.error("E003", f"`{item.name}` is built in", item.span, help="choose another name")
+        elif self._single(decls, ("param", item.name), item_file, item.span, f"parameter `{item.name}`"):
+            decls.params[item.name] = ParamDef(item.name, self._const(item.default), item.span)
+
+    def _require(self, decls: _Declarations, item_file: str, item: ast.Require) -> None:
+        decls.requires.append(item)
+
+    def _job(self, decls: _Declarations, item_file: str, item: ast.JobDecl) -> None:
+        if self._single(decls, ("job", item.name), item_file, item.span, f"job type `{item.name}`"):
+            decls.jobs.append(item)
+
+    def _placement(self, decls: _Declarations, item_file: str, item: ast.Placement) -> None:
+        if self._single(decls, ("placement",), item_file, item.span, "the placement"):
+            decls.placement = item
+
+    def _cost(self, decls: _Declarations, item_file: str, item: ast.Cost) -> None:
+        if self._single(decls, ("cost", item.job), item_file, item.span, f"the cost of `{item.job}`"):
+            decls.costs[item.job] = item
+
+    def _comm(self, decls: _Declarations, item_file: str, item: ast.Comm) -> None:
+        if self._single(decls, ("comm", item.key), item_file, item.span, f"`comm {item.key}`"):
+            decls.comm[item.key] = item
+
+    def _memory(self, decls: _Declarations, item_file: str, item: ast.Memory) -> None:
+        if self._single(decls, ("memory", item.job), item_file, item.span, f"the memory of `{item.job}`"):
+            decls.memory[item.job] = item
+
+    def _memory_limit(self, decls: _Declarations, item_file: str, item: ast.MemoryLimit) -> None:
+        if self._single(decls, ("memory limit",), item_file, item.span, "the memory limit"):
+            decls.memory_limit = item
+
+    def _rule(self, decls: _Declarations, item_file: str, item: ast.Rule) -> None:
+        decls.rules.append(item)
+
+    def _order(self, decls: _Declarations, item_file: str, item: ast.Order) -> None:
+        if self._single(decls, ("order",), item_file, item.span, "the order"):
+            decls.order = item
+
+    def _table_item(self, decls: _Declarations, item_file: str, item: ast.Table) -> None:
+        if decls.tables and decls.tables[-1].when is None:
+            self.error(
+                "E003",
+                "a table follows a table without `when`",
+                item.span,
+                help="only the last table may leave out `when <condition>`",
+            )
+        decls.tables.append(item)
+
+    # ------------------------------------------------------------------ compile
+
+    def _compile(self, decls: _Declarations, file: str) -> ScheduleDef:
+        """Every declaration compiled against the job types and parameters; all errors raised together."""
+        job_types = self._job_types(decls.jobs)
+        env = _Environment(decls.params, job_types)
+        requires = [self._compile_require(r, env) for r in decls.requires]
+        placement_kind, placement_fn = self._compile_placement(decls.placement, env)
+        costs = self._compile_costs(decls.costs, env)
+        comm = self._compile_comm(decls.comm, env)
+        memory = self._compile_memory(decls.memory, env)
+        limit_fn = self._compile_memory_limit(decls.memory_limit, env)
+        rules, priorities = self._compile_rules(decls.rules, env)
+        sites: list[Site] = [Site(Span(file, 1, 1, 1, 2), "")]
+        order_fn, order_source, line_sites = self._compile_order(decls, file, env, sites)
+        tables = [
+            TableDef(self._condition(tab.when, env), self._table(tab, env.type_index, job_types, sites), tab.span)
+            for tab in decls.tables
+        ]
+        if self.diagnostics:
+            raise DiagnosticError(self.diagnostics)
+        return ScheduleDef(
+            name=decls.name,
+            doc=decls.doc,
+            path=file,
+            params=decls.params,
+            requires=requires,
+            job_types=job_types,
+            placement_kind=placement_kind,
+            placement_fn=placement_fn,
+            costs=costs,
+            comm=comm,
+            memory=memory,
+            memory_limit_fn=limit_fn,
+            memory_limit_span=decls.memory_limit.span if decls.memory_limit else None,
+            rules=rules,
+            rule_priorities=priorities,
+            order_fn=order_fn,
+            order_source=order_source,
+            tables=tables,
+            sites=sites,
+            line_sites=line_sites,
+            sources=self.sources,
+            order_ast=decls.order,
+        )
+
+    def _compile_require(self, req: ast.Require, env: _Environment) -> Require:
+        src, _ = self.exprs.compile(req.condition, env.globals)
+        return Require(self._fn(src, env.params), req.message, self._snippet(req.condition.span), req.span)
+
+    def _condition(self, expr: ast.Expr | None, env: _Environment):
+        return None if expr is None else self._fn(self.exprs.compile(expr, env.globals)[0], env.params)
+
+    def _compile_placement(self, placement: ast.Placement | None, env: _Environment):
+        if placement is None:
+            return "looped", None
+        if placement.kind != "expr":
+            return placement.kind, None
+        scope = env.scope("a placement", "rank", "chunk")
+        src = self.exprs.compile_int(placement.expr, scope, "a stage")
+        return "expr", self._fn(src, env.params, extra=("rank", "chunk"))
+
+    def _compile_costs(self, costs: dict[str, ast.Cost], env: _Environment) -> dict:
+        out = {}
+        for job, cost in costs.items():
+            if self._known_type(job, env.type_index, cost.span):
+                src, _ = self.exprs.compile(cost.value, env.per_job)
+                out[env.canonical(job)] = self._fn(src, env.params, extra=("rank", "chunk", "stage"))
+        return out
+
+    def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict:
+        out = {}
+        for key, item in comm.items():
+            if key not in COMM_KEYS:
+                self.error(
+                    "E002",
+                    f"unknown communication setting `{key}`",
+                    item.span,
+                    help="use `comm latency = <time>` or `comm bandwidth = <units per time>`",
+                )
+                continue
+            src, _ = self.exprs.compile(item.value, env.globals)
+            out[key] = self._fn(src, env.params)
+        return out
+
+    def _compile_memory(self, memory: dict[str, ast.Memory], env: _Environment) -> dict:
+        out = {}
+        for job, item in memory.items():
+            if self._known_type(job, env.type_index, item.span):
+                src, _ = self.exprs.compile(item.value, env.per_job)
+                out[env.canonical(job)] = (item.verb, self._fn(src, env.params, extra=("rank", "chunk", "stage")))
+        return out
+
+    def _compile_memory_limit(self, limit: ast.MemoryLimit | None, env: _Environment):
+        if limit is None:
+            return None
+        src, _ = self.exprs.compile(limit.value, env.scope("the memory limit", "rank"))
+        return self._fn(src, env.params, extra=("rank",))
+
+    def _compile_rules(self, rules: list[ast.Rule], env: _Environment):
+        stream_rules, priorities = [], []
+        for rule in rules:
+            if rule.job is not None:
+                self._known_type(rule.job, env.type_index, rule.span)
+            prio = None
+            if rule.priority is not None:
+                prio = self._fn(self.exprs.compile_int(rule.priority, env.globals, "a priority"), env.params)
+            stream_rules.append(StreamRule(rule.pattern, rule.job, rule.stream, None, rule.attrs, rule.span))
+            priorities.append(prio)
+        return stream_rules, priorities
+
+    def _compile_order(self, decls: _Declarations, file: str, env: _Environment, sites: list[Site]):
+        """(order function, its Python source, generated line -> site) of `order { ... }`, if there is one."""
+        body, tables = decls.order, decls.tables
+        if body is not None and tables:
+            self.error(
+                "E003",
+                "the schedule has both an `order` and a `table`",
+                tables[0].span,
+                help="keep one of them",
+            )
+        elif body is None and not tables:
+            self.error(
+                "E006",
+                "the schedule has no `order` or `table`",
+                Span(file, 1, 1, 1, 2),
+                help="add `order { ... }` with the job order of a rank",
+            )
+        if body is None or tables:
+            return None, "", {}
+        names = [jt.name for jt in env.job_types]
+        oc = OrderCompiler(self.exprs, env.type_index, names, env.param_types, sites, self.sources)
+        source = oc.compile(body.body, body.span)
+        if self.diagnostics:
+            return None, source, oc.line_sites
+        namespace: dict = {"_ceildiv": ceildiv}
+        try:
+            exec(compile(source, f"<order of {file}>", "exec"), namespace)
+        except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
+            self.error(
+                "E001",
+                "the order is nested too deeply",
+                body.span,
+                help="Python compiles it: keep blocks under 20 levels and expressions under 200",
+            )
+            return None, source, oc.line_sites
+        return namespace["_order"], source, oc.line_sites
+
+    # ------------------------------------------------------------------ pieces
+
+    def _snippet(self, span: Span) -> str:
+        return site_text(self.sources.get(span.file, ""), span)
+
+    def _const(self, e: ast.Expr) -> int | float | bool:
+        if isinstance(e, (ast.Num, ast.Bool)):
+            return e.value
+        if isinstance(e, ast.Unary) and e.op == "-" and isinstance(e.operand, ast.Num):
+            return -e.operand.value
+        self.error("E010", "a parameter default must be a number or `true` / `false`", e.span)
+        return 0
+
+    def _fn(self, src: str, params: dict[str, ParamDef], extra: tuple[str, ...] = ()):
+        """A callable over the size/parameter environment: fn(pp=, vpp=, microbatches=, <params>, <extra>)."""
+        names = ["pp", "vpp", "microbatches", *params, *extra]
+        args = ", ".join(mangle(n) for n in names)
+        namespace: dict = {"_ceildiv": ceildiv}
+        try:
+            exec(f"def _f({args}):\n    return {src}\n", namespace)
+        except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
+            self.error("E001", "expression nested too deeply", None, help="split it, or simplify it")
+            namespace["_f"] = lambda *args: 0
+        inner = namespace["_f"]
+        order = tuple(names)
+
+        def call(env: dict):
+            return inner(*(env[n] for n in order))
+
+        call.source = src  # kept for code generation
+        return call
+
+    def _known_type(self, name: str, type_index: dict[str, int], span: Span) -> bool:
+        if name in type_index:
+            return True
+        close = difflib.get_close_matches(name, list(type_index), n=1)
+        self.error(
+            "E002",
+            f"unknown job type `{name}`",
+            span,
+            help=f"did you mean `{close[0]}`?" if close else "declare it with `job <name> : <region> ...`",
+        )
+        return False
+
+    def _job_types(self, decls: list[ast.JobDecl]) -> list[JobType]:
+        types = [JobType(jt.name, jt.region, alias=jt.letter) for jt in BUILTIN_TYPES]
+        names = set(BUILTIN_NAMES) | set(LETTERS)
+        for d in decls:
+            if d.name in BUILTIN_NAMES:
+                self.error("E003", f"`{d.name}` is a predefined job type", d.span, help="choose another name")
+                continue
+            if d.name[-1].isdigit() or (d.alias and d.alias[-1].isdigit()):
+                self.error(
+                    "E003",
+                    f"job type `{d.name}` ends in a digit",
+                    d.span,
+                    help="digits after a job name are micro-batch ids in tables (`F3`); rename it",
+                )
+                continue
+            if d.alias and d.alias in names:
+                self.error("E003", f"alias `{d.alias}` is taken", d.span, help="choose another alias")
+                continue
+            if d.region not in REGIONS:
+                close = difflib.get_close_matches(d.region, REGIONS, n=1)
+                self.error(
+                    "E002",
+                    f"unknown region `{d.region}`",
+                    d.region_span,
+                    help=f"did you mean `{close[0]}`?" if close else "regions are " + ", ".join(REGIONS),
+                )
+                continue
+            for anchor in (d.before, d.after):
+                if anchor is not None and anchor not in COMPUTE_TYPES:
+                    self.error(
+                        "E002",
+                        f"`{d.name}` is tied to `{anchor}`, which is not forward, backward, backward_b or backward_w",
+                        d.span,
+                    )
+            if d.receives and d.before is None:
+                self.error(
+                    "E004",
+                    f"`{d.name}` receives for a job, so it must run `before` that job",
+                    d.span,
+                    help="add `before forward` (or the job whose input it receives)",
+                )
+            if d.sends and d.after is None:
+                self.error(
+                    "E004",
+                    f"`{d.name}` sends for a job, so it must run `after` that job",
+                    d.span,
+                    help="add `after backward` (or the job whose output it sends)",
+                )
+            names.add(d.name)
+            if d.alias:
+                names.add(d.alias)
+            types.append(
+                JobType(
+                    d.name,
+                    d.region,
+                    d.ops or ("*",),
+                    d.alias,
+                    d.before,
+                    d.after,
+                    d.receives,
+                    d.sends,
+                    d.span,
+                )
+            )
+        return types
+
+    def _table(
+        self, table: ast.Table, type_index: dict[str, int], job_types: list[JobType], sites: list[Site]
+    ) -> list[tuple[int, list[tuple[int, int, int, int]]]]:
+        rows = []
+        seen_ranks: dict[int, Span] = {}
+        for row in table.rows:
+            if row.rank in seen_ranks:
+                self.error("E003", f"rank {row.rank} has two rows", row.span, help="merge them into one row")
+                continue
+            seen_ranks[row.rank] = row.span
+            jobs = []
+            for cell in row.cells:
+                m = _CELL.match(cell.text)
+                name = m.group(1) if m else cell.text
+                t = type_index.get(name)
+                if m is None or t is None:
+                    close = difflib.get_close_matches(name, list(type_index), n=1)
+                    self.error(
+                        "E002",
+                        f"unknown job `{cell.text}`",
+                        cell.span,
+                        help=(f"did you mean `{close[0]}`? " if close else "")
+                        + "a cell is a job name and micro-batch, with `.c<chunk>` when vpp > 1: `F3`, `B0.c1`",
+                    )
+                    continue
+                if max(len(m.group(2) or ""), len(m.group(3) or "")) > 1000:  # int() refuses over 4300 digits
+                    self.error("E004", "a micro-batch or chunk number has too many digits", cell.span)
+                    continue
+                mb = int(m.group(2)) if m.group(2) else 0
+                chunk = int(m.group(3)) if m.group(3) else 0
+                if m.group(2) is None and job_types[t].name != "optimizer":
+                    self.error(
+                        "E004",
+                        f"`{cell.text}` needs a micro-batch number",
+                        cell.span,
+                        help=f"write `{cell.text}0` for micro-batch 0",
+                    )
+                    continue
+                sites.append(Site(cell.span, cell.text))
+                jobs.append((t, chunk, mb, len(sites) - 1))
+            rows.append((row.rank, jobs))
+        return rows
+
+
+def _type_of(value: int | float | bool) -> str:
+    return FLOAT if isinstance(value, float) else INT
+
+
+_COLLECT = {
+    ast.Docstring: _Resolver._docstring,
+    ast.ScheduleName: _Resolver._schedule_name,
+    ast.Param: _Resolver._param,
+    ast.Require: _Resolver._require,
+    ast.JobDecl: _Resolver._job,
+    ast.Placement: _Resolver._placement,
+    ast.Cost: _Resolver._cost,
+    ast.Comm: _Resolver._comm,
+    ast.Memory: _Resolver._memory,
+    ast.MemoryLimit: _Resolver._memory_limit,
+    ast.Rule: _Resolver._rule,
+    ast.Order: _Resolver._order,
+    ast.Table: _Resolver._table_item,
+}

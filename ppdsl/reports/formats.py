@@ -1,0 +1,75 @@
+"""Expansion -> text: JSON, CSV, and PyTorch pipelining's compute-only CSV (`0F0`, `1I2`, `0W3`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.language.jobtypes import letter_of
+
+
+def to_dict(exp: Expansion) -> dict:
+    names = exp.type_names
+    ranks = []
+    for r, jobs in enumerate(exp.jobs):
+        row = []
+        stage_row = exp.stage_of[r]
+        for code in jobs:
+            t, c, mb = exp.decode(code)
+            row.append({"type": names[t], "chunk": c, "microbatch": mb, "stage": stage_row[c]})
+        ranks.append({"rank": r, "jobs": row})
+    return {
+        "schedule": exp.defn.name,
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": exp.params,
+        "ranks": ranks,
+    }
+
+
+def to_json(exp: Expansion) -> str:
+    return json.dumps(to_dict(exp), indent=1)
+
+
+def to_csv(exp: Expansion) -> str:
+    """One row per job: rank, step, type, chunk, microbatch, stage."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["rank", "step", "type", "chunk", "microbatch", "stage"])
+    names = exp.type_names
+    for r, jobs in enumerate(exp.jobs):
+        for step, code in enumerate(jobs):
+            t, c, mb = exp.decode(code)
+            writer.writerow([r, step, names[t], c, mb, exp.stage_of[r][c]])
+    return buf.getvalue()
+
+
+def torch_actions(exp: Expansion) -> list[list[str]]:
+    """Per rank, the compute actions as PyTorch names them: `<global stage><F|B|I|W><micro-batch>`.
+
+    Jobs with no torch counterpart (optimizer, auxiliary send/receive jobs) are left out: torch's compute-only
+    format has no place for them.
+    """
+    names = exp.type_names
+    out = []
+    for r, jobs in enumerate(exp.jobs):
+        row = []
+        for code in jobs:
+            t, c, mb = exp.decode(code)
+            letter = letter_of(names[t])
+            if letter:
+                row.append(f"{exp.stage_of[r][c]}{letter}{mb}")
+        out.append(row)
+    return out
+
+
+def to_torch_csv(exp: Expansion) -> str:
+    """PyTorch's compute-only CSV: one row per rank, no header, CRLF line ends (as torch's csv.writer)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    for row in torch_actions(exp):
+        writer.writerow(row)
+    return buf.getvalue()

@@ -1,0 +1,230 @@
+"""Chrome trace / Perfetto JSON: a simulation written as a trace, and a trace (simulated or measured) read back.
+
+Layout of a written trace (open it in https://ui.perfetto.dev or chrome://tracing):
+
+* one process per rank (`pid` = rank, `process_name` "rank r"), with threads `compute` (tid 0, one complete
+  event, ph "X", per job), `send` (tid 1, each activation or gradient leaving the rank's send stream) and
+  `recv from rank s` (tid 2 + s, the same transfer seen from the receiving rank, one track per sender);
+* a flow arrow (ph "s" on the send, ph "f" with bp "e" on the receive, one id per transfer) from every send to
+  its receive;
+* a compute event is named by its job label (`F3.c1`, `I2`, `optimizer`) and carries
+  `args = {type, chunk, microbatch, stage, step}`: what `read_trace` needs. A measured profile
+  (`ppdsl run --profile`) is the same without the communication tracks: `jobs_trace` writes job records alone.
+
+Time: trace timestamps are microseconds. Simulated costs are abstract units, written as 1 unit = 1 ms; costs
+from a cost file (`--costs`, measured by `ppdsl calibrate`) are seconds unless the file says otherwise
+(`"unit": "ms"` or `"us"`), and are written as real time. `otherData.us_per_unit` records the factor, so that
+`read_trace` gives the times back in the units they were simulated in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ppdsl.analysis.records import JobRecord
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.units import US_PER, US_PER_COST_UNIT, unit_name
+from ppdsl.reports.simulate import Simulation
+
+COMPUTE_TID, SEND_TID = 0, 1
+RECV_TID_BASE = 2  # + source rank: one receive track per sender (see `build_trace`)
+
+
+def _metadata(ranks: int, links: Iterable[tuple[int, int]] = ()) -> list[dict[str, Any]]:
+    """Names and order of the processes (ranks) and their threads: compute, send, and `recv from rank s` for
+    each (destination, source) in `links`."""
+    links = set(links)
+    events: list[dict[str, Any]] = []
+    threads = {r: [(COMPUTE_TID, "compute")] for r in range(ranks)}
+    if links:
+        for r in range(ranks):
+            threads[r].append((SEND_TID, "send"))
+    for dst, src in sorted(links):
+        threads[dst].append((RECV_TID_BASE + src, f"recv from rank {src}"))
+    for r in range(ranks):
+        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": f"rank {r}"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
+        for tid, name in threads[r]:
+            events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": name}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": r, "tid": tid, "args": {"sort_index": tid}})
+    return events
+
+
+def job_events(jobs: Iterable[JobRecord], us: float) -> list[dict[str, Any]]:
+    """One complete event per job on its rank's compute track; `us`: microseconds per unit of the jobs' times."""
+    return [
+        {
+            "name": job.label,
+            "cat": job.type,
+            "ph": "X",
+            "pid": job.rank,
+            "tid": COMPUTE_TID,
+            "ts": job.start * us,
+            "dur": (job.end - job.start) * us,
+            "args": {
+                "type": job.type,
+                "chunk": job.chunk,
+                "microbatch": job.microbatch,
+                "stage": job.stage,
+                "step": job.step,
+            },
+        }
+        for job in jobs
+    ]
+
+
+def jobs_trace(jobs: Sequence[JobRecord], ranks: int, us: float, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A trace of job records alone, e.g. measured ones (`ppdsl run --profile`: times in seconds, us = 1e6).
+    `read_trace` gives the same records back."""
+    other = {"us_per_unit": us, "time_unit": unit_name(us), **(meta or {})}
+    return {"traceEvents": _metadata(ranks) + job_events(jobs, us), "displayTimeUnit": "ms", "otherData": other}
+
+
+def build_trace(sim: Simulation, us: float = US_PER_COST_UNIT, measured_units: bool = False) -> dict[str, Any]:
+    """The Chrome trace of a simulation: compute, send and receive tracks per rank, and flow arrows.
+
+    `us`: microseconds per simulated time unit. `measured_units`: the costs were real times (a cost file), so
+    the trace says so instead of "1 cost unit = 1 ms".
+    """
+    exp = sim.expansion
+    # A rank receives from up to two neighbours (more under a placement of one's own), and their transfers may
+    # overlap in time. Slices on one track must nest, so each sender gets its own receive track; one sender's
+    # transfers leave its send stream one after another and never overlap.
+    links = {(tr.dst_rank, tr.src_rank) for tr in sim.transfers}
+    events = _metadata(exp.pp, links) + job_events(sim.jobs(), us)
+    for flow_id, tr in enumerate(sim.transfers):
+        label = exp.label(exp.jobs[tr.src_rank][tr.step])
+        kind = "gradient" if tr.gradient else "activation"
+        args = {
+            "kind": kind,
+            "src_rank": tr.src_rank,
+            "dst_rank": tr.dst_rank,
+            "stage": tr.stage,
+            "to_stage": tr.to_stage,
+            "microbatch": tr.microbatch,
+        }
+        ts, dur = tr.start * us, (tr.end - tr.start) * us
+        common = {"cat": kind, "ph": "X", "ts": ts, "dur": dur, "args": args}
+        events.append({"name": f"send {label}", "pid": tr.src_rank, "tid": SEND_TID, **common})
+        recv_tid = RECV_TID_BASE + tr.src_rank
+        events.append({"name": f"recv {label}", "pid": tr.dst_rank, "tid": recv_tid, **common})
+        # the arrow leaves the send slice and lands on the receive slice that encloses its time (bp "e")
+        flow = {"name": kind, "cat": "flow", "id": flow_id, "ts": ts}
+        events.append({**flow, "ph": "s", "pid": tr.src_rank, "tid": SEND_TID})
+        events.append({**flow, "ph": "f", "bp": "e", "pid": tr.dst_rank, "tid": recv_tid})
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "schedule": exp.defn.name,
+            "file": str(exp.defn.path),
+            "pp": exp.pp,
+            "vpp": exp.vpp,
+            "microbatches": exp.microbatches,
+            "makespan": sim.makespan,
+            "bubble_ratio": sim.bubble_ratio,
+            "us_per_unit": us,
+            "time_unit": unit_name(us) if measured_units else "cost unit (drawn as 1 ms)",
+        },
+    }
+
+
+def trace_text(trace: dict[str, Any]) -> str:
+    """A trace as JSON text, one event per line: traces get large, and lines keep them greppable and diffable."""
+    lines = ",\n".join(json.dumps(e, separators=(",", ":")) for e in trace["traceEvents"])
+    rest = json.dumps({k: v for k, v in trace.items() if k != "traceEvents"})
+    return '{"traceEvents": [\n' + lines + "\n], " + rest[1:] + "\n"
+
+
+def trace_json(sim: Simulation, us: float = US_PER_COST_UNIT, measured_units: bool = False) -> str:
+    """`build_trace` as text (`trace_text`)."""
+    return trace_text(build_trace(sim, us, measured_units))
+
+
+@dataclass
+class Profile:
+    """Compute jobs read from a Chrome trace, with times in the trace's own units (see `us_per_unit`)."""
+
+    jobs: list[JobRecord]
+    us_per_unit: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ranks(self) -> int:
+        return max((j.rank for j in self.jobs), default=-1) + 1
+
+    @property
+    def time_unit(self) -> str:
+        """What a time axis of these jobs is labelled: `cost units` for a simulated trace, else a real unit."""
+        if str(self.meta.get("time_unit", "")).startswith("cost unit"):
+            return "cost units"
+        return unit_name(self.us_per_unit)
+
+
+def _bad(path: str | Path, message: str) -> DiagnosticError:
+    return DiagnosticError(
+        [
+            Diagnostic(
+                "E009",
+                f"cannot read profile `{path}`: {message}",
+                help="give a Chrome trace written by `ppdsl trace` or `ppdsl run --profile`",
+            )
+        ]
+    )
+
+
+def read_trace(path: str | Path) -> Profile:
+    """The compute jobs of a Chrome trace (ph "X" events whose args name a job `type`), ordered per rank.
+
+    Times come back in the units the trace was written in (`otherData.us_per_unit`; without it, as a measured
+    profile, in milliseconds). A job's `step` is `args.step` if present, else its position on its rank by start
+    time. Raises DiagnosticError (E009) when the file is not such a trace.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise _bad(path, str(err)) from None
+    meta: dict[str, Any] = {}
+    if isinstance(data, dict):
+        events = data.get("traceEvents")
+        meta = data.get("otherData") or {}
+        if not isinstance(meta, dict):
+            meta = {}
+    else:
+        events = data  # the JSON array form of the format
+    if not isinstance(events, list):
+        raise _bad(path, "no `traceEvents` list")
+    us = float(meta.get("us_per_unit") or US_PER["ms"])
+    raw = []
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        args = ev.get("args")
+        if not isinstance(args, dict) or "type" not in args:
+            continue  # a send, a receive, or an event of another tool
+        try:
+            rank = int(ev["pid"])
+            start = float(ev["ts"]) / us
+            end = start + float(ev.get("dur", 0.0)) / us
+            chunk = int(args.get("chunk", 0))
+            mb = int(args.get("microbatch", 0))
+            stage = int(args.get("stage", -1))
+            step = int(args["step"]) if "step" in args else None
+        except (KeyError, TypeError, ValueError) as err:
+            raise _bad(path, f"event {i} is malformed ({type(err).__name__}: {err})") from None
+        raw.append((rank, start, i, step, str(args["type"]), chunk, mb, stage, str(ev.get("name", "")), end))
+    if not raw:
+        raise _bad(path, "it holds no compute events (ph `X` with `args.type`)")
+    # without recorded steps, a rank's order is its start order (ties in file order: zero-length jobs)
+    raw.sort(key=lambda x: (x[0], x[3] if x[3] is not None else -1, x[1], x[2]))
+    jobs: list[JobRecord] = []
+    position: dict[int, int] = {}
+    for rank, start, _, step, type_, chunk, mb, stage, label, end in raw:
+        k = position.get(rank, 0)
+        position[rank] = k + 1
+        jobs.append(JobRecord(rank, k if step is None else step, type_, chunk, mb, stage, label, start, end))
+    return Profile(jobs, us, meta)

@@ -1,0 +1,321 @@
+"""A `.sched` schedule as one of Paddle's own pipeline-scheduler passes.
+
+`pipeline_scheduler_PPDSL` is registered with Paddle's pass registry like `pipeline_scheduler_1F1B` and reads
+the same attributes (`num_micro_batches`, `pp_degree`, `pp_stage`, `vpp_degree`, `split_backward`), plus
+`ppdsl_schedule` (a `.sched` path or a library name) and `ppdsl_params` (the schedule's `param`s). It checks the
+schedule for those sizes, takes rank `pp_stage`'s job list from the expansion and partitions the program with
+ppdsl's generic splitter (`ppdsl.runtime.plan.build_plan`), and leaves the `core.Plan` in the PassContext as
+`"plan"`, where Paddle's callers look for it.
+
+Paddle picks its pass by name from `schedule_mode`, but both places that do so refuse any name they do not
+know with an `assert` (`pipeline_scheduler_pass.apply_pass`: FThenB / 1F1B / Eager1F1B / VPP / ZBH1 / ZBVPP;
+`auto_parallel.static.pir_pass.pipeline_pass`: FThenB / 1F1B / VPP), so registering a pass is not enough for a
+user to select it. `install()` therefore wraps both functions (and the auto-parallel engine's own reference to
+`pipeline_pass`, which it imported by name): a mode `ppdsl:<name>` or a path ending in `.sched` goes to this
+pass, every other mode to Paddle's original function, unchanged.
+
+    import ppdsl.runtime.paddle_pass
+    ppdsl.paddle_pass.install()
+    strategy.pipeline.schedule_mode = "ppdsl:zbh1"      # or "schedules/zbh1.sched"
+
+This module imports paddle; the `ppdsl` command and the front end never import it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import paddle
+from paddle.base import core
+from paddle.distributed.passes.pass_base import PassContext, new_pass, register_pass
+from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_pass_base import PipelinePassBase
+
+from ppdsl.analysis.expand import parse_params
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.scenario import Scenario
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
+from ppdsl.language.library import find_schedule
+from ppdsl.runtime.plan import BuiltPlan, build_plan
+from ppdsl.runtime.train import job_type_dicts, rule_dicts
+
+PASS_NAME = "pipeline_scheduler_PPDSL"
+MODE_PREFIX = "ppdsl:"
+CONTEXT_BUILT = "ppdsl_plan"  # the PassContext attribute holding the whole BuiltPlan (programs, loss value)
+_ORIGINAL = "__ppdsl_original__"  # set on each wrapper: the function it wraps (and the mark of `install()`)
+
+
+class ScheduleError(DiagnosticError):
+    """The schedule cannot run at the pass's sizes; `str()` is the checker's rendered diagnostics."""
+
+    def __init__(self, diagnostics: list[Diagnostic], what: str):
+        super().__init__(diagnostics)
+        self.text = f"{what}\n{render_all(diagnostics, SourceCache())}"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def schedule_of_mode(mode: object) -> str | None:
+    """The schedule a `schedule_mode` names, or None for Paddle's own modes ("1F1B", ...)."""
+    if not isinstance(mode, str):
+        return None
+    if mode.startswith(MODE_PREFIX):
+        return mode[len(MODE_PREFIX) :].strip()
+    if mode.endswith(".sched"):
+        return mode
+    return None
+
+
+def job_type_name(job_type: str, chunk: int, vpp: int) -> str:
+    """Paddle's name for a job: `forward`, or `forward1` for chunk 1 when vpp > 1; the optimizer has none."""
+    return job_type if job_type == "optimizer" or vpp == 1 else f"{job_type}{chunk}"
+
+
+@register_pass(PASS_NAME)
+class PipelinePPDSLPass(PipelinePassBase):
+    """Paddle's pipeline pass contract, with the job list and the job programs taken from a `.sched` file."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.set_attr("vpp_degree", 1)
+        self.set_attr("ppdsl_params", {})
+        self._expansion: Expansion | None = None
+
+    # ------------------------------------------------------------ the schedule
+
+    def _sizes(self) -> tuple[int, int, int, int]:
+        """(pp, vpp, microbatches, rank), from Paddle's attribute names."""
+        needed = ("num_micro_batches", "pp_degree", "pp_stage", "ppdsl_schedule")
+        missing = [a for a in needed if self.get_attr(a) is None]
+        if missing:
+            raise ValueError(f"{PASS_NAME} needs the pass attribute(s) {', '.join(missing)}")
+        pp, rank = int(self.get_attr("pp_degree")), int(self.get_attr("pp_stage"))
+        if not 0 <= rank < pp:
+            raise ValueError(f"{PASS_NAME}: pp_stage {rank} is outside 0 .. {pp - 1}")
+        return pp, int(self.get_attr("vpp_degree") or 1), int(self.get_attr("num_micro_batches")), rank
+
+    def _params(self, schedule_params: Mapping[str, object]) -> dict[str, int | float | bool]:
+        raw = dict(self.get_attr("ppdsl_params") or {})
+        # Paddle's VPP pass takes `split_backward` as a pass attribute; a schedule with that parameter
+        # (vpp.sched) follows it unless ppdsl_params says otherwise
+        if "split_backward" in schedule_params and "split_backward" not in raw and self.get_attr("split_backward"):
+            raw["split_backward"] = True
+        # values from a config file arrive as strings: parse them as `--param k=v` would
+        text = [f"{k}={v}" for k, v in raw.items() if isinstance(v, str)]
+        return {**{k: v for k, v in raw.items() if not isinstance(v, str)}, **parse_params(text)}
+
+    def expansion(self) -> Expansion:
+        """The schedule, checked complete, ordered and deadlock-free for the pass's sizes, and expanded."""
+        if self._expansion is not None:
+            return self._expansion
+        pp, vpp, m, _ = self._sizes()
+        path = find_schedule(str(self.get_attr("ppdsl_schedule")))
+        spec = Scenario(path, pp, m, vpp)
+        try:
+            declared = spec.definition().params
+        except DiagnosticError:
+            declared = {}  # the check below reports the same problem, with its source line
+        try:
+            params = self._params(declared)
+        except DiagnosticError as err:
+            raise ScheduleError(err.diagnostics, f"bad ppdsl_params for `{path}`:") from None
+        result = spec.with_(params=params).check()
+        if not result.valid:
+            raise ScheduleError(
+                result.errors or result.diagnostics,
+                f"ppdsl schedule `{path}` cannot run at pp={pp} vpp={vpp} microbatches={m}:",
+            )
+        assert result.expansion is not None
+        self._expansion = result.expansion
+        return self._expansion
+
+    # ------------------------------------------------------------ PipelinePassBase's two interfaces
+
+    def _create_job_list(self) -> list[core.Job]:
+        """Rank `pp_stage`'s jobs in the schedule's order, as `core.Job`s with Paddle's job type names."""
+        exp = self.expansion()
+        rank = int(self.get_attr("pp_stage"))
+        jobs = []
+        for job_type, chunk, mb in exp.job_tuples(rank):
+            job = core.Job(job_type_name(job_type, chunk, exp.vpp))
+            job.set_micro_batch_id(mb)
+            jobs.append(job)
+        return jobs
+
+    def _partial_pir_programs(self, program: paddle.pir.Program) -> tuple[list[str], list[paddle.pir.Program]]:
+        """The job programs, by Paddle job type name (what `_apply_pir_single_impl` of the base class takes)."""
+        built = self._build(program)
+        return list(built.programs), list(built.programs.values())
+
+    def _partial_programs(self, program: object) -> None:
+        raise NotImplementedError(f"{PASS_NAME} works on PIR programs only (FLAGS_enable_pir_api=1)")
+
+    # ------------------------------------------------------------ the pass
+
+    def _apply_pir_single_impl(
+        self, main_program: paddle.pir.Program, startup_program: object, context: PassContext
+    ) -> None:
+        # The base class would split with `_partial_pir_programs`, list jobs with `_create_job_list` and compute
+        # skip-GC variables with Paddle's `set_skip_gc_vars`, whose PIR version frees activations a later
+        # `backward_w` still reads. `build_plan` does all three (with ppdsl's skip-GC), so its plan is used as is.
+        built = self._build(main_program)
+        context.set_attr("plan", built.plan)
+        context.set_attr(CONTEXT_BUILT, built)
+
+    def _build(self, program: paddle.pir.Program) -> BuiltPlan:
+        exp = self.expansion()
+        rank = int(self.get_attr("pp_stage"))
+        # The program is this rank's alone (Paddle's passes run after the dense program is cut per rank), its
+        # chunks carrying chunk ids 0 .. vpp-1. build_plan works in global stages, so this rank's chunk c is
+        # stage c and the other ranks' stages are numbered past them, where no op of this program lies.
+        stage_of = [[c if r == rank else exp.vpp * (1 + r) + c for c in range(exp.vpp)] for r in range(exp.pp)]
+        work = _with_chunk_ids(program, exp.vpp)
+        dynamic = paddle.in_dynamic_mode()
+        try:
+            return build_plan(
+                work,
+                None,
+                job_types=job_type_dicts(exp),
+                stage_of=stage_of,
+                orders=[exp.job_tuples(r) for r in range(exp.pp)],
+                rules=rule_dicts(exp),
+                microbatches=exp.microbatches,
+                rank=rank,
+            )
+        finally:
+            # build_plan switches paddle to static mode; a dygraph caller (the auto-parallel engine is driven
+            # from dygraph) must get its mode back
+            if dynamic:
+                paddle.disable_static()
+
+
+def _with_chunk_ids(program: paddle.pir.Program, vpp: int) -> paddle.pir.Program:
+    """The program with a chunk id on every op that needs one: with one chunk, all of them are chunk 0 (Paddle
+    writes chunk ids only for VPP); with several, they must be there already."""
+    ops = program.global_block().ops
+    if vpp == 1:
+        work = program.clone()
+        for op in work.global_block().ops:
+            if not op.has_attr("chunk_id") or op.chunk_id != 0:
+                op.set_int_attr("chunk_id", 0)
+        return work
+    forward = [op for op in ops if op.op_role == 0 and op.name() not in ("pd_op.data", "builtin.parameter")]
+    if forward and not any(op.has_attr("chunk_id") and 0 <= op.chunk_id < vpp for op in forward):
+        raise ValueError(
+            f"{PASS_NAME}: vpp_degree is {vpp}, but no forward op of the program carries a chunk id (0 .. {vpp - 1}); "
+            "each op's `chunk_id` says which of the rank's chunks it belongs to. Paddle's auto-parallel engine "
+            "writes them (complete_chunk_id) only when schedule_mode is 'VPP', in its looped placement; run such a "
+            "schedule through `apply_pass` on per-rank programs whose ops carry chunk ids."
+        )
+    return program
+
+
+# ---------------------------------------------------------------- making Paddle accept `.sched` modes
+
+
+def apply_schedule(
+    main_program: paddle.pir.Program, startup_program: paddle.pir.Program | None, schedule: str, pass_attr: Mapping
+) -> core.Plan:
+    """Run the PPDSL pass on `main_program` with Paddle's pass attributes (those of `apply_pass`); the plan."""
+    attrs = {**pass_attr, "ppdsl_schedule": schedule}
+    context = PassContext()
+    new_pass(PASS_NAME, attrs).apply([main_program], [startup_program], context)
+    return context.get_attr("plan")
+
+
+def _wrap_apply_pass(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def apply_pass(
+        main_program: paddle.pir.Program,
+        startup_program: paddle.pir.Program,
+        pass_name: str,
+        pass_attr: dict | None = None,
+    ) -> core.Plan:
+        schedule = schedule_of_mode(pass_name)
+        if schedule is None:
+            # Paddle's default `pass_attr={}` is shared and mutated (1F1B writes into it): leave that as it was
+            if pass_attr is None:
+                return original(main_program, startup_program, pass_name)
+            return original(main_program, startup_program, pass_name, pass_attr)
+        return apply_schedule(main_program, startup_program, schedule, pass_attr or {})
+
+    setattr(apply_pass, _ORIGINAL, original)
+    return apply_pass
+
+
+def _wrap_pipeline_pass(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def pipeline_pass(dense_main_program: list, dense_startup_program: list, pipeline_strategy: Any) -> core.Plan:
+        schedule = schedule_of_mode(pipeline_strategy.schedule_mode)
+        if schedule is None:
+            return original(dense_main_program, dense_startup_program, pipeline_strategy)
+        from paddle.distributed.auto_parallel.static.utils import get_pp_stage_by_pp_degree
+
+        attrs = {
+            "num_micro_batches": pipeline_strategy.accumulate_steps,
+            "pp_degree": pipeline_strategy.pp_degree,
+            "pp_stage": get_pp_stage_by_pp_degree(pipeline_strategy.pp_degree),
+            "vpp_degree": pipeline_strategy.vpp_degree,
+            "split_backward": getattr(pipeline_strategy, "split_backward", False),
+            "ppdsl_schedule": schedule,
+            # not one of Paddle's fields: set `strategy.pipeline.ppdsl_params = {...}` (it survives deepcopy)
+            "ppdsl_params": dict(getattr(pipeline_strategy, "ppdsl_params", None) or {}),
+        }
+        context = PassContext()
+        # the engine hands lists of programs, as Paddle's `pipeline_pass` passes them on
+        new_pass(PASS_NAME, attrs).apply(dense_main_program, dense_startup_program, context)
+        return context.get_attr("plan")
+
+    setattr(pipeline_pass, _ORIGINAL, original)
+    return pipeline_pass
+
+
+def _targets() -> list[tuple[Any, str, Callable[[Callable], Callable]]]:
+    """(module, attribute, wrapper factory) of every place Paddle looks a pipeline schedule up by name."""
+    import paddle.distributed.passes.pipeline_scheduler_pass as scheduler
+    from paddle.distributed.auto_parallel.static import engine, pir_pass
+
+    return [
+        (scheduler, "apply_pass", _wrap_apply_pass),
+        (pir_pass, "pipeline_pass", _wrap_pipeline_pass),
+        # engine.py did `from .pir_pass import pipeline_pass`: its module global is a second reference
+        (engine, "pipeline_pass", _wrap_pipeline_pass),
+    ]
+
+
+def install() -> None:
+    """Let Paddle's `schedule_mode` name a `.sched` file (`"ppdsl:zbh1"`, `"my.sched"`). Idempotent."""
+    for module, name, wrap in _targets():
+        current = getattr(module, name)
+        if not hasattr(current, _ORIGINAL):
+            setattr(module, name, wrap(current))
+
+
+def uninstall() -> None:
+    """Put Paddle's original functions back. Idempotent."""
+    for module, name, _ in _targets():
+        current = getattr(module, name)
+        while hasattr(current, _ORIGINAL):
+            current = getattr(current, _ORIGINAL)
+        setattr(module, name, current)
+
+
+def installed() -> bool:
+    """Whether `install()` is in effect."""
+    return all(hasattr(getattr(module, name), _ORIGINAL) for module, name, _ in _targets())
+
+
+__all__ = [
+    "MODE_PREFIX",
+    "PASS_NAME",
+    "PipelinePPDSLPass",
+    "ScheduleError",
+    "apply_schedule",
+    "install",
+    "installed",
+    "job_type_name",
+    "schedule_of_mode",
+    "uninstall",
+]
