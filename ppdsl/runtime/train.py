@@ -52,7 +52,7 @@ def canonical_name(name: str, parameters) -> str:
     return name if name in parameters else re.sub(r"_\d+$", "", name)
 
 
-def _startup_names(startup) -> list[str]:
+def startup_state_names(startup) -> list[str]:
     """What the startup program initialises: the state a checkpoint must hold."""
     names = []
     for op in startup.global_block().ops:
@@ -111,7 +111,7 @@ class PipelineTrainer:
         # one executor per scope: two executors on one scope can crash in FetchTensors
         self.executor = paddle.static.Executor(place)
         self.executor._set_plan(self.built.plan)
-        self.state_names = _startup_names(self.program.startup)
+        self.state_names = startup_state_names(self.program.startup)
 
     def batch(self, step: int) -> dict[str, np.ndarray]:
         if self.model.make_batch is not None:

@@ -161,9 +161,9 @@ class RankProcess:
 
     def _state_names(self) -> dict[str, str]:
         """Canonical name -> variable, for everything the startup program initialises (see train.canonical_name)."""
-        from ppdsl.runtime.train import _startup_names, canonical_name
+        from ppdsl.runtime.train import canonical_name, startup_state_names
 
-        return {canonical_name(n, self.program.param_stage): n for n in _startup_names(self.program.startup)}
+        return {canonical_name(n, self.program.param_stage): n for n in startup_state_names(self.program.startup)}
 
     def _resume(self) -> int:
         """Load this rank's checkpoint, or a single-process one, from the resume directory; the step to start at."""

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,10 +21,10 @@ from ppdsl.cli import app
 from ppdsl.language.library import library_dir
 from ppdsl.language.resolve import load
 
+from paths import GOLDEN, ROOT
+
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).parent / "golden" / "launch"
 STEPS = 3
 runner = CliRunner()
 
@@ -153,7 +152,7 @@ def test_dry_run_for_two_nodes_of_eight_processes(in_repo, golden):
     )
     assert result.exit_code == 0, result.output
     text = result.stdout.replace(sys.executable, "python").replace(str(ROOT / "ppdsl"), "<ppdsl>")
-    golden(GOLDEN / "1f1b-2x8.txt", text)
+    golden(GOLDEN / "launch" / "1f1b-2x8.txt", text)
     assert "--nnodes 2 --master 10.0.0.1:8090 --rank 1" in text
     assert text.count("\nrank ") == 16
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +15,8 @@ from ppdsl.language.library import library_files
 from ppdsl.language.resolve import load, resolve_text
 from ppdsl.reports.formats import to_torch_csv, torch_actions
 from ppdsl.reports.torch_csv import torch_csv_to_sched
+
+from paths import ROOT
 
 # Library schedules and sizes; those with auxiliary jobs (1F1B's recv_forward/send_backward) round-trip their
 # compute jobs only, since torch's compute-only format has no place for them.
@@ -99,7 +100,7 @@ TORCH = importlib.util.find_spec("torch") is not None
 @pytest.mark.parametrize(("stem", "pp", "m", "vpp"), [c for c in CASES if c[0] != "fthenb" or c[3] == 1])
 def test_torch_loads_our_csv(stem, pp, m, vpp, tmp_path):
     """torch's own `_load_csv` validates what `ppdsl expand --format torch-csv` writes."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     from torch_reference import torch_load_compute_csv
 
     exp = expand(_lib(stem), pp, m, vpp)

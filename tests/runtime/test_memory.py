@@ -9,7 +9,6 @@ output gradient (one tensor) to backward_w, which also reads the matmul input.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -20,10 +19,11 @@ from ppdsl.language.library import library_dir
 from ppdsl.language.resolve import load
 from tests.models.user_mlp import HIDDEN, SEQ
 
+from paths import ROOT
+
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 
 MODEL = "tests.models.user_mlp:build"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def tensor_bytes(micro_batch: int) -> int:

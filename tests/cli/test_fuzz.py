@@ -27,11 +27,12 @@ from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import resolve_text
 
+from paths import LIBRARY
+
 SEED = 20240531
 MUTANTS = 5400  # front-end cases; each runs at up to SIZES_PER_CASE sizes
 CLI_CASES = 300
 SIZES_PER_CASE = 3
-LIBRARY = Path(__file__).resolve().parent.parent / "schedules"
 
 # Tokens of a .sched text, whitespace included, so that "".join(tokens(text)) == text.
 TOKEN = re.compile(r'"""(?:.|\n)*?"""|"[^"\n]*"|#[^\n]*|\d+\.\d+|\d+|[A-Za-z_]\w*|\.\.|//|==|!=|<=|>=|\s+|.', re.DOTALL)

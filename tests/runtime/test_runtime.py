@@ -11,7 +11,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,11 +22,12 @@ from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_files
 from ppdsl.language.resolve import load, resolve_text
 
+from paths import ROOT
+
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed (pip install -e '.[test]')"
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 STEPS = 3
 # (pp, microbatches, vpp, params): two sizes per schedule, vpp = 2 where the schedule takes chunks
 SIZES = {

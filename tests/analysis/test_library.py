@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import ppdsl
@@ -11,7 +9,8 @@ from ppdsl.analysis.expand import expand
 from ppdsl.language.library import library_files
 from ppdsl.language.resolve import load
 
-GOLDEN = Path(__file__).parent / "golden" / "expand"
+from paths import GOLDEN
+
 EXPECTED = {
     "1f1b",
     "dualpipev",
@@ -56,7 +55,7 @@ def test_library_schedule_is_valid_and_golden(stem, size, golden):
     assert result.valid, [d.message for d in result.diagnostics]
     exp = result.expansion
     text = "\n".join(f"rank {r}: " + " ".join(map(exp.label, jobs)) for r, jobs in enumerate(exp.jobs)) + "\n"
-    golden(GOLDEN / f"{stem}-pp{pp}-m{m}-v{vpp}.txt", text)
+    golden(GOLDEN / "expand" / f"{stem}-pp{pp}-m{m}-v{vpp}.txt", text)
 
 
 def _sweep(stem: str):

@@ -30,7 +30,8 @@ from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import load
 from ppdsl.reports.simulate import Simulation, simulate_expansion
 
-LIBRARY = Path(__file__).resolve().parent.parent / "schedules"
+from paths import LIBRARY
+
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 # The zero-bubble paper's ZB-H1 (Qi et al. 2024, Figure 3): 1F1B in which *every* backward is split into the

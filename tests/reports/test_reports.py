@@ -26,7 +26,8 @@ from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.reports.compare import parse_sizes
 from ppdsl.reports.trace import build_trace, jobs_trace, read_trace, trace_text
 
-LIBRARY = Path(__file__).resolve().parent.parent / "schedules"
+from paths import LIBRARY
+
 runner = CliRunner()
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,11 +21,12 @@ from ppdsl.common.diagnostics import SourceCache, render_all
 from ppdsl.language.library import find_schedule, library_dir
 from ppdsl.language.resolve import load
 
+from paths import ROOT
+
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed (pip install -e '.[test]')"
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 SPLIT_SCHEDULE = """\
 \"\"\"Every forward, then every input gradient, then every weight gradient.\"\"\"
 schedule "SplitAll"

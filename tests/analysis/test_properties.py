@@ -21,7 +21,6 @@ import functools
 import itertools
 import random
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -35,7 +34,8 @@ from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 from ppdsl.language.resolve import load, resolve_text
 
-LIBRARY = Path(__file__).resolve().parent.parent / "schedules"
+from paths import LIBRARY
+
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 # ----------------------------------------------------------------------------------------------------------

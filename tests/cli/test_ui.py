@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from ppdsl.cli import app
 
-UI = Path(__file__).parent / "ui"
+from paths import UI
+
 CASES = sorted(UI.glob("*.sched"))
 runner = CliRunner()
 

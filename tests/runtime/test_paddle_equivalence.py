@@ -7,12 +7,13 @@ FThenB, 1F1B, Eager1F1B and ZBH1 ignore vpp (their lists are single-chunk), so t
 from __future__ import annotations
 
 import pytest
-from paddle_oracle import paddle_accepts, paddle_available, paddle_job_list
 
 from ppdsl.analysis.expand import expand
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_dir
 from ppdsl.language.resolve import load
+
+from paddle_oracle import paddle_accepts, paddle_available, paddle_job_list
 
 pytestmark = pytest.mark.skipif(
     not paddle_available(), reason="paddlepaddle is not installed (pip install -e '.[test]' installs it)"

@@ -32,7 +32,8 @@ from ppdsl.language.library import library_files
 from ppdsl.language.lowering import LINE_LENGTH, readable_name
 from ppdsl.language.resolve import load, resolve_text
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
+
 PLANS = ROOT / "tests" / "golden" / "plans"
 FEATURES = "tests/codegen/features.sched"  # what the library does not use: includes, renamed names, ...
 LIBRARY = [p.stem for p in library_files()]

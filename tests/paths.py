@@ -1,0 +1,10 @@
+"""Where the tests' data lives, for test modules at any depth under tests/."""
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+LIBRARY = ROOT / "schedules"
+GOLDEN = TESTS / "golden"
+UI = TESTS / "ui"
+CODEGEN = TESTS / "codegen"
