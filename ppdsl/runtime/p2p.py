@@ -9,7 +9,7 @@ backward-region send in `send_backward`, and the schedule's stream rules put the
 receives on every ring is the schedule's, which `ppdsl check` proves deadlock-free.
 
 This machine has no GPU and Paddle's CPU build has no kernel for these ops ("Do not support send for cpu kernel
-now"), so here the path is built and checked structurally (tests/test_p2p.py: every send pairs with a receive of
+now"), so here the path is built and checked structurally (tests/runtime/test_p2p.py: every send pairs with a receive of
 the same shape, in the same order, on the same ring), not run.
 """
 

@@ -191,7 +191,7 @@ class RankProcess:
     def _build_gpu(self) -> None:
         """Each rank's own plan, with send_v2 / recv_v2 on the links' NCCL rings, on the standalone executor.
 
-        Written and checked structurally (tests/test_p2p.py builds the same plans on CPU); not run here, for
+        Written and checked structurally (tests/runtime/test_p2p.py builds the same plans on CPU); not run here, for
         this machine has no GPU.
         """
         from ppdsl.runtime.p2p import Link
