@@ -156,6 +156,14 @@ def _signal_tables(exp: Expansion, used: set[int]):
     return in_off, out_off
 
 
+def link_times(exp: Expansion) -> list[list[list[float]]]:
+    """[type][rank][chunk]: how long the output of such a job takes to reach the rank that reads it (-1: it stays
+    on its rank, or there is none), under the expansion's latency and bandwidth. The synthesizer times jobs
+    with this, so that its schedules take exactly as long as the checker says."""
+    _, out_off = _signal_tables(exp, used=set())
+    return _transfer_table(exp, out_off)
+
+
 def _transfer_table(exp: Expansion, out_off) -> list[list[list[float]]]:
     """For each (type, rank, chunk): how long its output takes to reach the next rank (-1: no transfer, the
     consumer is on the same rank or there is none). Latency plus, with a bandwidth, the activation's size

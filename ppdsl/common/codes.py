@@ -55,6 +55,8 @@ _SUMMARIES = {
     "E037": "a checkpoint cannot be resumed",
     "E038": "the processes of a launch do not match the pipeline degree",
     "E040": "a rank of a multi-process run failed",
+    "E041": "`ppdsl synth --exact` needs OR-Tools, which is not installed",
+    "E042": "a synthesized schedule does not check as it was searched (a bug in ppdsl synth)",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",
@@ -68,6 +70,7 @@ _SUMMARIES = {
     "S110": "a negative or absurd repeat count",
     "S111": "division by zero or another arithmetic fault",
     "S112": "no table for these sizes",
+    "S113": "no schedule fits the memory limit",
 }
 
 REGISTRY: dict[str, Code] = {code: Code(code, summary) for code, summary in _SUMMARIES.items()}

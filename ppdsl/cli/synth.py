@@ -1,0 +1,217 @@
+"""`ppdsl synth`: the fastest schedule for these sizes and costs within a memory limit, as a checked `.sched`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ppdsl.analysis.scenario import Scenario
+from ppdsl.cli.app import app
+from ppdsl.cli.common import (
+    PP,
+    VPP,
+    BatchOption,
+    CostFile,
+    CostPairs,
+    Micro,
+    ModelOption,
+    TextOrJson,
+    cost_spec,
+    diagnosed,
+    emit,
+    err,
+    measured_memory,
+    memory_size,
+    out,
+    usage_error,
+)
+from ppdsl.common.units import format_bytes
+from ppdsl.language.library import library_files
+
+
+class Placement(str, Enum):
+    looped = "looped"
+    vshape = "vshape"
+
+
+class Split(str, Enum):
+    auto = "auto"
+    yes = "yes"
+    no = "no"
+
+
+@app.command("synth")
+def synth_cmd(
+    pp: PP,
+    microbatches: Micro,
+    output: Annotated[str, typer.Option("--output", "-o", help="The .sched file to write (`-`: stdout).")],
+    vpp: VPP = 1,
+    placement: Annotated[
+        Placement, typer.Option("--placement", help="looped (stage = chunk * pp + rank) or vshape (ZB-V's V).")
+    ] = Placement.looped,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-limit", help="Per-rank limit: activations as `check` counts them, or `2GiB` with --model."
+        ),
+    ] = None,
+    model: ModelOption = None,
+    batch_size: BatchOption = 32,
+    split_backward: Annotated[
+        Split, typer.Option("--split-backward", help="auto (the search chooses), yes (I + W) or no (whole B).")
+    ] = Split.auto,
+    backward_b_frees: Annotated[
+        float, typer.Option("--backward-b-frees", help="Part of an activation backward_b frees (the rest: W).")
+    ] = 0.5,
+    exact: Annotated[bool, typer.Option("--exact", help="Prove optimality with CP-SAT (or report the gap).")] = False,
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Seconds of search (default 10; 120 with --exact).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the search's random choices.")] = 0,
+    workers: Annotated[
+        int, typer.Option("--workers", help="CP-SAT threads with --exact (more than 1: not deterministic).")
+    ] = 1,
+    library: Annotated[
+        bool, typer.Option("--library/--no-library", help="Start the search from the library's schedules too.")
+    ] = True,
+    name: Annotated[str | None, typer.Option("--name", help="The schedule's name in the file.")] = None,
+    fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
+) -> None:
+    """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
+    from ppdsl.synth import SynthRequest, synthesize_file
+
+    if time_limit is not None and time_limit <= 0:
+        usage_error(f"--time-limit must be positive, got {time_limit:g}")
+    if workers < 1:
+        usage_error(f"--workers must be positive, got {workers}")
+    limit = memory_size(memory_limit)
+    memory = measured_memory(model, batch_size, microbatches)
+    spec = cost_spec(cost, costs)
+    cost_options = " ".join(([f"--cost {shlex.quote(cost)}"] if cost else []) + ([f"--costs {costs}"] if costs else []))
+    memory_options = ""
+    if model is not None:
+        memory_options = f"--model {model} --batch-size {batch_size}"
+        if memory_limit is not None:
+            memory_options += f" --memory-limit {memory_limit}"
+    request = SynthRequest(
+        pp=pp,
+        microbatches=microbatches,
+        vpp=vpp,
+        placement=placement.value,
+        costs=spec,
+        memory_limit=limit,
+        memory=memory,
+        memory_options=memory_options,
+        split=split_backward.value,
+        backward_b_frees=backward_b_frees,
+        exact=exact,
+        time_limit=time_limit if time_limit is not None else (120.0 if exact else 10.0),
+        seed=seed,
+        workers=workers,
+        library=library,
+        name=name or "",
+        command=" ".join(["ppdsl", *map(shlex.quote, sys.argv[1:])]) if sys.argv[1:2] == ["synth"] else "",
+        output=output,
+        cost_options=cost_options,
+    )
+    quiet = fmt is TextOrJson.json or not err.is_terminal
+    with err.status("searching", spinner="dots") if not quiet else _nothing():
+        outcome = diagnosed(synthesize_file, request, None if quiet else (lambda msg: err.log(msg)))
+    emit(outcome.text, output)
+    rows = _library_rows(outcome, request, spec)
+    if fmt is TextOrJson.json:
+        out.print(json.dumps(_report(outcome, rows, output), indent=2), markup=False)
+    else:
+        _print(outcome, rows, output)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _library_rows(outcome, request, spec):
+    """The library's schedules measured at the same sizes and costs, with whether they fit the limit."""
+    from ppdsl.reports.compare import compare
+
+    base = Scenario("", request.pp, request.microbatches, request.vpp, None, spec, memory=request.memory)
+    try:
+        rows = compare(library_files(), base, memory_limit=request.memory_limit, skip_broken=True)
+    except Exception:
+        return []
+    return [r for r in rows if r.status == "ok"]
+
+
+def _report(outcome, rows, output) -> dict:
+    result, check = outcome.result, outcome.check
+    return {
+        "file": None if output == "-" else output,
+        "makespan": result.makespan,
+        "lower_bound": result.lower_bound,
+        "optimal": result.optimal,
+        "gap": result.gap,
+        "bubble_ratio": check.bubble_ratio,
+        "peak_activations": [r.peak_activations for r in check.ranks],
+        "memory_unit": check.expansion.memory_unit,
+        "memory_limit": outcome.request.memory_limit,
+        "pp": outcome.request.pp,
+        "vpp": outcome.request.vpp,
+        "microbatches": outcome.request.microbatches,
+        "placement": outcome.request.placement,
+        "found_by": result.origin,
+        "steps": [{"step": s.name, "makespan": s.makespan, "detail": s.detail} for s in result.steps],
+        "seconds": result.seconds,
+        "library": [
+            {
+                "schedule": r.schedule,
+                "makespan": r.makespan,
+                "peak_activations": r.peak_activations,
+                "fits": not r.over_limit if r.over_limit is not None else True,
+            }
+            for r in rows
+        ],
+    }
+
+
+def _print(outcome, rows, output) -> None:
+    result, check = outcome.result, outcome.check
+    in_bytes = check.expansion.memory_unit == "bytes"
+    shown = format_bytes if in_bytes else (lambda x: f"{x:g}")
+    where = "stdout" if output == "-" else f"`{output}`"
+    verdict = "optimal" if result.optimal else f"{result.gap:.1%} above the lower bound"
+    out.print(
+        f"[green]wrote[/green] {where}: makespan {result.makespan:g} ({verdict}), bubble {check.bubble_ratio:.1%}"
+    )
+    out.print(
+        f"lower bound {result.lower_bound:g} (makespan / bound = {result.makespan / result.lower_bound:.3f}); "
+        f"found by {result.origin} in {result.seconds:.1f} s"
+    )
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("rank", "busy", "idle", "peak memory" if in_bytes else "peak activations", "limit"):
+        table.add_column(col, justify="right")
+    for r in check.ranks:
+        limit = "-" if r.memory_limit is None else shown(r.memory_limit)
+        table.add_row(str(r.rank), f"{r.busy:g}", f"{r.idle:g}", shown(r.peak_activations), limit)
+    out.print(table)
+    if rows:
+        lib = Table(
+            title="the library at the same sizes and costs", title_justify="left", box=None, header_style="bold"
+        )
+        for col in ("schedule", "makespan", "peak", "fits", "vs synth"):
+            lib.add_column(col, justify="left" if col == "schedule" else "right")
+        for row in rows:
+            fits = row.over_limit is not True
+            ratio = f"{row.makespan / result.makespan:.3f}x"
+            lib.add_row(row.schedule, f"{row.makespan:g}", shown(row.peak_activations), "yes" if fits else "no", ratio)
+        out.print(lib)

@@ -1,0 +1,183 @@
+"""Schedule synthesis (`ppdsl synth`): the fastest schedule for given costs within a memory limit, written as a
+`.sched` file that the checker proves at those sizes.
+
+    problem.py  the sizes, placement, costs, link times, memory accounting and limits, read off a probe schedule
+    schedule.py candidate schedules and their exact evaluation (the checker's execution model)
+    greedy.py   memory-aware list scheduling under a policy
+    improve.py  local search along the critical path
+    exact.py    the CP-SAT model (`--exact`, and the repair step of lns.py)
+    lns.py      large-neighbourhood search over windows of a schedule
+    bounds.py   lower bounds on the makespan
+    seeds.py    the library's schedules as starting points
+    search.py   the search: portfolio, refinement, local search, CP-SAT; its result and report
+    writer.py   the result as `.sched` text
+
+`synthesize_file` puts them together and checks the written text with the checker before it is returned. This
+layer builds on the analysis layer and is below reports and the command line.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ppdsl.analysis.check import CheckResult
+from ppdsl.analysis.costs import CostSpec
+from ppdsl.analysis.scenario import MemoryModel, Scenario
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.units import format_bytes
+from ppdsl.synth.problem import Problem, build_problem
+from ppdsl.synth.search import Infeasible, SynthResult, synthesize
+from ppdsl.synth.seeds import library_seeds
+from ppdsl.synth.writer import Header, costs_fit_in_file, number, problem_links, sched_text
+
+EPS = 1e-6
+
+
+@dataclass
+class SynthRequest:
+    """What to synthesize: the sizes, the costs and memory, and how hard to search."""
+
+    pp: int
+    microbatches: int
+    vpp: int = 1
+    placement: str = "looped"
+    costs: CostSpec | None = None
+    memory_limit: float | None = None
+    memory: MemoryModel | None = None  # bytes measured on a model (the CLI's --model); None: activations
+    memory_options: str = ""  # how to measure it again on the command line (`--model M --batch-size B`)
+    split: str = "auto"
+    backward_b_frees: float = 0.5
+    exact: bool = False
+    time_limit: float = 10.0
+    seed: int = 0
+    workers: int = 1
+    library: bool = True  # seed the search with the library's schedules
+    cost_scale: float = 1.0
+    name: str = ""
+    command: str = ""  # the command line that makes this request (for the file's docstring)
+    output: str = "OUT.sched"  # where the file goes (named in the docstring's commands)
+    cost_options: str = ""  # `--cost ...` / `--costs FILE` as given (for the docstring)
+
+
+@dataclass
+class SynthOutcome:
+    result: SynthResult
+    text: str  # the .sched file
+    check: CheckResult  # the checker's verdict on `text`, with the same costs
+    request: SynthRequest
+    notes: list[str] = field(default_factory=list)
+
+
+def build(request: SynthRequest) -> Problem:
+    problem = build_problem(
+        request.pp,
+        request.microbatches,
+        request.vpp,
+        request.placement,
+        request.costs,
+        request.memory_limit,
+        request.memory,
+        request.split,
+        request.backward_b_frees,
+        request.cost_scale,
+    )
+    need = problem.minimum_memory()
+    short = [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
+    if short:
+        r = max(short, key=lambda q: need[q] - problem.limit[q])
+        unit = problem.memory_unit
+        shown = format_bytes if unit == "bytes" else (lambda x: f"{number(x)} activations")
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "S113",
+                    f"no schedule fits a memory limit of {shown(problem.limit[r])}: rank {r} holds at least "
+                    f"{shown(need[r])} in any schedule",
+                    help=f"raise --memory-limit to {shown(max(need))} or more: a micro-batch's forwards on all "
+                    "of a rank's stages are held at once before its first backward there",
+                )
+            ]
+        )
+    return problem
+
+
+def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | None = None) -> SynthOutcome:
+    """Search, write the `.sched` text, and check it; raises DiagnosticError for bad requests."""
+    problem = build(request)
+    seeds = list(library_seeds(problem)) if request.library else []
+    try:
+        result = synthesize(
+            problem, request.time_limit, request.exact, request.seed, seeds, request.workers, progress=progress
+        )
+    except Infeasible:  # (the one-at-a-time seed fits whatever `build` accepts)
+        raise DiagnosticError([Diagnostic("S113", "no schedule fits the memory limit")]) from None
+    text = sched_text(problem, result.orders, _header(request, problem, result))
+    check = verify(text, request, result)
+    return SynthOutcome(result, text, check, request)
+
+
+def verify(text: str, request: SynthRequest, result: SynthResult) -> CheckResult:
+    """Check the written schedule with the same costs and memory; it must be valid with the search's makespan."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "synthesized.sched"
+        path.write_text(text, encoding="utf-8")
+        costs = None if costs_fit_in_file(result.problem) else request.costs
+        scenario = Scenario(path, request.pp, request.microbatches, request.vpp, costs=costs, memory=request.memory)
+        if request.memory is not None and request.memory_limit is not None:
+            scenario = scenario.with_(memory_limit=request.memory_limit)
+        check = scenario.check()
+    if not check.valid or abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan):
+        found = "; ".join(f"{d.code}: {d.message}" for d in check.diagnostics) or f"makespan {check.makespan}"
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E042",
+                    f"the synthesized schedule does not check as searched ({found}; the search's makespan "
+                    f"{result.makespan:g})",
+                    help="this is a bug in ppdsl synth: please report it with the command line",
+                )
+            ]
+        )
+    return check
+
+
+def _header(request: SynthRequest, problem: Problem, result: SynthResult) -> Header:
+    p = problem
+    name = request.name or f"synth-pp{p.pp}-m{p.microbatches}-v{p.vpp}"
+    costs = []
+    for label, t in (("forward", 0), ("backward", 1), ("backward_b", 2), ("backward_w", 3)):
+        values = sorted(set(p.cost[t]))
+        costs.append(f"{label} {'/'.join(map(number, values))}")
+    latency, bandwidth = problem_links(p)
+    links = f"latency {number(latency)}" + (f", bandwidth {number(bandwidth)}" if bandwidth else "")
+    unit = p.memory_unit
+    shown = format_bytes if unit == "bytes" else (lambda x: number(x))
+    limit = (
+        "no memory limit"
+        if all(x == float("inf") for x in p.limit)
+        else (
+            f"memory limit {shown(p.limit[0])} per rank" + (" (bytes measured on the model)" if unit == "bytes" else "")
+        )
+    )
+    inputs = [
+        f"Inputs: {p.placement} placement, backward split: {p.split}; costs {', '.join(costs)}; {links};",
+        f"{limit}"
+        + ("" if unit == "bytes" else f"; memory: a forward holds 1, backward_b frees {number(p.backward_b_frees)}")
+        + ".",
+    ]
+    ev = result.evaluation
+    state = "optimal" if result.optimal else f"{result.gap:.1%} above it"
+    outcome = [
+        f"Makespan {number(round(ev.makespan, 9))}; lower bound {number(round(result.lower_bound, 9))} ({state}).",
+        f"Peak memory per rank: {', '.join(shown(round(x, 9)) for x in ev.peaks)}.",
+    ]
+    found = [f"Found by: {result.origin}; {len(result.steps)} steps in {result.seconds:.1f} s."]
+    check = f"ppdsl check {request.output} --pp {p.pp} -m {p.microbatches}" + (f" --vpp {p.vpp}" if p.vpp > 1 else "")
+    if not costs_fit_in_file(p) and request.cost_options:
+        check += f" {request.cost_options}"
+    if request.memory_options:
+        check += f" {request.memory_options}"
+    return Header(name, inputs, outcome, found, request.command or "ppdsl synth ...", check)

@@ -1,0 +1,174 @@
+"""A synthesis problem: the sizes, where each stage lives, what each job costs, how long its output travels,
+what it holds in memory, and each rank's memory limit.
+
+Everything is read off an `Expansion` of a probe schedule (the built-in job types on the requested placement),
+through the same `Scenario` as `ppdsl check`: costs from `cost` declarations, `--cost` and `--costs FILE`,
+latency and bandwidth, the default memory accounting or bytes measured on a model. So a synthesized schedule is
+timed and measured by exactly the rules the checker will apply to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ppdsl.analysis.costs import CostSpec
+from ppdsl.analysis.execution import link_times
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.scenario import MemoryModel, Scenario
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.language.resolve import resolve_text
+
+PLACEMENTS = ("looped", "vshape")
+SPLIT_MODES = ("auto", "yes", "no")
+
+# The built-in job types on a placement; the order is never run for its jobs, only for its tables.
+_PROBE = """schedule "synth"
+placement {placement}
+memory backward_b frees {frees}
+order {{ optimizer }}
+"""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the problem: type (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W), global stage, micro-batch."""
+
+    type: int
+    stage: int
+    mb: int
+
+
+@dataclass
+class Problem:
+    """Tables indexed [type][stage] (a stage is one (rank, chunk)), for the four compute job types."""
+
+    pp: int
+    vpp: int
+    microbatches: int
+    placement: str
+    split: str  # auto | yes | no
+    rank_of: list[int]  # [stage] -> rank
+    chunk_of: list[int]  # [stage] -> chunk
+    stages_of: list[list[int]]  # [rank] -> its stages, in the order a micro-batch visits them
+    cost: list[list[float]]  # [type][stage]
+    link: list[list[float]]  # [type][stage]: transfer time of its output, -1 when it stays on its rank
+    mem: list[list[float]]  # [type][stage]: change of the rank's memory level
+    limit: list[float]  # [rank]; inf without a limit
+    optimizer_cost: list[float]  # [rank]: the optimizer runs last on every rank
+    memory_unit: str = "activations"
+    backward_b_frees: float = 0.5
+    expansion: Expansion | None = field(default=None, repr=False)  # the probe's: what schedules are timed with
+
+    @property
+    def nstages(self) -> int:
+        return self.pp * self.vpp
+
+    @property
+    def jobs_per_step(self) -> int:
+        per_mb = 2 if self.split == "no" else 3
+        return self.nstages * self.microbatches * per_mb
+
+    def minimum_memory(self) -> list[float]:
+        """[rank]: the least memory any schedule needs there. A micro-batch's activation on a rank's first stage
+        is held until its backward there, which comes after its forwards on every later stage of the rank (and
+        their backwards), so at some point a rank holds one micro-batch's forwards on all its stages; running
+        one micro-batch at a time needs no more."""
+        return [sum(self.mem[FORWARD][s] for s in self.stages_of[r]) for r in range(self.pp)]
+
+    def sequential(self) -> list[list[tuple[int, int, int]]]:
+        """The schedule that runs one micro-batch at a time through every stage and back: slow, but it fits any
+        limit that `minimum_memory` fits (the search's safety net)."""
+        orders: list[list[tuple[int, int, int]]] = [[] for _ in range(self.pp)]
+        backward = [BACKWARD] if self.split == "no" else [BACKWARD_B, BACKWARD_W]
+        for mb in range(self.microbatches):
+            for s in range(self.nstages):
+                orders[self.rank_of[s]].append((FORWARD, s, mb))
+            for s in reversed(range(self.nstages)):
+                orders[self.rank_of[s]].extend((t, s, mb) for t in backward)
+        return orders
+
+    def stage_of(self, rank: int, chunk: int) -> int:
+        for s in self.stages_of[rank]:
+            if self.chunk_of[s] == chunk:
+                return s
+        raise KeyError((rank, chunk))
+
+
+def build_problem(
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    placement: str = "looped",
+    costs: CostSpec | Mapping[str, float] | None = None,
+    memory_limit: float | None = None,
+    memory: MemoryModel | None = None,
+    split: str = "auto",
+    backward_b_frees: float = 0.5,
+    cost_scale: float = 1.0,
+) -> Problem:
+    """The problem for these sizes and costs; raises DiagnosticError for impossible inputs. `cost_scale`
+    multiplies every job's cost (`ppdsl compare` measures a chunk as 1/vpp of a rank's work)."""
+    problems = []
+    if placement not in PLACEMENTS:
+        problems.append(Diagnostic("E007", f"unknown placement `{placement}`", help="use `looped` or `vshape`"))
+    if split not in SPLIT_MODES:
+        problems.append(Diagnostic("E007", f"unknown --split-backward `{split}`", help="use auto, yes or no"))
+    if placement == "vshape" and vpp % 2:
+        problems.append(
+            Diagnostic(
+                "E007",
+                f"a V-shaped placement needs an even number of chunks per rank, got --vpp {vpp}",
+                help="use --vpp 2 (ZB-V, DualPipeV), or --placement looped",
+            )
+        )
+    if not 0.0 <= backward_b_frees <= 1.0:
+        problems.append(Diagnostic("E007", "--backward-b-frees is a fraction of an activation, from 0 to 1"))
+    if memory_limit is not None and memory_limit <= 0:
+        problems.append(Diagnostic("E007", f"the memory limit must be positive, got {memory_limit:g}"))
+    if problems:
+        raise DiagnosticError(problems)
+    probe = resolve_text(_PROBE.format(placement=placement, frees=repr(float(backward_b_frees))), "<synth>")
+    scenario = Scenario(probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit)
+    exp = scenario.expansion()
+    if cost_scale != 1.0:
+        exp.cost = [[[x * cost_scale for x in row] for row in per_rank] for per_rank in exp.cost]
+    return problem_from_expansion(exp, placement, split, backward_b_frees)
+
+
+def problem_from_expansion(exp: Expansion, placement: str, split: str, backward_b_frees: float = 0.5) -> Problem:
+    nstages = exp.nstages
+    rank_of, chunk_of = [0] * nstages, [0] * nstages
+    for r, row in enumerate(exp.stage_of):
+        for c, s in enumerate(row):
+            rank_of[s], chunk_of[s] = r, c
+    stages_of = [sorted(row) for row in exp.stage_of]
+    links = link_times(exp)
+
+    def table(values: list[list[list[float]]]) -> list[list[float]]:
+        return [[values[t][rank_of[s]][chunk_of[s]] for s in range(nstages)] for t in range(4)]
+
+    limit = [float("inf") if x is None else float(x) for x in exp.memory_limit]
+    for t in (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W):
+        for s in range(nstages):
+            if exp.cost[t][rank_of[s]][chunk_of[s]] < 0:
+                raise DiagnosticError([Diagnostic("E007", f"a negative cost for `{exp.type_names[t]}`")])
+    return Problem(
+        pp=exp.pp,
+        vpp=exp.vpp,
+        microbatches=exp.microbatches,
+        placement=placement,
+        split=split,
+        rank_of=rank_of,
+        chunk_of=chunk_of,
+        stages_of=stages_of,
+        cost=table(exp.cost),
+        link=table(links),
+        mem=table(exp.mem_delta),
+        limit=limit,
+        optimizer_cost=[exp.cost[OPTIMIZER][r][0] for r in range(exp.pp)],
+        memory_unit=exp.memory_unit,
+        backward_b_frees=backward_b_frees,
+        expansion=exp,
+    )

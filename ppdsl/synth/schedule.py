@@ -1,0 +1,103 @@
+"""A candidate schedule (every rank's compute jobs in order) and its exact evaluation.
+
+Evaluation runs the checker's own execution model (`ppdsl.analysis.execution.execute`) on the orders packed
+into an `Expansion`, so a synthesized schedule's makespan is by construction the one `ppdsl check` reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppdsl.analysis.execution import execute
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.synth.problem import Problem
+
+COMPUTE = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
+Order = list[tuple[int, int, int]]  # (type, stage, micro-batch) of one rank, in order
+
+
+@dataclass
+class Evaluation:
+    makespan: float
+    peaks: list[float]  # [rank] peak memory level, in the problem's unit
+    feasible: bool  # complete without deadlock and within every rank's memory limit
+    deadlock: bool
+    start: list[list[float]]  # [rank][step], the compute jobs only (the optimizer is last)
+    end: list[list[float]]
+
+    def better_than(self, other: Evaluation | None) -> bool:
+        if other is None or not other.feasible:
+            return self.feasible
+        return self.feasible and self.makespan < other.makespan - 1e-9
+
+
+class Evaluator:
+    """Evaluates orders of one problem: packs them into a reusable `Expansion` and executes it."""
+
+    def __init__(self, problem: Problem):
+        if problem.expansion is None:
+            raise ValueError("a problem built without its expansion cannot be evaluated")
+        self.problem = problem
+        self.base: Expansion = problem.expansion
+        self.ntypes = self.base.ntypes
+        self.used = {FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER}
+        self.calls = 0
+
+    def pack(self, orders: list[Order]) -> list[list[int]]:
+        p, v, n = self.problem, self.base.vpp, self.ntypes
+        chunk = p.chunk_of
+        packed = []
+        for order in orders:
+            codes = [(mb * v + chunk[s]) * n + t for t, s, mb in order]
+            codes.append(OPTIMIZER)  # (micro-batch 0, chunk 0)
+            packed.append(codes)
+        return packed
+
+    def expansion(self, orders: list[Order]) -> Expansion:
+        """The orders as an expansion of the probe schedule (its costs, links and memory)."""
+        exp = self.base
+        jobs = self.pack(orders)
+        return Expansion(
+            defn=exp.defn,
+            pp=exp.pp,
+            vpp=exp.vpp,
+            microbatches=exp.microbatches,
+            params=exp.params,
+            stage_of=exp.stage_of,
+            jobs=jobs,
+            sites=[[0] * len(j) for j in jobs],
+            cost=exp.cost,
+            latency=exp.latency,
+            bandwidth=exp.bandwidth,
+            mem_delta=exp.mem_delta,
+            memory_limit=exp.memory_limit,
+            rules=exp.rules,
+            memory_unit=exp.memory_unit,
+        )
+
+    def evaluate(self, orders: list[Order]) -> Evaluation:
+        self.calls += 1
+        ex = execute(self.expansion(orders), used=self.used)
+        peaks = [s.peak_activations for s in ex.ranks]
+        within = all(peak <= limit + 1e-9 for peak, limit in zip(peaks, self.problem.limit, strict=True))
+        makespan = ex.makespan if ex.completed else float("inf")
+        return Evaluation(makespan, peaks, ex.completed and within, not ex.completed, ex.start, ex.end)
+
+
+def complete(problem: Problem, orders: list[Order]) -> bool:
+    """Every rank runs each of its (stage, micro-batch) once forward and once backward (whole, or I then W)."""
+    m = problem.microbatches
+    for r, order in enumerate(orders):
+        seen = set()
+        for t, s, mb in order:
+            if problem.rank_of[s] != r or not 0 <= mb < m or (t, s, mb) in seen:
+                return False
+            seen.add((t, s, mb))
+        for s in problem.stages_of[r]:
+            for mb in range(m):
+                whole = (BACKWARD, s, mb) in seen
+                split = (BACKWARD_B, s, mb) in seen and (BACKWARD_W, s, mb) in seen
+                if (FORWARD, s, mb) not in seen or whole == split:
+                    return False
+    return True

@@ -1,0 +1,350 @@
+"""The search: from policies to schedules, improved step by step, each step proven by the checker's timing.
+
+1. A portfolio of list-scheduling policies (`greedy.Policy`), the best refined rank by rank (per-rank admission,
+   memory reserve and W lag), plus any seed schedules (the library's, at these sizes and within the limit).
+2. Local search along the critical path (`improve`).
+3. With OR-Tools: the whole problem in CP-SAT when it is small, else large-neighbourhood search over windows
+   of the schedule (`exact`, `lns`).
+4. `--split-backward auto`: an I directly followed by its own W becomes one whole backward where that is no
+   slower (fewer jobs to run).
+The search stops at the lower bound (the schedule is then optimal) or when its budget is spent. The budget is
+counted in work, not wall time (job evaluations, CP-SAT's deterministic time), so the same inputs give the same
+schedule; `time_limit` sets it in roughly seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.synth import exact
+from ppdsl.synth.bounds import lower_bound
+from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
+from ppdsl.synth.improve import improve
+from ppdsl.synth.lns import lns, total_score
+from ppdsl.synth.problem import Problem
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
+
+EPS = 1e-9
+WORK_PER_SECOND = 1.2e6  # job evaluations per second on this kind of machine: turns a time limit into work
+CP_SAT_WHOLE_MAX_JOBS = 700  # above this, CP-SAT improves windows of the schedule instead of the whole
+
+
+@dataclass
+class Step:
+    """One step of the search, for the report: what ran and the makespan it reached."""
+
+    name: str
+    makespan: float
+    detail: str = ""
+
+
+@dataclass
+class SynthResult:
+    problem: Problem
+    orders: list[Order]
+    evaluation: Evaluation
+    lower_bound: float
+    optimal: bool
+    steps: list[Step] = field(default_factory=list)
+    seconds: float = 0.0
+    origin: str = ""  # the policy or seed the final schedule grew from
+    cp_sat: str = ""  # what CP-SAT did, if it ran
+
+    @property
+    def makespan(self) -> float:
+        return self.evaluation.makespan
+
+    @property
+    def gap(self) -> float:
+        """How far above the lower bound, as a fraction of it."""
+        return (self.makespan - self.lower_bound) / self.lower_bound if self.lower_bound > 0 else 0.0
+
+
+class Budget:
+    """Work the search may do, counted in job evaluations (deterministic), with a wall-clock safety net."""
+
+    def __init__(self, seconds: float):
+        self.total = seconds * WORK_PER_SECOND
+        self.used = 0.0
+        self.deadline = time.perf_counter() + 3 * seconds + 5
+
+    def spend(self, work: float) -> None:
+        self.used += work
+
+    def left(self) -> float:
+        return max(self.total - self.used, 0.0)
+
+    def out(self) -> bool:
+        return self.used >= self.total or time.perf_counter() > self.deadline
+
+
+def policies(problem: Problem) -> list[Policy]:
+    """The portfolio: every combination of the policies' global knobs that the problem allows."""
+    splits = {"yes": (True,), "no": (False,), "auto": (True, False)}[problem.split]
+    out = []
+    for split, w_before_f, deep, deep_b, reserve, w_lag, w_fit, f_fit in itertools.product(
+        splits, (False, True), (True, False), (True, False), (None, 0, 1, 2), (None, 0, 2), (False, True), (False, True)
+    ):
+        if not split and (w_before_f or w_lag is not None or w_fit):
+            continue  # (W knobs mean nothing without W)
+        if problem.vpp == 1 and (deep != deep_b or reserve not in (None,)):
+            continue  # one chunk: no chunk preference, nothing later to reserve for
+        out.append(
+            Policy(
+                split=split,
+                w_before_f=w_before_f,
+                deep_first=deep,
+                deep_first_b=deep_b,
+                w_fit=w_fit,
+                f_fit=f_fit,
+                reserve=reserve,
+                w_lag=w_lag,
+            )
+        )
+    return out
+
+
+def _inflight(problem: Problem, orders: list[Order]) -> list[int]:
+    """The most micro-batches each rank held between forward and backward of its first stage."""
+    peaks = []
+    for r, order in enumerate(orders):
+        first, level, peak = problem.stages_of[r][0], 0, 0
+        for t, s, _ in order:
+            if s == first:
+                level += t == FORWARD
+                level -= t in (BACKWARD, BACKWARD_B)
+                peak = max(peak, level)
+        peaks.append(peak)
+    return peaks
+
+
+def _neighbours(policy: Policy, rank: int, knob: str, realized: int) -> Iterable[Policy]:
+    current = policy.at(knob, rank)
+    if knob == "reserve":
+        values = (None, 0, 1, 2, 3)
+    elif knob == "w_lag":
+        values = (None, 0, 1, 2, 3, 4, 6)
+    else:
+        base = realized if current is None else current
+        values = (None, *range(max(base - 2, 1), base + 2))
+    for value in values:
+        if value != current:
+            per_rank = list(getattr(policy, knob))
+            per_rank[rank] = value
+            yield replace(policy, **{knob: tuple(per_rank)})
+
+
+class Search:
+    def __init__(self, problem: Problem, time_limit: float, seed: int, progress: Callable[[str], None] | None):
+        self.problem = problem
+        self.evaluator = Evaluator(problem)
+        self.budget = Budget(time_limit)
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.progress = progress or (lambda message: None)
+        self.jobs = problem.jobs_per_step
+        self.bound = lower_bound(problem)
+        self.steps: list[Step] = []
+        self.best: tuple[list[Order], Evaluation, str] | None = None
+
+    def reached_bound(self) -> bool:
+        return self.best is not None and self.best[1].makespan <= self.bound + EPS
+
+    def offer(self, orders: list[Order], ev: Evaluation, origin: str) -> bool:
+        if ev.feasible and (self.best is None or total_score(ev) < total_score(self.best[1])):
+            self.best = (orders, ev, origin)
+            return True
+        return False
+
+    def run_policy(self, policy: Policy) -> tuple[list[Order], Evaluation] | None:
+        self.budget.spend(3 * self.jobs)
+        orders = list_schedule(self.problem, policy)
+        if orders is None:
+            return None
+        ev = self.evaluator.evaluate(orders)
+        self.budget.spend(self.jobs)
+        return orders, ev
+
+    def step(self, name: str, detail: str = "") -> None:
+        makespan = self.best[1].makespan if self.best else float("inf")
+        self.steps.append(Step(name, makespan, detail))
+        self.progress(f"{name}: makespan {makespan:g}" + (f" ({detail})" if detail else ""))
+
+    # ------------------------------------------------------------------ the steps
+
+    def portfolio(self) -> list[tuple[tuple, Policy, list[Order], Evaluation]]:
+        ranked = []
+        candidates = policies(self.problem)
+        # at scale, fewer policies: each costs a full list schedule
+        room = int(0.25 * self.budget.left() / (4 * self.jobs)) if self.jobs else len(candidates)
+        if room < len(candidates):
+            keep = max(room, 8)
+            candidates = candidates[:: max(len(candidates) // keep, 1)][:keep]
+        for policy in candidates:
+            got = self.run_policy(policy)
+            if got is not None and got[1].feasible:
+                ranked.append((total_score(got[1]), policy, *got))
+                self.offer(got[0], got[1], policy.label())
+        ranked.sort(key=lambda x: x[0])
+        self.step("list scheduling", f"{len(candidates)} policies, best {ranked[0][1].label()}" if ranked else "")
+        return ranked
+
+    def refine(self, ranked: list, top: int = 2, sweeps: int = 3) -> None:
+        """Coordinate descent over per-rank knobs of the best policies."""
+        share = self.budget.used + 0.35 * self.budget.left()
+        for _, policy, orders, ev in ranked[:top]:
+            policy = policy.per_rank(self.problem.pp)
+            current = (total_score(ev), policy, orders, ev)
+            for _ in range(sweeps):
+                improved = False
+                for rank, knob in itertools.product(range(self.problem.pp), RANK_KNOBS):
+                    if knob == "w_lag" and not policy.split:
+                        continue
+                    realized = _inflight(self.problem, current[2])[rank]
+                    for trial in _neighbours(current[1], rank, knob, realized):
+                        if self.budget.used > share or self.budget.out() or self.reached_bound():
+                            break
+                        got = self.run_policy(trial)
+                        if got is not None and total_score(got[1]) < current[0]:
+                            current = (total_score(got[1]), trial, *got)
+                            improved = True
+                if not improved:
+                    break
+            self.offer(current[2], current[3], current[1].label())
+        self.step("per-rank policy refinement")
+
+    def seeds(self, seeds: Iterable[tuple[str, list[Order]]]) -> None:
+        offered = []
+        for name, orders in seeds:
+            if not complete(self.problem, orders):
+                continue
+            ev = self.evaluator.evaluate(orders)
+            self.budget.spend(self.jobs)
+            if ev.feasible:
+                offered.append(f"{name} {ev.makespan:g}")
+                self.offer(orders, ev, name)
+        if offered:
+            self.step("seed schedules", ", ".join(offered))
+
+    def local_search(self) -> None:
+        if self.best is None or self.reached_bound():
+            return
+        orders, _, origin = self.best
+        work = 0.4 * self.budget.left()
+        evaluations = max(int(work / max(self.jobs, 1)), 10)
+        before = self.evaluator.calls
+        deadline = time.perf_counter() + 3 * work / WORK_PER_SECOND + 1
+        found, ev = improve(self.evaluator, orders, deadline, self.rng, target=self.bound, max_evaluations=evaluations)
+        self.budget.spend((self.evaluator.calls - before) * self.jobs)
+        self.offer(found, ev, origin + " + local search")
+        self.step("critical-path local search", f"{self.evaluator.calls - before} evaluations")
+
+    def cp_sat(self, seconds: float, whole: bool, workers: int = 1, deterministic: bool = True) -> str:
+        if self.best is None or self.reached_bound() or not exact.available():
+            return ""
+        orders, ev, origin = self.best
+        if whole:
+            times = {job: ev.start[r][i] for r, order in enumerate(orders) for i, job in enumerate(order)}
+            sol = exact.solve(
+                self.problem,
+                seconds,
+                hint=times,
+                upper_bound=ev.makespan,
+                workers=workers,
+                seed=self.seed,
+                deterministic=deterministic,
+            )
+            if sol.orders is not None:
+                found = self.evaluator.evaluate(sol.orders)
+                self.offer(sol.orders, found, origin + " + CP-SAT")
+            self.bound = max(self.bound, sol.bound if sol.status != "INFEASIBLE" else self.bound)
+            self.step("CP-SAT (whole problem)", f"{sol.status.lower()}, bound {sol.bound:g}")
+            return sol.status
+        found_orders, found = lns(
+            self.evaluator,
+            orders,
+            seconds,
+            target=self.bound,
+            seed=self.seed,
+            out_of_time=lambda: time.perf_counter() > self.budget.deadline,
+        )
+        self.offer(found_orders, found, origin + " + CP-SAT windows")
+        self.step("CP-SAT over windows")
+        return "windows"
+
+    def merge_backwards(self) -> None:
+        """Auto split: an I directly followed by its W becomes a whole backward where that is no slower."""
+        if self.problem.split != "auto" or self.best is None:
+            return
+        orders, ev, origin = self.best
+        p = self.problem
+        merged = [list(o) for o in orders]
+        changed = 0
+        for r, order in enumerate(merged):
+            i = 0
+            while i + 1 < len(order):
+                t, s, mb = order[i]
+                if t == BACKWARD_B and order[i + 1] == (BACKWARD_W, s, mb):
+                    if p.cost[BACKWARD][s] <= p.cost[BACKWARD_B][s] + p.cost[BACKWARD_W][s] + EPS:
+                        trial = [list(o) for o in merged]
+                        trial[r][i : i + 2] = [(BACKWARD, s, mb)]
+                        found = self.evaluator.evaluate(trial)
+                        if found.feasible and found.makespan <= ev.makespan + EPS:
+                            merged, ev = trial, found
+                            order = merged[r]
+                            changed += 1
+                i += 1
+        if changed:
+            self.best = (merged, ev, origin)
+        self.step("whole backwards where no slower", f"{changed} I + W pairs merged")
+
+
+def synthesize(
+    problem: Problem,
+    time_limit: float = 10.0,
+    exact_search: bool = False,
+    seed: int = 0,
+    seeds: Iterable[tuple[str, list[Order]]] = (),
+    workers: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> SynthResult:
+    """The fastest schedule the search finds within the problem's memory limits.
+
+    Raises `Infeasible` when no schedule fits the limits.
+    """
+    t0 = time.perf_counter()
+    search = Search(problem, time_limit if not exact_search else min(time_limit, 10.0), seed, progress)
+    ranked = search.portfolio()
+    if not search.reached_bound():
+        search.refine(ranked)
+    search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
+    if search.best is None:
+        raise Infeasible(problem)
+    search.local_search()
+    status = ""
+    if exact_search:
+        exact.load_cp_model()  # a clear error when OR-Tools is missing
+        remaining = max(time_limit - (time.perf_counter() - t0), 1.0)
+        status = search.cp_sat(remaining, whole=True, workers=workers, deterministic=workers == 1)
+    elif exact.available() and not search.reached_bound():
+        share = max(search.budget.left() / WORK_PER_SECOND, 0.5)
+        status = search.cp_sat(share, whole=search.jobs <= CP_SAT_WHOLE_MAX_JOBS)
+    search.merge_backwards()
+    orders, ev, origin = search.best
+    exact_model = exact.transfers_never_queue(problem)
+    optimal = ev.makespan <= lower_bound(problem) + EPS or (
+        status == "OPTIMAL" and exact_model and ev.makespan <= search.bound + EPS
+    )
+    bound = search.bound if exact_model else lower_bound(problem)
+    return SynthResult(problem, orders, ev, bound, optimal, search.steps, time.perf_counter() - t0, origin, status)
+
+
+class Infeasible(Exception):
+    def __init__(self, problem: Problem):
+        super().__init__("no schedule fits the memory limit")
+        self.problem = problem

@@ -1,0 +1,203 @@
+"""A synthesized schedule as `.sched` text that `ppdsl check` proves at the sizes it was made for.
+
+The file is self-contained where it can be: the sizes as a `require`, the placement, the costs and the link
+latency / bandwidth as `cost` / `comm` declarations, the memory accounting and the limit as `memory`
+declarations, so that a plain `ppdsl check FILE --pp P -m M [--vpp V]` reports the makespan the search found.
+Costs with many per-stage values (a calibrated cost file) and bytes measured on a model stay outside the file;
+its docstring says which options reproduce them.
+
+The order is written per rank as job statements, runs of a repeated group folded into `repeat n { ... }`, when
+every job type keeps its micro-batches in order on every stage (the counters of the language then give each
+job its micro-batch); otherwise as a literal table.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from dataclasses import dataclass
+
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, BUILTIN_TYPES, FORWARD
+from ppdsl.synth.problem import Problem
+from ppdsl.synth.schedule import Order
+
+NAMES = {jt_index: jt.name for jt_index, jt in enumerate(BUILTIN_TYPES)}
+LETTERS = {jt_index: jt.letter for jt_index, jt in enumerate(BUILTIN_TYPES)}
+MAX_COST_VALUES = 8  # distinct per-stage values written as a conditional in the file; more stay outside
+MAX_GROUP = 8  # the longest repeated group folded into `repeat`
+WIDTH = 100
+
+
+@dataclass
+class Header:
+    """What the docstring says: the inputs, the result and how it was found."""
+
+    name: str
+    inputs: list[str]  # lines: sizes, costs, memory, limit
+    result: list[str]  # lines: makespan, bound, bubble, peaks
+    found_by: list[str]  # lines: engines and their steps
+    command: str  # the command line that regenerates the file
+    check: str  # the command line that checks it
+
+
+def number(value: float) -> str:
+    """A number as the language writes it: `1`, `0.5`, `1.5`."""
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _per_stage_expression(values: list[float]) -> str | None:
+    """`1`, or `if stage == 7 then 1.5 else 1`; None when there are too many distinct values to write."""
+    counts = Counter(values)
+    if len(counts) == 1:
+        return number(values[0])
+    if len(counts) > MAX_COST_VALUES:
+        return None
+    common = counts.most_common(1)[0][0]
+    expr = number(common)
+    for value in sorted(set(values) - {common}, reverse=True):
+        stages = [s for s, v in enumerate(values) if v == value]
+        test = " or ".join(f"stage == {s}" for s in stages)
+        expr = f"if {test} then {number(value)} else {expr}"
+    return expr
+
+
+def declarations(problem: Problem, used: set[int], costs_in_file: bool) -> list[str]:
+    """The placement, costs, links and memory of the problem as `.sched` declarations."""
+    lines = [f"placement {problem.placement}", ""]
+    if costs_in_file:
+        for t in (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W):
+            if t in used:
+                lines.append(f"cost {NAMES[t]} = {_per_stage_expression(problem.cost[t])}")
+        latency, bandwidth = problem_links(problem)
+        if latency:
+            lines.append(f"comm latency = {number(latency)}")
+        if bandwidth:
+            lines.append(f"comm bandwidth = {number(bandwidth)}")
+        lines.append("")
+    if problem.memory_unit == "activations":
+        if BACKWARD_B in used:
+            lines.append(f"memory backward_b frees {number(problem.backward_b_frees)}")
+        limits = set(problem.limit)
+        if len(limits) == 1 and (limit := limits.pop()) != float("inf"):
+            lines.append(f"memory limit = {number(limit)}")
+        if lines[-1] != "":
+            lines.append("")
+    return lines
+
+
+def problem_links(problem: Problem) -> tuple[float, float | None]:
+    """The latency and bandwidth the problem's link times came from."""
+    exp = problem.expansion
+    return (exp.latency, exp.bandwidth) if exp is not None else (0.0, None)
+
+
+def costs_fit_in_file(problem: Problem) -> bool:
+    return all(_per_stage_expression(problem.cost[t]) is not None for t in (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W))
+
+
+def in_order(orders: list[Order]) -> bool:
+    """Does every (job type, stage) run its micro-batches 0, 1, 2, ... in order (whole and split backwards
+    sharing one count, as the language's counters do)?"""
+    seen: dict[tuple[int, int], int] = {}
+    for order in orders:
+        for t, s, mb in order:
+            key = (BACKWARD if t == BACKWARD_B else t, s)
+            if seen.get(key, 0) != mb:
+                return False
+            seen[key] = mb + 1
+    return True
+
+
+def _fold(tokens: list[str]) -> list[tuple[int, list[str]]]:
+    """Runs of a repeated group: [(count, group), ...] covering `tokens` in order, greedily longest first."""
+    out: list[tuple[int, list[str]]] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        best_len, best_count = 1, 1
+        for size in range(1, MAX_GROUP + 1):
+            if i + 2 * size > n:
+                break
+            group = tokens[i : i + size]
+            count = 1
+            while tokens[i + count * size : i + (count + 1) * size] == group:
+                count += 1
+            if count > 1 and count * size > best_len * best_count:
+                best_len, best_count = size, count
+        out.append((best_count, tokens[i : i + best_len]))
+        i += best_len * best_count
+    # merge neighbouring single jobs that did not repeat into one line
+    merged: list[tuple[int, list[str]]] = []
+    for count, group in out:
+        if count == 1 and merged and merged[-1][0] == 1:
+            merged[-1][1].extend(group)
+        else:
+            merged.append((count, list(group)))
+    return merged
+
+
+def _statement(problem: Problem, t: int, s: int) -> str:
+    chunk = problem.chunk_of[s]
+    return NAMES[t] if problem.vpp == 1 else f"{NAMES[t]}(chunk = {chunk})"
+
+
+def order_text(problem: Problem, orders: list[Order]) -> list[str]:
+    """`order { if rank == 0 { ... } elif ... }` with repeated groups folded."""
+    lines = ["order {"]
+    for r, order in enumerate(orders):
+        lines.append(f"    {'if' if r == 0 else 'elif'} rank == {r} {{")
+        tokens = [_statement(problem, t, s) for t, s, _ in order]
+        for count, group in _fold(tokens):
+            if count == 1:
+                lines.extend(textwrap.wrap(" ".join(group), WIDTH, initial_indent=" " * 8, subsequent_indent=" " * 8))
+            elif len(group) == 1:
+                lines.append(f"        {group[0]} * {count}")
+            else:
+                body = " ".join(group)
+                lines.append(f"        repeat {count} {{ {body} }}")
+        lines.append("    }")
+    lines.append("    optimizer")
+    lines.append("}")
+    return lines
+
+
+def table_text(problem: Problem, orders: list[Order]) -> list[str]:
+    lines = ["table {"]
+    for r, order in enumerate(orders):
+        cells = []
+        for t, s, mb in order:
+            cell = f"{LETTERS[t]}{mb}"
+            cells.append(cell if problem.vpp == 1 else f"{cell}.c{problem.chunk_of[s]}")
+        cells.append("optimizer")
+        head = f"    rank {r}:"
+        lines.extend(textwrap.wrap(" ".join(cells), WIDTH, initial_indent=head + " ", subsequent_indent=" " * 8))
+    lines.append("}")
+    return lines
+
+
+def sched_text(problem: Problem, orders: list[Order], header: Header) -> str:
+    used = {t for order in orders for t, _, _ in order}
+    costs_in_file = costs_fit_in_file(problem)
+    doc = [
+        f"Synthesized by `ppdsl synth` for pp={problem.pp}, microbatches={problem.microbatches}, vpp={problem.vpp}.",
+        "",
+        *header.inputs,
+        "",
+        *header.result,
+        "",
+        *header.found_by,
+        "",
+        f"Regenerate: {header.command}",
+        f"Check:      {header.check}",
+    ]
+    sizes = f"pp={problem.pp}, vpp={problem.vpp}, microbatches={problem.microbatches}"
+    lines = ['"""' + doc[0], *doc[1:], '"""', f'schedule "{header.name}"', ""]
+    lines.append(
+        f"require pp == {problem.pp} and vpp == {problem.vpp} and microbatches == {problem.microbatches} : "
+        f'"synthesized for {sizes}; run `ppdsl synth` for other sizes"'
+    )
+    lines.append("")
+    lines += declarations(problem, used, costs_in_file)
+    lines += order_text(problem, orders) if in_order(orders) else table_text(problem, orders)
+    return "\n".join(lines) + "\n"
