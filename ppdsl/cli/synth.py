@@ -118,7 +118,7 @@ def synth_cmd(
         workers=workers,
         library=library,
         name=name or "",
-        command=" ".join(["ppdsl", *map(shlex.quote, sys.argv[1:])]) if sys.argv[1:2] == ["synth"] else "",
+        command=_command_line(),
         output=output,
         cost_options=cost_options,
     )
@@ -131,6 +131,24 @@ def synth_cmd(
         out.print(json.dumps(_report(outcome, rows, output), indent=2), markup=False)
     else:
         _print(outcome, rows, output)
+
+
+def _command_line() -> str:
+    """This command as typed, without the options that only change how the report looks."""
+    args = sys.argv[1:]
+    if args[:1] != ["synth"]:
+        return ""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg == "--format":
+            skip = True
+            continue
+        if not arg.startswith("--format="):
+            kept.append(arg)
+    return " ".join(["ppdsl", *map(shlex.quote, kept)])
 
 
 class _nothing:

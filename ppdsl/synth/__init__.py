@@ -174,7 +174,7 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult) -> Hea
         f"Makespan {number(round(ev.makespan, 9))}; lower bound {number(round(result.lower_bound, 9))} ({state}).",
         f"Peak memory per rank: {', '.join(shown(round(x, 9)) for x in ev.peaks)}.",
     ]
-    found = [f"Found by: {result.origin}; {len(result.steps)} steps in {result.seconds:.1f} s."]
+    found = [f"Found by: {result.origin}."]
     check = f"ppdsl check {request.output} --pp {p.pp} -m {p.microbatches}" + (f" --vpp {p.vpp}" if p.vpp > 1 else "")
     if not costs_fit_in_file(p) and request.cost_options:
         check += f" {request.cost_options}"
