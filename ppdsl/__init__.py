@@ -13,6 +13,8 @@ The Python API, for notebooks and tools (the `ppdsl` command is built on it):
     exp.job_tuples(0)                                           # [("forward", 0, 0), ...]
     sim = ppdsl.simulate("zbh1", pp=4, microbatches=8, costs={"backward_b": 1.5, "latency": 0.1})
     text = ppdsl.compile("1f1b")                                # a plan module (Python source)
+    found = ppdsl.synthesize(pp=4, microbatches=8, memory_limit=4)  # the fastest schedule within the limit
+    found.text, found.result.makespan, found.result.optimal     # a .sched the checker proves, 27.0, True
 
 `costs` takes `--cost`-style pairs (job types, `latency`, `bandwidth`), a `CostSpec`, or the path of a cost
 file from `ppdsl calibrate`. Errors in a schedule come back as diagnostics in `check`'s result; the other
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from ppdsl.analysis.scenario import Scenario
     from ppdsl.language.ir import ScheduleDef
     from ppdsl.reports.simulate import Simulation
+    from ppdsl.synth import SynthOutcome
 
 __all__ = [
     "CheckResult",
@@ -47,6 +50,7 @@ __all__ = [
     "load",
     "scenario",
     "simulate",
+    "synthesize",
 ]
 
 
@@ -158,6 +162,34 @@ def compile(
         if not result.valid:
             raise DiagnosticError(result.errors or result.diagnostics)
     return generate_plan_module(defn, spec.path, literal=spec if literal else None)
+
+
+def synthesize(
+    *,
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    placement: str = "looped",
+    costs: Mapping[str, float] | CostSpec | str | Path | None = None,
+    memory_limit: float | None = None,
+    split: str = "auto",
+    exact: bool = False,
+    time_limit: float | None = None,
+    seed: int = 0,
+) -> SynthOutcome:
+    """The fastest schedule the search finds within `memory_limit` (activations per rank, as `check` counts
+    them): `.text` is the `.sched` file, already checked (`.check`); `.result` has the makespan, the lower bound,
+    whether it is proven optimal, and how it was found. Raises DiagnosticError (S113: nothing fits the limit)."""
+    from ppdsl.analysis.costs import CostSpec
+    from ppdsl.synth import SynthRequest, synthesize_file  # (the package `ppdsl.synth`; this is `synthesize`)
+
+    if costs is not None and not isinstance(costs, CostSpec):
+        costs = CostSpec.read(None, costs) if isinstance(costs, (str, Path)) else CostSpec(dict(costs))
+    limit = time_limit if time_limit is not None else (120.0 if exact else 10.0)
+    request = SynthRequest(
+        pp, microbatches, vpp, placement, costs, memory_limit, split=split, exact=exact, time_limit=limit, seed=seed
+    )
+    return synthesize_file(request)
 
 
 def __getattr__(name: str):

@@ -87,3 +87,13 @@ def test_a_scenario_is_what_the_functions_evaluate():
     assert isinstance(spec, ppdsl.Scenario)
     assert spec.check().makespan == ppdsl.check("1f1b", pp=4, microbatches=8, costs={"backward": 3}).makespan == 44
     assert spec.with_(microbatches=4).check().makespan == 7 * 4
+
+
+def test_synth_returns_a_checked_schedule():
+    found = ppdsl.synthesize(pp=4, microbatches=8, memory_limit=4, time_limit=2)
+    assert found.check.valid and found.check.makespan == found.result.makespan == 27  # (p - 1) + 3m, optimal
+    assert found.result.optimal
+    assert found.text.startswith('"""Synthesized by `ppdsl synth`')
+    with pytest.raises(ppdsl.DiagnosticError) as err:
+        ppdsl.synthesize(pp=4, microbatches=8, vpp=2, placement="vshape", memory_limit=1)
+    assert err.value.diagnostics[0].code == "S113"

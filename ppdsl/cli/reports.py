@@ -37,6 +37,7 @@ from ppdsl.cli.common import (
     usage_error,
 )
 from ppdsl.common.codes import EXIT_INVALID, EXIT_VALID
+from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.common.units import format_bytes, unit_name
 from ppdsl.language.library import find_schedule, library_files
 from ppdsl.reports.compare import Row
@@ -180,6 +181,10 @@ def compare_cmd(
     fmt: Annotated[TableFormat, typer.Option("--format", help="table, json or csv.")] = TableFormat.table,
     model: ModelOption = None,
     batch_size: BatchOption = 32,
+    synth: Annotated[
+        bool, typer.Option("--synth", help="Add the schedule `ppdsl synth` finds within --memory-limit.")
+    ] = False,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds of search for each --synth row.")] = 10.0,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.analysis.expand import parse_params
@@ -189,8 +194,8 @@ def compare_cmd(
     memory = measured_memory(model, batch_size, microbatches)
     named = [find_schedule(f) for f in files or []]
     shipped = [p for p in library_files() if p.resolve() not in {n.resolve() for n in named}] if library else []
-    if not named and not shipped:
-        usage_error("nothing to compare", help="name schedules, or pass `--library`")
+    if not named and not shipped and not synth:
+        usage_error("nothing to compare", help="name schedules, pass `--library` or `--synth`")
     spec = cost_spec(cost, costs)
     params = diagnosed(parse_params, param)
     # the base scenario's schedule is not used: every schedule compared takes its place
@@ -199,6 +204,8 @@ def compare_cmd(
     for group, skip_broken in ((named, False), (shipped, True)):
         if group:
             rows += diagnosed(compare, group, base, vpp is None, limit, skip_broken)
+    if synth:
+        rows += synthesized_rows(base, vpp, limit, time_limit, model, batch_size)
     rows = ranked(rows)  # named and shipped schedules were measured apart
     if fmt is TableFormat.json:
         header = {"pp": pp, "microbatches": microbatches, "vpp": vpp, "memory_limit": limit}
@@ -218,6 +225,50 @@ def compare_cmd(
     named_paths = {str(p) for p in named}
     failed = [r for r in rows if r.file in named_paths and r.status != "ok"]
     raise typer.Exit(EXIT_INVALID if failed or not any(r.status == "ok" for r in rows) else EXIT_VALID)
+
+
+def synthesized_rows(
+    base: Scenario, vpp: int | None, limit: float | None, time_limit: float, model: str | None, batch_size: int
+) -> list[Row]:
+    """The schedules `ppdsl synth` finds at the comparison's sizes, costs and memory limit: looped, and V-shaped
+    where the chunks allow it. Without --vpp (each schedule at its smallest vpp, normalised per rank), a
+    two-chunk V is searched with each chunk costing half a rank's work and holding half its activations."""
+    from ppdsl.synth import SynthRequest, synthesize_file
+
+    shapes = [(1, "looped"), (2, "vshape")] if vpp is None else [(vpp, "looped")] + ([(vpp, "vshape")] * (vpp % 2 == 0))
+    rows = []
+    for chunks, placement in shapes:
+        scale = 1.0 / chunks if vpp is None else 1.0
+        in_units = base.memory is None
+        chunk_limit = None if limit is None else (limit * chunks if vpp is None and in_units else limit)
+        request = SynthRequest(
+            base.pp,
+            base.microbatches,
+            chunks,
+            placement,
+            base.costs,
+            chunk_limit,
+            base.memory,
+            time_limit=time_limit,
+            cost_scale=scale,
+        )
+        label = f"synth ({'V' if placement == 'vshape' else placement})"
+        row = Row(label, "(ppdsl synth)", base.pp, chunks, base.microbatches, "invalid")
+        try:
+            outcome = synthesize_file(request)
+        except DiagnosticError as err:
+            row.reason = f"{err.diagnostics[0].code}: {err.diagnostics[0].message}"
+            rows.append(row)
+            continue
+        check = outcome.check
+        peak = max(r.peak_activations for r in check.ranks)
+        row.status, row.makespan, row.bubble_ratio = "ok", check.makespan, check.bubble_ratio
+        row.peak_activations = peak * (scale if in_units else 1.0)
+        row.peak_rank = max(check.ranks, key=lambda r: r.peak_activations).rank
+        row.memory_unit = check.expansion.memory_unit
+        row.over_limit = None if limit is None else row.peak_activations > limit + 1e-9
+        rows.append(row)
+    return rows
 
 
 @app.command("sweep")

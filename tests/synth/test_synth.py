@@ -259,3 +259,17 @@ def test_exact_proves_the_optimum_and_the_cli_says_so(tmp_path):
     report = json.loads(result.stdout)
     assert report["optimal"] is True
     assert report["makespan"] == pytest.approx(report["lower_bound"])
+
+
+def test_compare_adds_the_synthesized_schedules_at_the_same_limit():
+    args = ["compare", "--pp", "4", "-m", "8", "--library", "--memory-limit", "4", "--synth", "--time-limit", "2"]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["schedule"]: r for r in json.loads(result.stdout)["rows"]}
+    looped, v = rows["synth (looped)"], rows["synth (V)"]
+    assert looped["status"] == v["status"] == "ok"
+    assert looped["peak_activations"] <= 4 and v["peak_activations"] <= 4 and not looped["over_limit"]
+    # within the same limit, nothing in the library is faster than what synth finds with the same chunks
+    fits = [r for r in rows.values() if r["status"] == "ok" and not r["over_limit"] and "synth" not in r["schedule"]]
+    assert all(r["makespan"] >= looped["makespan"] for r in fits if r["vpp"] == 1)
+    assert all(r["makespan"] >= v["makespan"] for r in fits if r["vpp"] == 2)
