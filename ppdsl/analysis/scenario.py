@@ -23,6 +23,7 @@ from pathlib import Path
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import expand
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.library import find_schedule
 from ppdsl.language.resolve import load
@@ -106,8 +107,6 @@ class Scenario:
 
 def check_batch_size(batch_size: int, microbatches: int) -> None:
     """A step's batch must split into equal micro-batches (Paddle's executor splits the fed batch along dim 0)."""
-    from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-
     if batch_size < 1:
         raise DiagnosticError([Diagnostic("E007", f"--batch-size must be positive, got {batch_size}")])
     if microbatches >= 1 and batch_size % microbatches:
