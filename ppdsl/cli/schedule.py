@@ -1,4 +1,5 @@
-"""Commands about one schedule at given sizes, as text: `check`, `expand`, `show`, `list`, `import`."""
+"""Commands about one schedule at given sizes, as text: `check`, `expand`, `show`, `list`, `import`; and `explain`,
+what a diagnostic code means."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ from ppdsl.cli.common import (
     memory_size,
     out,
     scenario,
+    usage_error,
 )
+from ppdsl.common import codes
 from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
 from ppdsl.common.units import format_bytes
 from ppdsl.language.jobtypes import style_of
@@ -205,3 +208,20 @@ def import_cmd(
     except DiagnosticError as e:
         fail(e.diagnostics)
     emit(text, output)
+
+
+@app.command("explain")
+def explain_cmd(
+    code: Annotated[
+        str | None, typer.Argument(help="A diagnostic code, e.g. E010 or s105; none: list them all.")
+    ] = None,
+) -> None:
+    """What a diagnostic code means, with a wrong example and the fixed one (as `rustc --explain`)."""
+    if code is None:
+        for entry in codes.REGISTRY.values():
+            out.print(f"{entry.code}  {entry.summary}", markup=False)
+        return
+    entry = codes.lookup(code)
+    if entry is None:
+        usage_error(f"unknown diagnostic code `{code}`", help="`ppdsl explain` lists every code")
+    out.print(codes.explain(entry), markup=False, end="")
