@@ -7,39 +7,66 @@ declared `before` / `after` side of their anchor.
 
 One function per diagnostic code, dispatched from `CHECKS`: adding a check means adding a function and a row.
 Each reads a `RankJobs`, built once per rank in one pass over its jobs (where each job runs), so a check is a
-walk over the rank's (chunk, micro-batch) pairs and never searches the order.
+walk over the rank's (chunk, micro-batch) pairs and never searches the order. A check records findings; the
+findings of one kind at one statement become one diagnostic that names every rank and micro-batch they concern
+("on ranks 0-3, micro-batches 0-7"), as one mistake is one statement, however many ranks run it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.common.diagnostics import Diagnostic, Span, number_text
+from ppdsl.common.diagnostics import Diagnostic, Span
+from ppdsl.common.text import count, numbered, ranges
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 
 MAX_PER_KIND = 12  # diagnostics of one code kept in full; the rest are counted
+MAX_NOTES = 4  # per-rank details shown under one diagnostic
 
 
 @dataclass
-class _Collector:
-    diagnostics: list[Diagnostic]
-    counts: dict[str, int]
+class Finding:
+    """One occurrence: on `rank`, about micro-batch `mb` (None: the rank as a whole), with what to say of it."""
 
-    def add(self, diag: Diagnostic) -> None:
-        n = self.counts.get(diag.code, 0)
-        self.counts[diag.code] = n + 1
-        if n < MAX_PER_KIND:
-            self.diagnostics.append(diag)
+    rank: int
+    mb: int | None
+    detail: dict
 
-    def finish(self) -> list[Diagnostic]:
-        for code, n in self.counts.items():
+
+@dataclass
+class _Group:
+    code: str
+    kind: str
+    site: int
+    findings: list[Finding] = field(default_factory=list)
+
+
+class Findings:
+    """Findings grouped by (kind, statement): each group is one diagnostic."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, int, object], _Group] = {}
+
+    def add(self, code: str, kind: str, site: int, rank: int, mb: int | None = None, key: object = None, **detail):
+        group = self.groups.get((kind, site, key))
+        if group is None:
+            group = self.groups[(kind, site, key)] = _Group(code, kind, site)
+        group.findings.append(Finding(rank, mb, detail))
+
+    def diagnostics(self, exp: Expansion) -> list[Diagnostic]:
+        out: list[Diagnostic] = []
+        per_code: dict[str, int] = {}
+        order = {code: i for i, (code, _) in enumerate(CHECKS)}
+        for group in sorted(self.groups.values(), key=lambda g: order[g.code]):
+            n = per_code[group.code] = per_code.get(group.code, 0) + 1
+            if n <= MAX_PER_KIND:
+                out.append(RENDER[group.kind](exp, group))
+        for code, n in per_code.items():
             if n > MAX_PER_KIND:
-                self.diagnostics.append(
-                    Diagnostic(code, f"... and {n - MAX_PER_KIND} more `{code}` errors like the ones above")
-                )
-        return self.diagnostics
+                out.append(Diagnostic(code, f"... and {n - MAX_PER_KIND} more `{code}` errors like the ones above"))
+        return out
 
 
 @dataclass
@@ -55,15 +82,15 @@ class RankJobs:
     outside: list[int]
     repeats: list[tuple[int, int]]
 
-    def span(self, step: int) -> Span:
-        """Where the job at `step` was emitted."""
-        return self.exp.defn.sites[self.exp.sites[self.rank][step]].span
+    def site(self, step: int) -> int:
+        """The statement (site id) that emitted the job at `step`."""
+        return self.exp.sites[self.rank][step]
 
     @property
-    def end_span(self) -> Span:
-        """Where the order ends: the statement of the rank's last job (the order's own span if it has none)."""
+    def end_site(self) -> int:
+        """Where the order ends: the statement of the rank's last job (the order itself if it has none)."""
         sites = self.exp.sites[self.rank]
-        return self.exp.defn.sites[sites[-1] if sites else 0].span
+        return sites[-1] if sites else 0
 
     def backward_split(self, base: int) -> tuple[int, int, int] | None:
         """Steps of (backward, backward_b, backward_w) of the micro-batch whose codes start at `base`, or None when it
@@ -112,79 +139,41 @@ def used_types(exp: Expansion) -> set[int]:
 # ---------------------------------------------------------------------------------------------- one check per code
 
 
-def micro_batch_range(view: RankJobs, out: _Collector) -> None:
+def micro_batch_range(view: RankJobs, out: Findings) -> None:
     """S107: a job of a micro-batch the sizes do not have."""
-    exp, m = view.exp, view.exp.microbatches
+    exp = view.exp
     for i in view.outside:
         code = exp.jobs[view.rank][i]
         _, _, mb = exp.decode(code)
-        out.add(
-            Diagnostic(
-                "S107",
-                f"micro-batch {number_text(mb)} does not exist: there are {m} micro-batches (0 .. {m - 1})",
-                view.span(i),
-                label=f"rank {view.rank} step {i} runs `{exp.label(code)}`",
-                help="count the jobs this statement emits for these sizes",
-            )
-        )
+        out.add("S107", "mb-range", view.site(i), view.rank, mb, step=i, job=exp.label(code))
 
 
-def duplicates(view: RankJobs, out: _Collector) -> None:
+def duplicates(view: RankJobs, out: Findings) -> None:
     """S102: a job that runs twice, or a micro-batch with both a whole and a split backward."""
     exp, rank = view.exp, view.rank
     jobs = exp.jobs[rank]
     for i, first in view.repeats:
-        out.add(
-            Diagnostic(
-                "S102",
-                f"`{exp.label(jobs[i])}` runs twice on rank {rank}",
-                view.span(i),
-                label=f"again at step {i}, first at step {first}",
-                help="each job runs exactly once per micro-batch",
-            )
-        )
+        _, _, mb = exp.decode(jobs[i])
+        out.add("S102", "twice", view.site(i), rank, mb, step=i, first=first, job=exp.label(jobs[i]))
     for base, c, mb in view.bases():
         if view.backward_split(base) is None:
-            out.add(
-                Diagnostic(
-                    "S102",
-                    f"micro-batch {mb} chunk {c} has both a full backward and a split one on rank {rank}",
-                    view.span(view.pos[base + BACKWARD]),
-                    label=f"`{exp.label(base + BACKWARD)}` here",
-                    help="use either `backward` or `backward_b` + `backward_w` for a micro-batch",
-                )
-            )
+            step = view.pos[base + BACKWARD]
+            out.add("S102", "mixed", view.site(step), rank, mb, chunk=c, job=exp.label(base + BACKWARD))
 
 
-def optimizer(view: RankJobs, out: _Collector) -> None:
+def optimizer(view: RankJobs, out: Findings) -> None:
     """S104: the optimizer is missing, or is not the rank's last job."""
     exp, rank = view.exp, view.rank
     jobs = exp.jobs[rank]
     ntypes = exp.ntypes
     steps = [i for i, code in enumerate(jobs) if code % ntypes == OPTIMIZER]
     if not steps:
-        out.add(
-            Diagnostic(
-                "S104",
-                f"rank {rank} never runs the optimizer",
-                view.end_span,
-                label="the order ends here",
-                help="end the order with `optimizer`",
-            )
-        )
+        out.add("S104", "no-optimizer", view.end_site, rank)
     elif len(steps) == 1 and steps[0] != len(jobs) - 1:
-        out.add(
-            Diagnostic(
-                "S104",
-                f"the optimizer is not the last job on rank {rank}",
-                view.span(steps[0]),
-                label=f"runs at step {steps[0]} of {len(jobs)}",
-                help="move `optimizer` to the end of the order",
-            )
-        )
+        out.add("S104", "optimizer-early", view.site(steps[0]), rank, step=steps[0], jobs=len(jobs))
 
 
-def local_order(view: RankJobs, out: _Collector) -> None:
+def local_order(view: RankJobs, out: Findings) -> None:
     """S103: a backward before its forward, a weight gradient before its input gradient, an auxiliary job on the
     wrong side of the job it serves."""
     exp, rank, pos = view.exp, view.rank, view.pos
@@ -199,33 +188,17 @@ def local_order(view: RankJobs, out: _Collector) -> None:
         grad = b if b >= 0 else bb
         if f >= 0 and grad >= 0 and grad < f:
             gcode = base + (BACKWARD if b >= 0 else BACKWARD_B)
-            out.add(
-                Diagnostic(
-                    "S103",
-                    f"backward of micro-batch {mb} runs before its forward on rank {rank}"
-                    + (f" (chunk {c})" if exp.vpp > 1 else ""),
-                    view.span(grad),
-                    label=f"`{exp.label(gcode)}` runs at step {grad}; `{exp.label(base)}` runs at step {f}",
-                    help="a backward needs the activations of its own forward: move it later",
-                )
-            )
+            detail = {"job": exp.label(gcode), "step": grad, "forward": exp.label(base), "forward_step": f}
+            out.add("S103", "backward-first", view.site(grad), rank, mb, key=c, chunk=c, **detail)
         if b < 0 and bb >= 0 and bw >= 0 and bw < bb:
-            weight, inputs = exp.label(base + BACKWARD_W), exp.label(base + BACKWARD_B)
-            out.add(
-                Diagnostic(
-                    "S103",
-                    f"weight gradient of micro-batch {mb} runs before its input gradient on rank {rank}",
-                    view.span(bw),
-                    label=f"`{weight}` at step {bw}, `{inputs}` at step {bb}",
-                    help="run `backward_w` after the `backward_b` of the same micro-batch",
-                )
-            )
+            detail = {"job": exp.label(base + BACKWARD_W), "step": bw, "input": exp.label(base + BACKWARD_B)}
+            out.add("S103", "weight-first", view.site(bw), rank, mb, key=c, chunk=c, input_step=bb, **detail)
         for t in view.aux:
             if pos[base + t] >= 0:
-                _anchor(view, base, t, out)
+                _anchor(view, base, t, mb, out)
 
 
-def _anchor(view: RankJobs, base: int, t: int, out: _Collector) -> None:
+def _anchor(view: RankJobs, base: int, t: int, mb: int, out: Findings) -> None:
     exp, pos = view.exp, view.pos
     jt = exp.defn.job_types[t]
     anchor_name = jt.before or jt.after
@@ -239,52 +212,42 @@ def _anchor(view: RankJobs, base: int, t: int, out: _Collector) -> None:
     if a < 0:
         return
     if (jt.before is not None and p > a) or (jt.after is not None and p < a):
-        side = "before" if jt.before else "after"
-        out.add(
-            Diagnostic(
-                "S103",
-                f"`{exp.label(base + t)}` must run {side} `{exp.label(base + anchor_t)}` on rank {view.rank}",
-                view.span(p),
-                label=f"runs at step {p}; `{exp.label(base + anchor_t)}` at step {a}",
-                help=f"`{jt.name}` is declared `{side} {anchor_name}`",
-            )
-        )
+        detail = {"job": exp.label(base + t), "step": p, "anchor": exp.label(base + anchor_t), "anchor_step": a}
+        out.add("S103", "anchor", view.site(p), view.rank, mb, key=t, type=t, **detail)
 
 
-def missing_jobs(view: RankJobs, out: _Collector) -> None:
-    """S101: a job the rank owns that it never runs."""
+def missing_jobs(view: RankJobs, out: Findings) -> None:
+    """S101: a job the rank owns that it never runs, reported at the statement that ran the last job of its type on
+    the rank (the one that stopped short), or where the order ends if the rank runs none of that type."""
     exp, pos = view.exp, view.pos
-    missing: list[str] = []
-    for base, _, _ in view.bases():
+    missing: list[tuple[int, int, int]] = []  # (type, code, mb)
+    for base, _, mb in view.bases():
         if pos[base + FORWARD] < 0:
-            missing.append(exp.label(base + FORWARD))
+            missing.append((FORWARD, base + FORWARD, mb))
         split = view.backward_split(base)
         if split is None:
             continue
         b, bb, bw = split
         if b < 0:
             if bb < 0 and bw < 0:
-                missing.append(exp.label(base + BACKWARD))
+                missing.append((BACKWARD, base + BACKWARD, mb))
                 continue
-            missing += [exp.label(base + t) for t in (BACKWARD_B, BACKWARD_W) if pos[base + t] < 0]
-        missing += [exp.label(base + t) for t in view.aux if pos[base + t] < 0]
-    if missing:
-        vpp, m = exp.vpp, exp.microbatches
-        shown = ", ".join(f"`{x}`" for x in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-        out.add(
-            Diagnostic(
-                "S101",
-                f"rank {view.rank} never runs {len(missing)} job{'s' if len(missing) > 1 else ''} it owns",
-                view.end_span,
-                label=f"missing {shown}",
-                help=f"every rank runs a forward and a backward of each of its {vpp} chunk(s) "
-                f"for all {m} micro-batches",
-            )
-        )
+            missing += [(t, base + t, mb) for t in (BACKWARD_B, BACKWARD_W) if pos[base + t] < 0]
+        missing += [(t, base + t, mb) for t in view.aux if pos[base + t] < 0]
+    if not missing:
+        return
+    last_of: dict[int, int] = {}  # job type -> step of its last job on this rank
+    ntypes = exp.ntypes
+    for i, code in enumerate(exp.jobs[view.rank]):
+        last_of[code % ntypes] = i
+    for t, code, mb in missing:
+        last = last_of.get(t)
+        site = view.site(last) if last is not None else view.end_site
+        out.add("S101", "missing", site, view.rank, mb, key=(t, last is None), type=t, job=exp.label(code), ran=last)
 
 
 # Every per-rank check, by the code it reports, in the order its diagnostics are listed.
-CHECKS: tuple[tuple[str, Callable[[RankJobs, _Collector], None]], ...] = (
+CHECKS: tuple[tuple[str, Callable[[RankJobs, Findings], None]], ...] = (
     ("S107", micro_batch_range),
     ("S102", duplicates),
     ("S104", optimizer),
@@ -294,11 +257,218 @@ CHECKS: tuple[tuple[str, Callable[[RankJobs, _Collector], None]], ...] = (
 
 
 def check_ranks(exp: Expansion) -> list[Diagnostic]:
-    out = _Collector([], {})
+    out = Findings()
     used = used_types(exp)
     aux = [t for t, jt in enumerate(exp.defn.job_types) if not jt.builtin and t in used]
     for rank in range(exp.pp):
         view = index_rank(exp, rank, aux)
         for _, check in CHECKS:
             check(view, out)
-    return out.finish()
+    return out.diagnostics(exp)
+
+
+# ------------------------------------------------------------------------------------------ one diagnostic per group
+
+
+def _span(exp: Expansion, group: _Group) -> Span:
+    return exp.defn.sites[group.site].span
+
+
+def _ranks(group: _Group) -> list[int]:
+    return sorted({f.rank for f in group.findings})
+
+
+def _mbs(group: _Group) -> list[int]:
+    return sorted({f.mb for f in group.findings if f.mb is not None})
+
+
+def _where(group: _Group) -> str:
+    """`on rank 0`, `on ranks 0-3, micro-batches 0-7`."""
+    text = f"on {numbered('rank', _ranks(group))}"
+    mbs = _mbs(group)
+    return text + (f", {numbered('micro-batch', mbs, 'micro-batches')}" if len(mbs) > 1 else "")
+
+
+def _on_rank(group: _Group, finding: Finding) -> str:
+    """`rank r: ` when a group spans several ranks, so a label about one occurrence says which."""
+    return f"rank {finding.rank}: " if len(_ranks(group)) > 1 else ""
+
+
+def _jobs(group: _Group, limit: int = 4) -> str:
+    names = list(dict.fromkeys(f.detail["job"] for f in group.findings))
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _render_mb_range(exp: Expansion, group: _Group) -> Diagnostic:
+    m = exp.microbatches
+    first = group.findings[0]
+    mbs = _mbs(group)
+    subject = f"{numbered('micro-batch', mbs, 'micro-batches')} {'does' if len(mbs) == 1 else 'do'} not exist"
+    return Diagnostic(
+        "S107",
+        f"{subject} on {numbered('rank', _ranks(group))}: there {'is' if m == 1 else 'are'} "
+        f"{count(m, 'micro-batch', 'micro-batches')} (0 .. {m - 1})",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}step {first.detail['step']} runs `{first.detail['job']}`",
+        help="count the jobs this statement emits for these sizes",
+    )
+
+
+def _render_twice(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    names = {f.detail["job"] for f in group.findings}
+    subject = f"{_jobs(group)} {'runs' if len(names) == 1 else 'run'} twice"
+    return Diagnostic(
+        "S102",
+        f"{subject} on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}again at step {first.detail['step']}, first at step {first.detail['first']}",
+        help="each job runs exactly once per micro-batch",
+    )
+
+
+def _render_mixed(exp: Expansion, group: _Group) -> Diagnostic:
+    mbs = _mbs(group)
+    chunks = sorted({f.detail["chunk"] for f in group.findings})
+    what = numbered("micro-batch", mbs, "micro-batches") + (f" (chunk {chunks[0]})" if exp.vpp > 1 else "")
+    verb = "has" if len(mbs) == 1 else "have"
+    return Diagnostic(
+        "S102",
+        f"{what} {verb} both a whole backward and a split one on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, group.findings[0])}`{group.findings[0].detail['job']}` here",
+        help="use either `backward` or `backward_b` + `backward_w` for a micro-batch",
+    )
+
+
+def _render_no_optimizer(exp: Expansion, group: _Group) -> Diagnostic:
+    ranks = _ranks(group)
+    return Diagnostic(
+        "S104",
+        f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} the optimizer",
+        _span(exp, group),
+        label="the order ends here",
+        help="end the order with `optimizer`",
+    )
+
+
+def _render_optimizer_early(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    return Diagnostic(
+        "S104",
+        f"the optimizer is not the last job on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}runs at step {first.detail['step']} of {first.detail['jobs']}",
+        help="move `optimizer` to the end of the order",
+    )
+
+
+def _render_backward_first(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    mbs = _mbs(group)
+    d = first.detail
+    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
+    if len(mbs) == 1:
+        subject = f"backward of micro-batch {mbs[0]} runs before its forward"
+    else:
+        subject = f"backwards of micro-batches {ranges(mbs)} run before their forwards"
+    return Diagnostic(
+        "S103",
+        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
+        f"`{d['forward']}` runs at step {d['forward_step']}",
+        help="a backward needs the activations of its own forward: move it later",
+    )
+
+
+def _render_weight_first(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    mbs = _mbs(group)
+    d = first.detail
+    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
+    if len(mbs) == 1:
+        subject = f"weight gradient of micro-batch {mbs[0]} runs before its input gradient"
+    else:
+        subject = f"weight gradients of micro-batches {ranges(mbs)} run before their input gradients"
+    return Diagnostic(
+        "S103",
+        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` at step {d['step']}, `{d['input']}` at step {d['input_step']}",
+        help="run `backward_w` after the `backward_b` of the same micro-batch",
+    )
+
+
+def _render_anchor(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    d = first.detail
+    jt = exp.defn.job_types[d["type"]]
+    side = "before" if jt.before else "after"
+    anchor_name = jt.before or jt.after
+    mbs = _mbs(group)
+    if len(group.findings) == 1:
+        message = f"`{d['job']}` must run {side} `{d['anchor']}` on rank {first.rank}"
+    else:
+        message = f"`{jt.name}` must run {side} its `{anchor_name}` {_where(group)}"
+        if len(mbs) == 1:
+            message = f"`{d['job']}` must run {side} `{d['anchor']}` on {numbered('rank', _ranks(group))}"
+    return Diagnostic(
+        "S103",
+        message,
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
+        f"`{d['anchor']}` at step {d['anchor_step']}",
+        help=f"`{jt.name}` is declared `{side} {anchor_name}`",
+    )
+
+
+def _render_missing(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    type_name = exp.defn.job_types[first.detail["type"]].name
+    ranks = _ranks(group)
+    n = len(group.findings)
+    vpp, m = exp.vpp, exp.microbatches
+    by_rank: dict[int, list[str]] = {}
+    for f in group.findings:
+        by_rank.setdefault(f.rank, []).append(f.detail["job"])
+
+    def shown(jobs: list[str]) -> str:
+        return ", ".join(f"`{j}`" for j in jobs[:8]) + (f" and {len(jobs) - 8} more" if len(jobs) > 8 else "")
+
+    notes = []
+    if len(by_rank) > 1:
+        notes = [f"rank {rank} never runs {shown(jobs)}" for rank, jobs in list(by_rank.items())[:MAX_NOTES]]
+        if len(by_rank) > MAX_NOTES:
+            notes.append(f"and {count(len(by_rank) - MAX_NOTES, 'more rank')}")
+    missing = "" if notes else f": {shown(by_rank[first.rank])} never {'runs' if n == 1 else 'run'}"
+    if first.detail["ran"] is None:
+        message = f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} `{type_name}`"
+        label = f"the order ends here{missing}"
+    else:
+        message = f"{count(n, f'`{type_name}` job')} never {'runs' if n == 1 else 'run'} on {numbered('rank', ranks)}"
+        label = f"the last `{type_name}` of {'the rank' if len(ranks) == 1 else 'each rank'} runs here{missing}"
+    mine = "its chunk" if vpp == 1 else f"each of its {vpp} chunks"
+    mbs = "the micro-batch" if m == 1 else f"all {m} micro-batches"
+    return Diagnostic(
+        "S101",
+        message,
+        _span(exp, group),
+        label=label,
+        help=f"every rank runs a forward and a backward of {mine} for {mbs}",
+        notes=notes,
+    )
+
+
+RENDER: dict[str, Callable[[Expansion, _Group], Diagnostic]] = {
+    "mb-range": _render_mb_range,
+    "twice": _render_twice,
+    "mixed": _render_mixed,
+    "no-optimizer": _render_no_optimizer,
+    "optimizer-early": _render_optimizer_early,
+    "backward-first": _render_backward_first,
+    "weight-first": _render_weight_first,
+    "anchor": _render_anchor,
+    "missing": _render_missing,
+}

@@ -24,13 +24,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Span
 from ppdsl.common.version import __version__
+from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.lowering import (
-    FLOAT,
-    INT,
     LINE_LENGTH,
-    ExprCompiler,
     OrderCompiler,
+    expression_compiler,
     py_str,
     readable_expr,
     readable_name,
@@ -334,9 +333,9 @@ def _job_list(defn: ScheduleDef, where: _Locations, sizes: Scenario | None) -> d
         }
     type_index = {jt.name: i for i, jt in enumerate(defn.job_types)}
     type_index.update({jt.alias: i for i, jt in enumerate(defn.job_types) if jt.alias})
-    params = [(p.name, FLOAT if isinstance(p.default, float) else INT) for p in defn.params.values()]
+    params = [(p.name, types.type_of(p.default)) for p in defn.params.values()]
     compiler = OrderCompiler(
-        ExprCompiler(),
+        expression_compiler(defn),
         type_index,
         [jt.name for jt in defn.job_types],
         params,

@@ -52,6 +52,11 @@ _SUMMARIES = {
     "E008": "a cost file cannot be read, or names an unknown time unit",
     "E009": "a profile is not a Chrome trace with compute events",
     "E010": "a real number where an integer is needed",
+    "E011": "mismatched types: a condition where a number is needed, or a number where a condition is needed",
+    "E012": "a parameter's default is not a number or `true` / `false`",
+    "E013": "a parameter's default uses `rank`, `chunk` or `stage`",
+    "E014": "a function calls itself, or one call of it makes too many calls",
+    "E015": "the sizes need more jobs than the limit (`--max-jobs`)",
     "E020": "malformed PyTorch schedule CSV",
     "E030": "PaddlePaddle is not installed",
     "E031": "a model (`--model module:function`) cannot be loaded",
@@ -76,6 +81,7 @@ _SUMMARIES = {
     "S110": "a negative or absurd repeat count",
     "S111": "division by zero or another arithmetic fault",
     "S112": "no table for these sizes",
+    "S113": "the order takes more evaluation steps than these sizes allow",
 }
 
 REGISTRY: dict[str, Code] = {code: Code(code, summary) for code, summary in _SUMMARIES.items()}

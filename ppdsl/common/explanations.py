@@ -298,6 +298,130 @@ EXPLANATIONS: dict[str, Explanation] = {
             "--pp 2 -m 4",
         ),
     ),
+    "E011": Explanation(
+        "Every value is an integer (`int`), a real number (`float`) or a condition (`bool`), known before the "
+        "schedule runs. Conditions (`if`, `require`, `when`, `and`, `or`, `not`) take a condition; counts, loop "
+        "bounds, chunks and micro-batches take an integer; costs and memory take a number. A number is not a "
+        "condition: compare it (`pp > 1`); a condition is not a number: choose one (`if c then 1 else 0`). The two "
+        "branches of `if ... then ... else` have one type, and a `let` keeps the type of the name it rebinds.",
+        sched(
+            """
+            require pp : "needs more than one stage"
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            require pp > 1 : "needs more than one stage"
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E012": Explanation(
+        "A parameter has one value for the whole run: its default, or the one given with `--param NAME=VALUE`. The "
+        "default is a literal (`2`, `0.5`, `true`), whose type is the parameter's. A value computed from the sizes "
+        "belongs in the order (`let`) or in a function (`fn`).",
+        sched(
+            """
+            param warmup = pp - 1
+            order {
+                forward * warmup
+                forward * (microbatches - warmup)
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            param extra = 0
+            order {
+                let warmup = pp - 1 + extra
+                forward * warmup
+                forward * (microbatches - warmup)
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E013": Explanation(
+        "A parameter has one value for the whole schedule, but `rank`, `chunk` and `stage` differ from job to job. "
+        "What depends on the rank belongs in the order, which runs once per rank: `let warmup = pp - rank - 1`.",
+        sched(
+            """
+            param warmup = pp - rank - 1
+            order {
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                let warmup = pp - rank - 1
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E014": Explanation(
+        "A function (`fn name(args) = expr`) is a formula: it may call other functions, but not itself, directly or "
+        "through others, so that every call ends. One call may make at most 10,000 calls in all: a function that "
+        "calls another twice doubles what it costs, and a chain of them grows past any use.",
+        sched(
+            """
+            fn warmup(r) = if r == 0 then 0 else warmup(r - 1) + 1
+            order {
+                forward * (pp - 1 - warmup(rank))
+                repeat microbatches - (pp - 1 - warmup(rank)) { forward backward }
+                backward * (pp - 1 - warmup(rank))
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            fn warmup(r) = pp - 1 - r
+            order {
+                forward * warmup(rank)
+                repeat microbatches - warmup(rank) { forward backward }
+                backward * warmup(rank)
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E015": Explanation(
+        "Before running anything, ppdsl counts the fewest jobs the sizes need (a forward and a backward for each "
+        "rank, chunk and micro-batch, and an optimizer per rank), and refuses sizes over the limit, 8,388,608 jobs "
+        "unless `--max-jobs` raises it; an order that runs more jobs than the limit is refused too. Time and memory "
+        "grow with the jobs: the default covers pp=64, vpp=4, 4096 micro-batches.",
+        cmd("ppdsl check 1f1b --pp 100000 -m 100000"),
+        cmd("ppdsl check 1f1b --pp 64 -m 512"),
+    ),
     "E020": Explanation(
         "`ppdsl import` reads PyTorch pipelining's compute-only CSV: one row per rank, one action per step "
         "(`<stage><F|B|I|W><micro-batch>`, an empty field for an idle step), each stage on one rank only.",
@@ -383,13 +507,19 @@ EXPLANATIONS: dict[str, Explanation] = {
     "E040": Explanation(
         "A rank of a multi-process run raised an error or the launcher stopped; the message is that rank's error "
         "(its file `rank<r>.error` and the launcher's logs in the run directory have the details). A receive that "
-        "waits longer than `--comm-timeout` stops the run naming the rank, the job and the peer.",
+        "waits longer than `--comm-timeout` stops the run naming the rank, the job and the peer. Each rank is its "
+        "own process: a `--model` module must be importable there too (on `PYTHONPATH`).",
         cmd(
             "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build",
-            files=(("mymodel.py", "def build(ctx):\n    raise RuntimeError('broken model')\n"),),
+            files=(MODEL,),
+            note="`mymodel.py` is in the current directory, which the rank processes do not import from",
             paddle=True,
         ),
-        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build", files=(MODEL,), paddle=True),
+        cmd(
+            "PYTHONPATH=. ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build",
+            files=(MODEL,),
+            paddle=True,
+        ),
     ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
@@ -731,6 +861,35 @@ EXPLANATIONS: dict[str, Explanation] = {
             }
             """,
             "--pp 2 -m 2",
+        ),
+    ),
+    "S113": Explanation(
+        "A rank's order may take a number of evaluation steps (a statement, or a function call) proportional to "
+        "the jobs the rank owns at these sizes: 16 per job plus 65,536. Far more than any schedule needs, it stops "
+        "an order whose loops run away (loops inside loops multiply) in well under a second, at the loop that "
+        "runs out.",
+        sched(
+            """
+            order {
+                for a in 0 .. 4000 {
+                    for b in 0 .. 4000 {
+                        if a == 0 and b == 0 { forward * microbatches backward * microbatches }
+                    }
+                }
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
         ),
     ),
 }
