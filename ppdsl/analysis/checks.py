@@ -14,6 +14,7 @@ findings of one kind at one statement become one diagnostic that names every ran
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, O
 
 MAX_PER_KIND = 12  # diagnostics of one code kept in full; the rest are counted
 MAX_NOTES = 4  # per-rank details shown under one diagnostic
+DETAILS_PER_RANK = 9  # findings of one rank kept in detail (a note lists 8 jobs and says how many more)
 
 
 @dataclass
@@ -37,10 +39,17 @@ class Finding:
 
 @dataclass
 class _Group:
+    """One diagnostic's findings: every rank and micro-batch they concern, and the first few in detail (a wrong
+    statement at large sizes has a finding per job, and a message needs a handful)."""
+
     code: str
     kind: str
     site: int
     findings: list[Finding] = field(default_factory=list)
+    ranks: set[int] = field(default_factory=set)
+    mbs: set[int] = field(default_factory=set)
+    total: int = 0
+    kept: dict[int, int] = field(default_factory=dict)  # rank -> findings kept in detail
 
 
 class Findings:
@@ -53,7 +62,14 @@ class Findings:
         group = self.groups.get((kind, site, key))
         if group is None:
             group = self.groups[(kind, site, key)] = _Group(code, kind, site)
-        group.findings.append(Finding(rank, mb, detail))
+        group.ranks.add(rank)
+        if mb is not None:
+            group.mbs.add(mb)
+        group.total += 1
+        kept = group.kept.get(rank, 0)
+        if kept < DETAILS_PER_RANK and (kept or len(group.kept) <= MAX_NOTES):
+            group.kept[rank] = kept + 1
+            group.findings.append(Finding(rank, mb, detail))
 
     def diagnostics(self, exp: Expansion) -> list[Diagnostic]:
         out: list[Diagnostic] = []
@@ -91,6 +107,21 @@ class RankJobs:
         """Where the order ends: the statement of the rank's last job (the order itself if it has none)."""
         sites = self.exp.sites[self.rank]
         return sites[-1] if sites else 0
+
+    def steps(self, t: int) -> list[int]:
+        """The step of job type `t` of every (chunk, micro-batch), in code order (-1: never runs): a slice of `pos`,
+        so that a check can first ask, at C speed, whether anything is wrong at all."""
+        return self.pos[t :: self.exp.ntypes]
+
+    def gradient_steps(self) -> list[int]:
+        """Per (chunk, micro-batch), the step of the job that computes its input gradient: the whole backward, or
+        the split one's backward_b (the later of the two where a micro-batch has both, which S102 reports)."""
+        whole, split = self.steps(BACKWARD), self.steps(BACKWARD_B)
+        if min(whole, default=0) >= 0 or max(split, default=-1) < 0:
+            return whole
+        if max(whole, default=-1) < 0:
+            return split
+        return list(map(max, whole, split))
 
     def backward_split(self, base: int) -> tuple[int, int, int] | None:
         """Steps of (backward, backward_b, backward_w) of the micro-batch whose codes start at `base`, or None when it
@@ -155,6 +186,10 @@ def duplicates(view: RankJobs, out: Findings) -> None:
     for i, first in view.repeats:
         _, _, mb = exp.decode(jobs[i])
         out.add("S102", "twice", view.site(i), rank, mb, step=i, first=first, job=exp.label(jobs[i]))
+    if max(view.steps(BACKWARD), default=-1) < 0:
+        return  # no whole backward, so none with a split one too
+    if max(view.steps(BACKWARD_B), default=-1) < 0 and max(view.steps(BACKWARD_W), default=-1) < 0:
+        return
     for base, c, mb in view.bases():
         if view.backward_split(base) is None:
             step = view.pos[base + BACKWARD]
@@ -166,7 +201,9 @@ def optimizer(view: RankJobs, out: Findings) -> None:
     exp, rank = view.exp, view.rank
     jobs = exp.jobs[rank]
     ntypes = exp.ntypes
-    steps = [i for i, code in enumerate(jobs) if code % ntypes == OPTIMIZER]
+    steps = [i for i in view.steps(OPTIMIZER) if i >= 0]
+    steps += [i for i, _ in view.repeats if jobs[i] % ntypes == OPTIMIZER]
+    steps += [i for i in view.outside if jobs[i] % ntypes == OPTIMIZER]
     if not steps:
         out.add("S104", "no-optimizer", view.end_site, rank)
     elif len(steps) == 1 and steps[0] != len(jobs) - 1:
@@ -176,6 +213,12 @@ def optimizer(view: RankJobs, out: Findings) -> None:
 def local_order(view: RankJobs, out: Findings) -> None:
     """S103: a backward before its forward, a weight gradient before its input gradient, an auxiliary job on the
     wrong side of the job it serves."""
+    # First, at C speed, whether anything can be wrong (an over-approximation: the loop below decides).
+    suspect = any(map(operator.lt, view.gradient_steps(), view.steps(FORWARD)))
+    suspect = suspect or any(map(operator.lt, view.steps(BACKWARD_W), view.steps(BACKWARD_B)))
+    suspect = suspect or any(_anchor_suspect(view, t) for t in view.aux)
+    if not suspect:
+        return
     exp, rank, pos = view.exp, view.rank, view.pos
     for base, c, mb in view.bases():
         split = view.backward_split(base)
@@ -196,6 +239,19 @@ def local_order(view: RankJobs, out: Findings) -> None:
         for t in view.aux:
             if pos[base + t] >= 0:
                 _anchor(view, base, t, mb, out)
+
+
+def _anchor_suspect(view: RankJobs, t: int) -> bool:
+    """Whether any job of auxiliary type `t` may be on the wrong side of its anchor (a quick over-approximation)."""
+    jt = view.exp.defn.job_types[t]
+    anchor_name = jt.before or jt.after
+    if anchor_name is None:
+        return False
+    anchor_t = view.exp.defn.type_index(anchor_name)
+    anchors = view.gradient_steps() if anchor_t == BACKWARD else view.steps(anchor_t)
+    if jt.before is not None:
+        return any(map(operator.gt, view.steps(t), anchors))
+    return any(map(operator.lt, view.steps(t), anchors))
 
 
 def _anchor(view: RankJobs, base: int, t: int, mb: int, out: Findings) -> None:
@@ -219,31 +275,57 @@ def _anchor(view: RankJobs, base: int, t: int, mb: int, out: Findings) -> None:
 def missing_jobs(view: RankJobs, out: Findings) -> None:
     """S101: a job the rank owns that it never runs, reported at the statement that ran the last job of its type on
     the rank (the one that stopped short), or where the order ends if the rank runs none of that type."""
-    exp, pos = view.exp, view.pos
-    missing: list[tuple[int, int, int]] = []  # (type, code, mb)
-    for base, _, mb in view.bases():
-        if pos[base + FORWARD] < 0:
-            missing.append((FORWARD, base + FORWARD, mb))
-        split = view.backward_split(base)
-        if split is None:
-            continue
-        b, bb, bw = split
-        if b < 0:
-            if bb < 0 and bw < 0:
-                missing.append((BACKWARD, base + BACKWARD, mb))
+    # Nothing missing (checked at C speed first): every forward, for each micro-batch a whole backward or both
+    # parts of a split one, and every auxiliary job.
+    if (
+        min(view.steps(FORWARD), default=0) >= 0
+        and _every_backward(view)
+        and all(min(view.steps(t), default=0) >= 0 for t in view.aux)
+    ):
+        return
+    exp, pos, aux = view.exp, view.pos, view.aux
+    ntypes, vpp = exp.ntypes, exp.vpp
+    missing: dict[int, list[tuple[int, int]]] = {}  # job type -> [(code, micro-batch)]
+    for c in range(vpp):
+        for mb in range(exp.microbatches):
+            base = (mb * vpp + c) * ntypes
+            if pos[base] < 0:
+                missing.setdefault(FORWARD, []).append((base, mb))
+            b, bb, bw = pos[base + BACKWARD], pos[base + BACKWARD_B], pos[base + BACKWARD_W]
+            if b >= 0:
+                if bb >= 0 or bw >= 0:
+                    continue  # a whole and a split backward: S102's
+            elif bb < 0 and bw < 0:
+                missing.setdefault(BACKWARD, []).append((base + BACKWARD, mb))
                 continue
-            missing += [(t, base + t, mb) for t in (BACKWARD_B, BACKWARD_W) if pos[base + t] < 0]
-        missing += [(t, base + t, mb) for t in view.aux if pos[base + t] < 0]
+            else:
+                for t, p in ((BACKWARD_B, bb), (BACKWARD_W, bw)):
+                    if p < 0:
+                        missing.setdefault(t, []).append((base + t, mb))
+            for t in aux:
+                if pos[base + t] < 0:
+                    missing.setdefault(t, []).append((base + t, mb))
     if not missing:
         return
     last_of: dict[int, int] = {}  # job type -> step of its last job on this rank
-    ntypes = exp.ntypes
     for i, code in enumerate(exp.jobs[view.rank]):
         last_of[code % ntypes] = i
-    for t, code, mb in missing:
+    for t, jobs in missing.items():
         last = last_of.get(t)
         site = view.site(last) if last is not None else view.end_site
-        out.add("S101", "missing", site, view.rank, mb, key=(t, last is None), type=t, job=exp.label(code), ran=last)
+        for code, mb in jobs:
+            out.add("S101", "missing", site, view.rank, mb, key=(t, last is None), type=t, job_code=code, ran=last)
+
+
+def _every_backward(view: RankJobs) -> bool:
+    """Each (chunk, micro-batch) has a whole backward or both parts of a split one."""
+    whole = view.steps(BACKWARD)
+    if min(whole, default=0) >= 0:
+        return True
+    inputs, weights = view.steps(BACKWARD_B), view.steps(BACKWARD_W)
+    if min(inputs, default=0) >= 0 and min(weights, default=0) >= 0:
+        return True
+    return min(map(max, whole, map(min, inputs, weights)), default=0) >= 0
 
 
 # Every per-rank check, by the code it reports, in the order its diagnostics are listed.
@@ -275,11 +357,11 @@ def _span(exp: Expansion, group: _Group) -> Span:
 
 
 def _ranks(group: _Group) -> list[int]:
-    return sorted({f.rank for f in group.findings})
+    return sorted(group.ranks)
 
 
 def _mbs(group: _Group) -> list[int]:
-    return sorted({f.mb for f in group.findings if f.mb is not None})
+    return sorted(group.mbs)
 
 
 def _where(group: _Group) -> str:
@@ -297,6 +379,8 @@ def _on_rank(group: _Group, finding: Finding) -> str:
 def _jobs(group: _Group, limit: int = 4) -> str:
     names = list(dict.fromkeys(f.detail["job"] for f in group.findings))
     shown = ", ".join(f"`{n}`" for n in names[:limit])
+    if group.total > len(group.findings):  # not every finding was kept in detail
+        return shown + " and others"
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
@@ -408,7 +492,7 @@ def _render_anchor(exp: Expansion, group: _Group) -> Diagnostic:
     side = "before" if jt.before else "after"
     anchor_name = jt.before or jt.after
     mbs = _mbs(group)
-    if len(group.findings) == 1:
+    if group.total == 1:
         message = f"`{d['job']}` must run {side} `{d['anchor']}` on rank {first.rank}"
     else:
         message = f"`{jt.name}` must run {side} its `{anchor_name}` {_where(group)}"
@@ -428,20 +512,20 @@ def _render_missing(exp: Expansion, group: _Group) -> Diagnostic:
     first = group.findings[0]
     type_name = exp.defn.job_types[first.detail["type"]].name
     ranks = _ranks(group)
-    n = len(group.findings)
+    n = group.total
     vpp, m = exp.vpp, exp.microbatches
     by_rank: dict[int, list[str]] = {}
     for f in group.findings:
-        by_rank.setdefault(f.rank, []).append(f.detail["job"])
+        by_rank.setdefault(f.rank, []).append(exp.label(f.detail["job_code"]))
 
     def shown(jobs: list[str]) -> str:
-        return ", ".join(f"`{j}`" for j in jobs[:8]) + (f" and {len(jobs) - 8} more" if len(jobs) > 8 else "")
+        return ", ".join(f"`{j}`" for j in jobs[:8]) + (" and more" if len(jobs) > 8 else "")
 
     notes = []
-    if len(by_rank) > 1:
+    if len(ranks) > 1:
         notes = [f"rank {rank} never runs {shown(jobs)}" for rank, jobs in list(by_rank.items())[:MAX_NOTES]]
-        if len(by_rank) > MAX_NOTES:
-            notes.append(f"and {count(len(by_rank) - MAX_NOTES, 'more rank')}")
+        if len(ranks) > MAX_NOTES:
+            notes.append(f"and {count(len(ranks) - MAX_NOTES, 'more rank')}")
     missing = "" if notes else f": {shown(by_rank[first.rank])} never {'runs' if n == 1 else 'run'}"
     if first.detail["ran"] is None:
         message = f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} `{type_name}`"

@@ -23,7 +23,8 @@ MAX_SIZE = 1 << 20
 # with four jobs per micro-batch (Paddle's 1F1B and VPP orders, with their receive and send jobs) is 4,194,368.
 DEFAULT_MAX_JOBS = 1 << 23
 # A rank's order may take this many evaluation steps (a loop iteration of a body of n statements is n steps) per
-# job it owns, plus a constant for small sizes: the library needs under 4 per job, a runaway loop stops in a blink.
+# job it can own, plus a constant for small sizes: the library needs under 2 per job (tests/analysis/test_bounds.py)
+# and a runaway loop is stopped within a few milliseconds.
 BUDGET_PER_JOB = 16
 BUDGET_BASE = 1 << 16
 
@@ -254,13 +255,16 @@ def _run_orders(
                 pp, vpp, microbatches, rank, *params, out_jobs, out_sites, counters, vpp, ntypes, cap, _fail, budget
             )
         except _OrderFailure as err:
-            failures.setdefault((_failure_kind(err, cap), err.site), []).append((rank, err.value))
+            kind = _failure_kind(err, cap)
+            failures.setdefault((kind, err.site), []).append((rank, err.value))
+            if kind == "budget":  # the other ranks would each spend a budget too: one is proof enough
+                break
         except (ZeroDivisionError, OverflowError, TypeError, ValueError, IndexError, MemoryError) as err:
             failures.setdefault((_crash_kind(err), _crash_site(defn, err)), []).append((rank, None))
         jobs.append(out_jobs)
         sites.append(out_sites)
     if failures:
-        context = {"vpp": vpp, "cap": cap, "budget": budget, "ntypes": ntypes, "microbatches": microbatches}
+        context = {"pp": pp, "vpp": vpp, "cap": cap, "budget": budget, "ntypes": ntypes, "microbatches": microbatches}
         raise DiagnosticError(
             [_order_failure(defn, kind, site, found, context) for (kind, site), found in failures.items()]
         )
@@ -337,7 +341,8 @@ def _order_failure(
     if kind == "budget":
         return Diagnostic(
             "S113",
-            f"the order takes more than {context['budget']:,} evaluation steps on {on}",
+            f"the order takes more than {context['budget']:,} evaluation steps on {on}"
+            + (" (later ranks not evaluated)" if ranks[-1] < context["pp"] - 1 else ""),
             span,
             label=f"runs out here (this loop runs {value or each} times when reached)",
             notes=[

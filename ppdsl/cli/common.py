@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
-from ppdsl.analysis.expand import parse_params
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, parse_params
 from ppdsl.analysis.scenario import MemoryModel, Scenario, check_batch_size
 from ppdsl.common.codes import EXIT_USAGE, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
@@ -65,6 +65,12 @@ ModelOption = Annotated[
 ]
 BatchOption = Annotated[int, typer.Option("--batch-size", help="Samples per step, with --model.")]
 Output = Annotated[str | None, typer.Option("--output", "-o", help="Write here instead of stdout (`-`: stdout).")]
+MaxJobs = Annotated[
+    int,
+    typer.Option(
+        "--max-jobs", help="Refuse sizes whose expansion needs more jobs than this, before anything runs.", min=1
+    ),
+]
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -154,6 +160,7 @@ def scenario(
     rendezvous: bool = False,
     memory: MemoryModel | None = None,
     memory_limit: float | None = None,
+    max_jobs: int = DEFAULT_MAX_JOBS,
 ) -> Scenario:
     """The scenario a command's options describe; bad options end the command."""
     return Scenario(
@@ -166,4 +173,5 @@ def scenario(
         rendezvous,
         memory,
         memory_limit,
+        max_jobs,
     )

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
@@ -18,6 +19,7 @@ from ppdsl.cli.common import (
     CostFile,
     CostPairs,
     File,
+    MaxJobs,
     Micro,
     ModelOption,
     Output,
@@ -53,6 +55,7 @@ def trace_cmd(
     costs: CostFile = None,
     rendezvous: Rendezvous = False,
     output: Output = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Simulate, and write the run as a Chrome trace / Perfetto JSON (1 cost unit = 1 ms).
 
@@ -62,7 +65,7 @@ def trace_cmd(
     from ppdsl.reports.simulate import simulate
     from ppdsl.reports.trace import trace_json
 
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous)
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
     sim = diagnosed(simulate, spec)
     emit(trace_json(sim, spec.costs.us_per_unit, spec.costs.measured), output)
     if output is not None and output != "-":
@@ -91,6 +94,7 @@ def plot_cmd(
     dpi: Annotated[int, typer.Option("--dpi", help="Resolution of a .png.")] = 100,
     model: ModelOption = None,
     batch_size: BatchOption = 32,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
@@ -99,7 +103,7 @@ def plot_cmd(
 
     picture_format(output)
     memory = measured_memory(model, batch_size, microbatches)
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory)
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
     exp = diagnosed(spec.expansion)
     if measured is not None:
         profile = diagnosed(read_trace, measured)
@@ -180,6 +184,7 @@ def compare_cmd(
     fmt: Annotated[TableFormat, typer.Option("--format", help="table, json or csv.")] = TableFormat.table,
     model: ModelOption = None,
     batch_size: BatchOption = 32,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.analysis.expand import parse_params
@@ -194,7 +199,7 @@ def compare_cmd(
     spec = cost_spec(cost, costs)
     params = diagnosed(parse_params, param)
     # the base scenario's schedule is not used: every schedule compared takes its place
-    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory)
+    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory, max_jobs=max_jobs)
     rows = []
     for group, skip_broken in ((named, False), (shipped, True)):
         if group:
@@ -234,6 +239,7 @@ def sweep_cmd(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Also draw bubble and memory against sizes (.png, .svg).")
     ] = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Bubble and peak activations of one schedule over pipeline degrees and micro-batch counts."""
     from ppdsl.reports.compare import parse_sizes, rows_csv, rows_json, sweep
@@ -243,7 +249,7 @@ def sweep_cmd(
         picture_format(output)
     pps = diagnosed(parse_sizes, pp, "--pp")
     ms = diagnosed(parse_sizes, microbatches, "-m")
-    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous)
+    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
     rows = diagnosed(sweep, base, pps, ms)
     name = next((r.schedule for r in rows), file)
     title = f"{name}  vpp={vpp}  pp in {pps}  microbatches in {ms}"

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ppdsl.analysis.check import CheckResult
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
     PP,
@@ -20,6 +21,7 @@ from ppdsl.cli.common import (
     CostFile,
     CostPairs,
     File,
+    MaxJobs,
     Micro,
     ModelOption,
     Output,
@@ -66,11 +68,12 @@ def check_cmd(
     memory_limit: Annotated[
         str | None, typer.Option("--memory-limit", help="Per-rank limit: `2GiB` with --model, else activations.")
     ] = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
-    result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit).check()
+    result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs).check()
     if fmt is TextOrJson.json:
         out.print(json.dumps(result.to_dict(), indent=2), markup=False)
     else:
@@ -113,11 +116,12 @@ def expand_cmd(
     param: Params = None,
     fmt: Annotated[ExpandFormat, typer.Option("--format", help="Output format.")] = ExpandFormat.json,
     output: Output = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Print every rank's job order for these sizes."""
     from ppdsl.reports import formats
 
-    exp = diagnosed(scenario(file, pp, microbatches, vpp, param).expansion)
+    exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
     if fmt is ExpandFormat.json:
         text = formats.to_json(exp)
     elif fmt is ExpandFormat.csv:
@@ -136,10 +140,11 @@ def show_cmd(
     microbatches: Micro,
     vpp: VPP = 1,
     param: Params = None,
-    steps: Annotated[int, typer.Option("--steps", help="Columns per row block.")] = 24,
+    steps: Annotated[int, typer.Option("--steps", help="Columns per row block.", min=1)] = 24,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Draw the rank x step grid in the terminal, coloured by job type."""
-    exp = diagnosed(scenario(file, pp, microbatches, vpp, param).expansion)
+    exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
     names = exp.type_names
     longest = max((len(j) for j in exp.jobs), default=0)
     out.print(f"[bold]{exp.defn.name}[/bold]  pp={pp} vpp={vpp} microbatches={microbatches}")

@@ -26,7 +26,7 @@ from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.language import ast, types
 from ppdsl.language.ir import ScheduleDef, Site
 from ppdsl.language.jobtypes import SHARED_COUNTER
-from ppdsl.language.types import BOOL, FLOAT, INT, NUMBER
+from ppdsl.language.types import ANY, BOOL, FLOAT, INT, NUMBER
 
 FUNCTIONS = {"min": (2, None), "max": (2, None), "abs": (1, 1), "ceildiv": (2, 2)}
 BUILTIN_NAMES = ("pp", "vpp", "microbatches", "rank", "chunk", "stage")
@@ -66,7 +66,7 @@ def readable_expr(src: str) -> str:
     """An expression from `ExprCompiler` as a person writes it: user names unmangled, only the needed parentheses."""
     tree = pyast.parse(src, mode="eval")
     for node in pyast.walk(tree):
-        if isinstance(node, pyast.Name) and node.id.startswith("v_"):
+        if isinstance(node, pyast.Name) and node.id.startswith(("v_", "u_")):  # a user's value or function
             node.id = readable_name(node.id[2:])
     return _EXPONENT.sub(r"\1e\2", pyast.unparse(tree))  # `1e+20` as ruff format writes it, `1e20`
 
@@ -127,6 +127,7 @@ class ExprCompiler:
     functions: dict[str, FunctionDef] = field(default_factory=dict)
     function_scope: Scope | None = None  # what a function body sees besides its parameters: sizes, parameters
     instances: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = field(default_factory=dict)  # -> (body, type)
+    calls: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # fn -> the argument types calls give
     _root: ast.Expr | None = None  # the outermost expression being compiled, for "not finished" help
 
     def error(self, code: str, message: str, span: Span, label: str = "", help: str = "") -> None:
@@ -336,8 +337,9 @@ class ExprCompiler:
                     label=f"this is {types.describe(ty)}",
                     help=self._compare_help(arg) if kind == BOOL else self._count_help(arg),
                 )
-                ty = INT if kind == NUMBER else BOOL
+                ty = BOOL if kind == BOOL else INT
             arg_types.append(ty)
+        self.calls.setdefault(fn.name, set()).add(tuple(arg_types))
         _, result = self.instance(fn, tuple(arg_types), e)
         args = [s for s, _ in compiled] + [mangle(g) for g in fn.globals]
         return f"{fn.python}({', '.join(args)})", result
@@ -494,10 +496,11 @@ def analyse_functions(
 
 
 def _infer_kinds(fn: ast.FnDef, globals_: dict[str, str], functions: dict[str, FunctionDef]) -> tuple[str, ...]:
-    """Which parameters are conditions, from how the body uses them (`a and b`, `not a`, `if a then`, `a == true`,
-    passed where a function takes a condition); the others are numbers (an int or a float, as at each call)."""
+    """What each parameter takes, from how the body uses it: a condition (`a and b`, `not a`, `if a then`,
+    `a == true`, passed where a function takes a condition), a number (arithmetic, ordering, `min`, passed where a
+    function takes a number: an int or a float, as each call gives), or, only passed on, any value."""
     params = set(fn.params)
-    kinds = dict.fromkeys(fn.params, NUMBER)
+    kinds = dict.fromkeys(fn.params, ANY)
 
     def is_param(e: ast.Expr) -> bool:
         return isinstance(e, ast.Var) and e.name in params
@@ -516,6 +519,7 @@ def _infer_kinds(fn: ast.FnDef, globals_: dict[str, str], functions: dict[str, F
     for _ in range(2):  # a second pass sees parameters the first found to be conditions
         for node in walk(fn.body):
             conditions: list[ast.Expr] = []
+            numbers: list[ast.Expr] = []
             if isinstance(node, ast.BinOp) and node.op in ("and", "or"):
                 conditions += [node.left, node.right]
             elif isinstance(node, ast.BinOp) and node.op in ("==", "!="):
@@ -534,9 +538,17 @@ def _infer_kinds(fn: ast.FnDef, globals_: dict[str, str], functions: dict[str, F
             elif isinstance(node, ast.Call) and node.func in functions:
                 callee = functions[node.func]
                 conditions += [a for a, k in zip(node.args, callee.kinds, strict=False) if k == BOOL]
+                numbers += [a for a, k in zip(node.args, callee.kinds, strict=False) if k == NUMBER]
+            elif isinstance(node, ast.Call) or (isinstance(node, ast.Unary) and node.op == "-"):
+                numbers += list(subexpressions(node))
+            elif isinstance(node, ast.BinOp) and node.op not in ("==", "!="):
+                numbers += [node.left, node.right]
             for e in conditions:
                 if is_param(e):
                     kinds[e.name] = BOOL
+            for e in numbers:
+                if is_param(e) and kinds[e.name] == ANY:
+                    kinds[e.name] = NUMBER
     return tuple(kinds[p] for p in fn.params)
 
 

@@ -272,6 +272,7 @@ class _Resolver:
         ]
         if self.diagnostics:
             raise DiagnosticError(self.diagnostics)
+        functions = [self._function_ir(*compiled) for compiled in functions]
         return ScheduleDef(
             name=decls.name,
             doc=decls.doc,
@@ -299,7 +300,9 @@ class _Resolver:
             function_nodes={f.name: decls.functions[f.name] for f in functions},
         )
 
-    def _compile_functions(self, decls: _Declarations, env: _Environment) -> list[Function]:
+    def _compile_functions(
+        self, decls: _Declarations, env: _Environment
+    ) -> list[tuple[FunctionDef, str, tuple[str, ...]]]:
         """The schedule's `fn`s: checked (names, recursion, cost, their bodies) and defined, as Python functions,
         in the namespace every compiled expression runs in."""
         taken = {"pp", "vpp", "microbatches", "rank", "chunk", "stage", *decls.params}
@@ -337,33 +340,30 @@ class _Resolver:
         functions = analyse_functions(defs, dict(env.globals.names), self.diagnostics)
         self.exprs.functions = functions
         self.exprs.function_scope = env.globals
-        out = []
+        compiled = []
         for fn in functions.values():
             if fn.error:
                 continue
-            definition = tuple(INT if k == NUMBER else k for k in fn.kinds)
-            src, result = self.exprs.instance(fn, definition)
+            definition = tuple(INT if k in (NUMBER, types.ANY) else k for k in fn.kinds)
+            src, _ = self.exprs.instance(fn, definition)
             args = ", ".join(mangle(a) for a in (*fn.node.params, *fn.globals))
             self._define(f"def {fn.python}({args}):\n    return _checked({src})\n", fn.node.span)
-            out.append(self._function_ir(fn, src, result))
-        return out
+            compiled.append((fn, src, definition))
+        return compiled
 
-    def _function_ir(self, fn: FunctionDef, src: str, result: str) -> Function:
-        """A function as codegen writes it: its parameters' types over every call (an int parameter some call gives
-        a float is a float), and its result type likewise."""
-        seen = [(t, r) for (name, t), (_, r) in self.exprs.instances.items() if name == fn.name]
-        param_types = []
-        for i, kind in enumerate(fn.kinds):
-            given = {t[i] for t, _ in seen}
-            param_types.append(BOOL if kind == BOOL else types.FLOAT if types.FLOAT in given else INT)
-        results = {r for _, r in seen} or {result}
-        result = BOOL if results == {BOOL} else types.FLOAT if types.FLOAT in results else INT
+    def _function_ir(self, fn: FunctionDef, src: str, definition: tuple[str, ...]) -> Function:
+        """A function as codegen writes it, once every call is compiled: its parameters' types over the calls (an
+        int parameter some call gives a float is a float), and its result's likewise."""
+        calls = self.exprs.calls.get(fn.name) or {definition}
+        seen = [(t, self.exprs.instances[(fn.name, t)][1]) for t in calls]
+        param_types = tuple(_annotation({t[i] for t, _ in seen}) for i in range(len(fn.kinds)))
+        result = _annotation({r for _, r in seen})
         return Function(
             fn.name,
             fn.node.params,
             fn.globals,
             src,
-            tuple(param_types),
+            param_types,
             result,
             self._snippet(fn.node.span),
             fn.node.span,
@@ -656,6 +656,12 @@ class _Resolver:
                 jobs.append((t, chunk, mb, len(sites) - 1))
             rows.append((row.rank, jobs))
         return rows
+
+
+def _annotation(seen: set[str]) -> str:
+    """The Python annotation of values of these types: an int is a float where some call gives a float."""
+    numbers = "float" if types.FLOAT in seen else "int" if INT in seen else None
+    return " | ".join(t for t in ("bool" if BOOL in seen else None, numbers) if t) or "int"
 
 
 def _checked(value):

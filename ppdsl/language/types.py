@@ -12,12 +12,14 @@ import re
 
 INT, FLOAT, BOOL = "int", "float", "bool"
 NUMBER = "number"  # what an expectation means by "int or float"
+ANY = "any"  # a function parameter its body only passes on: it takes what the call gives
 
 _DESCRIPTIONS = {
     INT: "an integer (`int`)",
     FLOAT: "a real number (`float`)",
     BOOL: "a condition (`bool`)",
     NUMBER: "a number",
+    ANY: "a value",
 }
 _INT_TEXT = re.compile(r"[+-]?\d+")
 _FLOAT_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -51,7 +53,7 @@ def show(value: object) -> str:
 
 def accepts(expected: str, actual: str) -> bool:
     """A value of type `actual` may stand where `expected` is needed (an int is a number, and a float one)."""
-    if expected == actual:
+    if expected == actual or expected == ANY:
         return True
     if expected == NUMBER:
         return actual in (INT, FLOAT)
