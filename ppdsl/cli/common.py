@@ -98,9 +98,25 @@ def usage_error(message: str, help: str = "") -> NoReturn:
 # ---------------------------------------------------------------- output
 
 
+def to_stdout(output: str | Path | None) -> bool:
+    """`-o -` (or no `-o` where stdout is the default): the data goes to stdout."""
+    return output is None or str(output) == "-"
+
+
+def report_console(output: str | Path | None) -> Console:
+    """Where a command's messages go: stdout, unless the data does (`-o -`), then stderr, so a pipe gets the data
+    alone."""
+    return err if output is not None and str(output) == "-" else out
+
+
+def output_name(output: str | Path | None) -> str:
+    """What messages call the output: its path, or stdout."""
+    return "stdout" if to_stdout(output) else str(output)
+
+
 def emit(text: str | bytes, output: str | Path | None) -> None:
     """Write to `output` atomically, or to stdout when it is None or `-`."""
-    if output is None or str(output) == "-":
+    if to_stdout(output):
         if isinstance(text, bytes):
             sys.stdout.buffer.write(text)
         else:
@@ -113,6 +129,9 @@ def emit(text: str | bytes, output: str | Path | None) -> None:
 
 
 def picture_format(output: Path) -> str:
+    """The picture format of an output name: its suffix; PNG for `-` (stdout)."""
+    if str(output) == "-":
+        return "png"
     suffix = output.suffix.lower()
     if suffix not in PICTURE_SUFFIXES:
         usage_error(f"cannot draw `{output}`", help="name a .png, .svg or .pdf file")

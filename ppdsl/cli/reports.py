@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -30,10 +31,13 @@ from ppdsl.cli.common import (
     cost_spec,
     diagnosed,
     emit,
+    err,
     measured_memory,
     memory_size,
     out,
+    output_name,
     picture_format,
+    report_console,
     save_picture,
     scenario,
     usage_error,
@@ -133,7 +137,7 @@ def plot_cmd(
         label = f"activation\nmemory ({suffix})"
     timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory_curves, limits, label)
     save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
-    out.print(f"wrote {output}: {title}", markup=False)
+    report_console(output).print(f"wrote {output_name(output)}: {title}", markup=False)
 
 
 def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: float | None = None) -> Table:
@@ -253,18 +257,20 @@ def sweep_cmd(
     rows = diagnosed(sweep, base, pps, ms)
     name = next((r.schedule for r in rows), file)
     title = f"{name}  vpp={vpp}  pp in {pps}  microbatches in {ms}"
+    console = report_console(output)  # `-o -`: the picture takes stdout, the table goes to stderr
+    stream = sys.stderr if console is err else sys.stdout
     if fmt is TableFormat.json:
-        emit(rows_json(rows, schedule=name, pp=pps, microbatches=ms, vpp=vpp), None)
+        stream.write(rows_json(rows, schedule=name, pp=pps, microbatches=ms, vpp=vpp) + "\n")
     elif fmt is TableFormat.csv:
-        emit(rows_csv(rows), None)
+        stream.write(rows_csv(rows))
     else:
         first = {"pp": [str(r.pp) for r in rows], "microbatches": [str(r.microbatches) for r in rows]}
-        out.print(rows_table(rows, title, first))
+        console.print(rows_table(rows, title, first))
     if output is not None:
         data = [r.to_dict() for r in rows]
         save_picture(lambda buf, fmt_: plot_sweep(data, title, buf, fmt=fmt_), output)
         if fmt is TableFormat.table:
-            out.print(f"wrote {output}", markup=False)
+            console.print(f"wrote {output_name(output)}", markup=False)
     raise typer.Exit(EXIT_VALID if any(r.status == "ok" for r in rows) else EXIT_INVALID)
 
 
@@ -284,6 +290,7 @@ def calibrate_cmd(
     costs = diagnosed(calibrate, measured)
     comparison = diagnosed(against_simulation, measured, costs)
     emit(json.dumps(costs, indent=1), output)
+    out = report_console(output)  # `-o -`: the cost file takes stdout, the report goes to stderr
     report = {"costs": costs["costs"], "output": str(output)}
     if comparison is not None:
         report |= {
@@ -302,7 +309,8 @@ def calibrate_cmd(
     table.add_column("mean time", justify="right")
     for name, seconds in costs["costs"].items():
         table.add_row(name, f"{seconds * 1e3:.3f} ms")
-    out.print(f"{costs['samples']} measured jobs -> `{output}`")
+    shown = "stdout" if str(output) == "-" else f"`{output}`"
+    out.print(f"{costs['samples']} measured jobs -> {shown}", markup=False)
     out.print(table)
     if comparison is not None:
         c = comparison

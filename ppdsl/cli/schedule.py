@@ -12,7 +12,9 @@ import typer
 from rich.table import Table
 
 from ppdsl.analysis.check import CheckResult
+from ppdsl.analysis.checks import used_types
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
+from ppdsl.analysis.grid import text_grid
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
     PP,
@@ -41,7 +43,7 @@ from ppdsl.cli.common import (
 from ppdsl.common import codes
 from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import style_of
+from ppdsl.language.jobtypes import letter_of, style_of
 from ppdsl.language.library import library_files
 
 
@@ -143,10 +145,17 @@ def show_cmd(
     steps: Annotated[int, typer.Option("--steps", help="Columns per row block.", min=1)] = 24,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
-    """Draw the rank x step grid in the terminal, coloured by job type."""
+    """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
     exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
     names = exp.type_names
     longest = max((len(j) for j in exp.jobs), default=0)
+    if not out.is_terminal:  # a pipe or a file: plain text, every column whole, no colour codes
+        blocks = [text_grid(exp, width=steps, start=lo) for lo in range(0, max(longest, 1), steps)]
+        used = used_types(exp)
+        legend = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
+        text = "\n\n".join([f"{exp.defn.name}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
+        emit(text + (f"\n\n{legend}" if legend else ""), None)
+        return
     out.print(f"[bold]{exp.defn.name}[/bold]  pp={pp} vpp={vpp} microbatches={microbatches}")
     for lo in range(0, max(longest, 1), steps):
         table = Table(show_header=True, header_style="dim", box=None, padding=(0, 0))
