@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """`1 job`, `3 jobs`, `1 activation`, `2.5 activations`."""
+def plural(noun: str) -> str:
+    """`jobs`, `micro-batches`."""
+    return noun + ("es" if noun.endswith(("ch", "sh", "s", "x", "z")) else "s")
+
+
+def count(n: int | float, noun: str, plural_form: str | None = None) -> str:
+    """`1 job`, `3 jobs`, `1 activation`, `2.5 activations`, `8 micro-batches`."""
     shown = f"{n:g}" if isinstance(n, float) else f"{n:,}" if abs(n) >= 10_000 else str(n)
-    return f"{shown} {noun if n == 1 else plural or noun + 's'}"
+    return f"{shown} {noun if n == 1 else plural_form or plural(noun)}"
 
 
 def ranges(numbers: Iterable[int], limit: int = 8) -> str:
@@ -25,7 +30,7 @@ def ranges(numbers: Iterable[int], limit: int = 8) -> str:
     return ", ".join(shown) + (f" and {more} more" if more else "")
 
 
-def numbered(noun: str, numbers: Iterable[int], plural: str | None = None) -> str:
+def numbered(noun: str, numbers: Iterable[int], plural_form: str | None = None) -> str:
     """`rank 2`, `ranks 0-3`, `micro-batches 0-7`."""
     values = sorted(set(numbers))
-    return f"{noun if len(values) == 1 else plural or noun + 's'} {ranges(values)}"
+    return f"{noun if len(values) == 1 else plural_form or plural(noun)} {ranges(values)}"

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Diagnostic, Span
+from ppdsl.common.text import count
 from ppdsl.language import ast, types
 from ppdsl.language.ir import ScheduleDef, Site
 from ppdsl.language.jobtypes import SHARED_COUNTER
@@ -321,7 +322,7 @@ class ExprCompiler:
         if len(e.args) != len(params):
             self.error(
                 "E004",
-                f"`{fn.name}` takes {_count(len(params), 'argument')}, found {len(e.args)}",
+                f"`{fn.name}` takes {count(len(params), 'argument')}, found {len(e.args)}",
                 e.span,
                 help=f"it is defined as `{_signature(fn.node)}` at line {fn.node.span.line}",
             )
@@ -554,10 +555,6 @@ def _infer_kinds(fn: ast.FnDef, globals_: dict[str, str], functions: dict[str, F
 
 def _number_type(a: str, b: str) -> str:
     return FLOAT if FLOAT in (a, b) else INT
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _signature(fn: ast.FnDef) -> str:

@@ -297,8 +297,8 @@ def _unclosed(state, file: str, text: str) -> Diagnostic | None:
     if suspect is not None:
         opened, closed = suspect
         notes.append(
-            f"the `}}` on line {closed} closes the `{{` of line {opened}, but is indented differently: "
-            f"is a `}}` missing at line {opened}'s block?"
+            f"the `}}` on line {closed} closes the `{{` on line {opened}, though their indentation differs: "
+            f"is that block missing its `}}`?"
         )
     span = Span(file, brace.line, brace.column, brace.line, brace.column + 1)
     return Diagnostic(
