@@ -179,7 +179,7 @@ def synthesize(
 ) -> SynthOutcome:
     """The fastest schedule the search finds within `memory_limit` (activations per rank, as `check` counts
     them): `.text` is the `.sched` file, already checked (`.check`); `.result` has the makespan, the lower bound,
-    whether it is proven optimal, and how it was found. Raises DiagnosticError (S113: nothing fits the limit)."""
+    whether it is proven optimal, and how it was found. Raises DiagnosticError (S114: nothing fits the limit)."""
     from ppdsl.analysis.costs import CostSpec
     from ppdsl.synth import SynthRequest, synthesize_file  # (the package `ppdsl.synth`; this is `synthesize`)
 

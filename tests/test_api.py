@@ -96,4 +96,4 @@ def test_synth_returns_a_checked_schedule():
     assert found.text.startswith('"""Synthesized by `ppdsl synth`')
     with pytest.raises(ppdsl.DiagnosticError) as err:
         ppdsl.synthesize(pp=4, microbatches=8, vpp=2, placement="vshape", memory_limit=1)
-    assert err.value.diagnostics[0].code == "S113"
+    assert err.value.diagnostics[0].code == "S114"

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from ppdsl.analysis.checks import check_ranks, used_types
+from ppdsl.analysis.checks import MAX_NOTES, check_ranks, used_types
 from ppdsl.analysis.execution import Execution, Wait, execute
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.grid import text_grid
 from ppdsl.common.codes import EXIT_VALID, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.text import count, numbered
 from ppdsl.common.units import format_bytes
 from ppdsl.language.ir import ScheduleDef
 
@@ -142,23 +143,64 @@ def check_expansion(
     if not ex.completed:
         result.diagnostics.append(_deadlock_diagnostic(exp, ex, rendezvous))
         return result
+    result.diagnostics.extend(memory_diagnostics(exp, ex))
+    return result
+
+
+def memory_diagnostics(exp: Expansion, ex: Execution) -> list[Diagnostic]:
+    """S106: a rank over its memory limit, at the job that first takes it over (one diagnostic per such job's
+    statement, naming every rank it takes over)."""
+    over: dict[int, list[tuple[int, int, float, float, float]]] = {}  # site -> [(rank, step, time, level, limit)]
     for stats in ex.ranks:
         limit = exp.memory_limit[stats.rank]
-        if limit is not None and stats.peak_activations > limit + 1e-9:
-            if exp.memory_unit == "bytes":
-                held = f"{format_bytes(stats.peak_activations)} of activations, over its limit of {format_bytes(limit)}"
-            else:
-                held = f"{stats.peak_activations:g} activations, over its limit of {limit:g}"
-            result.diagnostics.append(
-                Diagnostic(
-                    "S106",
-                    f"rank {stats.rank} holds {held}",
-                    exp.defn.memory_limit_span,
-                    label=f"peak at time {stats.peak_time:g}",
-                    help="run backwards earlier (fewer warm-up forwards) or raise `memory limit`",
-                )
-            )
-    return result
+        if limit is None or stats.peak_activations <= limit + 1e-9:
+            continue
+        rank, level = stats.rank, 0.0
+        for step, code in enumerate(exp.jobs[rank]):
+            t, chunk, _ = exp.decode(code)
+            level += exp.mem_delta[t][rank][chunk]
+            if level > limit + 1e-9:
+                site = exp.sites[rank][step]
+                over.setdefault(site, []).append((rank, step, ex.end[rank][step], level, limit))
+                break
+    return [_memory_diagnostic(exp, site, found) for site, found in over.items()]
+
+
+def _memory_diagnostic(exp: Expansion, site: int, found: list[tuple[int, int, float, float, float]]) -> Diagnostic:
+    def amount(value: float) -> str:
+        return format_bytes(value) if exp.memory_unit == "bytes" else count(value, "activation")
+
+    def crossing(rank: int, step: int, time: float, level: float) -> str:
+        return (
+            f"`{exp.label(exp.jobs[rank][step])}` (step {step}) takes rank {rank} to {amount(level)} at time {time:g}"
+        )
+
+    ranks = [r for r, *_ in found]
+    limits = {limit for *_, limit in found}
+    if len(found) == 1:
+        rank, _, _, _, limit = found[0]
+        message = f"rank {rank} holds more than its limit of {amount(limit)}"
+    elif len(limits) == 1:
+        message = f"{numbered('rank', ranks)} hold more than their limit of {amount(limits.pop())}"
+    else:
+        message = f"{numbered('rank', ranks)} hold more than their limits"
+    notes = [crossing(r, step, time, level) for r, step, time, level, _ in found[1:MAX_NOTES]]
+    if len(found) > MAX_NOTES:
+        notes.append(f"and {count(len(found) - MAX_NOTES, 'more rank')}")
+    limit_span = exp.defn.memory_limit_span
+    if exp.memory_limit_given:
+        notes.append("the limit is `--memory-limit`'s")
+    elif limit_span is not None:
+        notes.append(f"the limit is the schedule's `memory limit`, at {limit_span.file}:{limit_span.line}")
+    rank, step, time, level, _ = found[0]
+    return Diagnostic(
+        "S106",
+        message,
+        exp.defn.sites[site].span,
+        label=crossing(rank, step, time, level),
+        help="run backwards earlier (fewer warm-up forwards) or raise the limit",
+        notes=notes,
+    )
 
 
 def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Diagnostic:

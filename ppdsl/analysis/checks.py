@@ -4,37 +4,156 @@ Each rank owns every (job type, chunk, micro-batch) of its chunks: a forward, an
 backward_b + backward_w pair, and one of each auxiliary job type the schedule uses; the optimizer runs once,
 last. Forward precedes backward / backward_b, backward_b precedes backward_w, and auxiliary jobs keep their
 declared `before` / `after` side of their anchor.
+
+One function per diagnostic code, dispatched from `CHECKS`: adding a check means adding a function and a row.
+Each reads a `RankJobs`, built once per rank in one pass over its jobs (where each job runs), so a check is a
+walk over the rank's (chunk, micro-batch) pairs and never searches the order. A check records findings; the
+findings of one kind at one statement become one diagnostic that names every rank and micro-batch they concern
+("on ranks 0-3, micro-batches 0-7"), as one mistake is one statement, however many ranks run it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.common.diagnostics import Diagnostic, number_text
+from ppdsl.common.diagnostics import Diagnostic, Span
+from ppdsl.common.text import count, numbered, ranges
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 
 MAX_PER_KIND = 12  # diagnostics of one code kept in full; the rest are counted
+MAX_NOTES = 4  # per-rank details shown under one diagnostic
+DETAILS_PER_RANK = 9  # findings of one rank kept in detail (a note lists 8 jobs and says how many more)
 
 
 @dataclass
-class _Collector:
-    diagnostics: list[Diagnostic]
-    counts: dict[str, int]
+class Finding:
+    """One occurrence: on `rank`, about micro-batch `mb` (None: the rank as a whole), with what to say of it."""
 
-    def add(self, diag: Diagnostic) -> None:
-        n = self.counts.get(diag.code, 0)
-        self.counts[diag.code] = n + 1
-        if n < MAX_PER_KIND:
-            self.diagnostics.append(diag)
+    rank: int
+    mb: int | None
+    detail: dict
 
-    def finish(self) -> list[Diagnostic]:
-        for code, n in self.counts.items():
+
+@dataclass
+class _Group:
+    """One diagnostic's findings: every rank and micro-batch they concern, and the first few in detail (a wrong
+    statement at large sizes has a finding per job, and a message needs a handful)."""
+
+    code: str
+    kind: str
+    site: int
+    findings: list[Finding] = field(default_factory=list)
+    ranks: set[int] = field(default_factory=set)
+    mbs: set[int] = field(default_factory=set)
+    total: int = 0
+    kept: dict[int, int] = field(default_factory=dict)  # rank -> findings kept in detail
+
+
+class Findings:
+    """Findings grouped by (kind, statement): each group is one diagnostic."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, int, object], _Group] = {}
+
+    def add(self, code: str, kind: str, site: int, rank: int, mb: int | None = None, key: object = None, **detail):
+        group = self.groups.get((kind, site, key))
+        if group is None:
+            group = self.groups[(kind, site, key)] = _Group(code, kind, site)
+        group.ranks.add(rank)
+        if mb is not None:
+            group.mbs.add(mb)
+        group.total += 1
+        kept = group.kept.get(rank, 0)
+        if kept < DETAILS_PER_RANK and (kept or len(group.kept) <= MAX_NOTES):
+            group.kept[rank] = kept + 1
+            group.findings.append(Finding(rank, mb, detail))
+
+    def diagnostics(self, exp: Expansion) -> list[Diagnostic]:
+        out: list[Diagnostic] = []
+        per_code: dict[str, int] = {}
+        order = {code: i for i, (code, _) in enumerate(CHECKS)}
+        for group in sorted(self.groups.values(), key=lambda g: order[g.code]):
+            n = per_code[group.code] = per_code.get(group.code, 0) + 1
+            if n <= MAX_PER_KIND:
+                out.append(RENDER[group.kind](exp, group))
+        for code, n in per_code.items():
             if n > MAX_PER_KIND:
-                self.diagnostics.append(
-                    Diagnostic(code, f"... and {n - MAX_PER_KIND} more `{code}` errors like the ones above")
-                )
-        return self.diagnostics
+                out.append(Diagnostic(code, f"... and {n - MAX_PER_KIND} more `{code}` errors like the ones above"))
+        return out
+
+
+@dataclass
+class RankJobs:
+    """One rank's order indexed by job: `pos[code]` is the step of job `code` (-1: never runs), for codes of
+    micro-batches 0 .. microbatches - 1; `outside` lists the steps of jobs of other micro-batches, `repeats`
+    (step, first step) of jobs that run again."""
+
+    exp: Expansion
+    rank: int
+    aux: list[int]  # the auxiliary job types the schedule uses
+    pos: list[int]
+    outside: list[int]
+    repeats: list[tuple[int, int]]
+
+    def site(self, step: int) -> int:
+        """The statement (site id) that emitted the job at `step`."""
+        return self.exp.sites[self.rank][step]
+
+    @property
+    def end_site(self) -> int:
+        """Where the order ends: the statement of the rank's last job (the order itself if it has none)."""
+        sites = self.exp.sites[self.rank]
+        return sites[-1] if sites else 0
+
+    def steps(self, t: int) -> list[int]:
+        """The step of job type `t` of every (chunk, micro-batch), in code order (-1: never runs): a slice of `pos`,
+        so that a check can first ask, at C speed, whether anything is wrong at all."""
+        return self.pos[t :: self.exp.ntypes]
+
+    def gradient_steps(self) -> list[int]:
+        """Per (chunk, micro-batch), the step of the job that computes its input gradient: the whole backward, or
+        the split one's backward_b (the later of the two where a micro-batch has both, which S102 reports)."""
+        whole, split = self.steps(BACKWARD), self.steps(BACKWARD_B)
+        if min(whole, default=0) >= 0 or max(split, default=-1) < 0:
+            return whole
+        if max(whole, default=-1) < 0:
+            return split
+        return list(map(max, whole, split))
+
+    def backward_split(self, base: int) -> tuple[int, int, int] | None:
+        """Steps of (backward, backward_b, backward_w) of the micro-batch whose codes start at `base`, or None when it
+        has both a whole and a split backward (S102 reports it; the other checks skip it)."""
+        pos = self.pos
+        b, bb, bw = pos[base + BACKWARD], pos[base + BACKWARD_B], pos[base + BACKWARD_W]
+        if b >= 0 and (bb >= 0 or bw >= 0):
+            return None
+        return b, bb, bw
+
+    def bases(self):
+        """The first code of every (chunk, micro-batch) the rank owns, with that chunk and micro-batch."""
+        exp = self.exp
+        ntypes, vpp = exp.ntypes, exp.vpp
+        for c in range(vpp):
+            for mb in range(exp.microbatches):
+                yield (mb * vpp + c) * ntypes, c, mb
+
+
+def index_rank(exp: Expansion, rank: int, aux: list[int]) -> RankJobs:
+    size = exp.microbatches * exp.vpp * exp.ntypes
+    pos = [-1] * size
+    outside: list[int] = []
+    repeats: list[tuple[int, int]] = []
+    for i, code in enumerate(exp.jobs[rank]):
+        if code >= size:
+            outside.append(i)
+        elif pos[code] >= 0:
+            repeats.append((i, pos[code]))
+        else:
+            pos[code] = i
+    return RankJobs(exp, rank, aux, pos, outside, repeats)
 
 
 def used_types(exp: Expansion) -> set[int]:
@@ -48,169 +167,392 @@ def used_types(exp: Expansion) -> set[int]:
     return seen
 
 
-def check_ranks(exp: Expansion) -> list[Diagnostic]:
-    out = _Collector([], {})
-    used = used_types(exp)
-    aux = [t for t, jt in enumerate(exp.defn.job_types) if not jt.builtin and t in used]
-    for rank in range(exp.pp):
-        _check_rank(exp, rank, aux, out)
-    return out.finish()
+# ---------------------------------------------------------------------------------------------- one check per code
 
 
-def _check_rank(exp: Expansion, rank: int, aux: list[int], out: _Collector) -> None:
-    ntypes, vpp, m = exp.ntypes, exp.vpp, exp.microbatches
-    size = m * vpp * ntypes
-    jobs, sites = exp.jobs[rank], exp.sites[rank]
-    pos = [-1] * size
-    span_of = exp.defn.sites
-    for i, code in enumerate(jobs):
-        if code >= size:
-            t, c, mb = exp.decode(code)
-            out.add(
-                Diagnostic(
-                    "S107",
-                    f"micro-batch {number_text(mb)} does not exist: there are {m} micro-batches (0 .. {m - 1})",
-                    span_of[sites[i]].span,
-                    label=f"rank {rank} step {i} runs `{exp.label(code)}`",
-                    help="count the jobs this statement emits for these sizes",
-                )
-            )
+def micro_batch_range(view: RankJobs, out: Findings) -> None:
+    """S107: a job of a micro-batch the sizes do not have."""
+    exp = view.exp
+    for i in view.outside:
+        code = exp.jobs[view.rank][i]
+        _, _, mb = exp.decode(code)
+        out.add("S107", "mb-range", view.site(i), view.rank, mb, step=i, job=exp.label(code))
+
+
+def duplicates(view: RankJobs, out: Findings) -> None:
+    """S102: a job that runs twice, or a micro-batch with both a whole and a split backward."""
+    exp, rank = view.exp, view.rank
+    jobs = exp.jobs[rank]
+    for i, first in view.repeats:
+        _, _, mb = exp.decode(jobs[i])
+        out.add("S102", "twice", view.site(i), rank, mb, step=i, first=first, job=exp.label(jobs[i]))
+    if max(view.steps(BACKWARD), default=-1) < 0:
+        return  # no whole backward, so none with a split one too
+    if max(view.steps(BACKWARD_B), default=-1) < 0 and max(view.steps(BACKWARD_W), default=-1) < 0:
+        return
+    for base, c, mb in view.bases():
+        if view.backward_split(base) is None:
+            step = view.pos[base + BACKWARD]
+            out.add("S102", "mixed", view.site(step), rank, mb, chunk=c, job=exp.label(base + BACKWARD))
+
+
+def optimizer(view: RankJobs, out: Findings) -> None:
+    """S104: the optimizer is missing, or is not the rank's last job."""
+    exp, rank = view.exp, view.rank
+    jobs = exp.jobs[rank]
+    ntypes = exp.ntypes
+    steps = [i for i in view.steps(OPTIMIZER) if i >= 0]
+    steps += [i for i, _ in view.repeats if jobs[i] % ntypes == OPTIMIZER]
+    steps += [i for i in view.outside if jobs[i] % ntypes == OPTIMIZER]
+    if not steps:
+        out.add("S104", "no-optimizer", view.end_site, rank)
+    elif len(steps) == 1 and steps[0] != len(jobs) - 1:
+        out.add("S104", "optimizer-early", view.site(steps[0]), rank, step=steps[0], jobs=len(jobs))
+
+
+def local_order(view: RankJobs, out: Findings) -> None:
+    """S103: a backward before its forward, a weight gradient before its input gradient, an auxiliary job on the
+    wrong side of the job it serves."""
+    # First, at C speed, whether anything can be wrong (an over-approximation: the loop below decides).
+    suspect = any(map(operator.lt, view.gradient_steps(), view.steps(FORWARD)))
+    suspect = suspect or any(map(operator.lt, view.steps(BACKWARD_W), view.steps(BACKWARD_B)))
+    suspect = suspect or any(_anchor_suspect(view, t) for t in view.aux)
+    if not suspect:
+        return
+    exp, rank, pos = view.exp, view.rank, view.pos
+    for base, c, mb in view.bases():
+        split = view.backward_split(base)
+        if split is None:
             continue
-        if pos[code] >= 0:
-            t, c, mb = exp.decode(code)
-            first = pos[code]
-            out.add(
-                Diagnostic(
-                    "S102",
-                    f"`{exp.label(code)}` runs twice on rank {rank}",
-                    span_of[sites[i]].span,
-                    label=f"again at step {i}, first at step {first}",
-                    help="each job runs exactly once per micro-batch",
-                )
-            )
-            continue
-        pos[code] = i
-
-    # The optimizer: once, last, micro-batch 0.
-    opt_positions = [i for i, code in enumerate(jobs) if code % ntypes == OPTIMIZER]
-    order_span = span_of[0].span if not sites else span_of[sites[-1]].span
-    if not opt_positions:
-        out.add(
-            Diagnostic(
-                "S104",
-                f"rank {rank} never runs the optimizer",
-                order_span,
-                label="the order ends here",
-                help="end the order with `optimizer`",
-            )
-        )
-    else:
-        last = opt_positions[-1]
-        if len(opt_positions) == 1 and last != len(jobs) - 1:
-            out.add(
-                Diagnostic(
-                    "S104",
-                    f"the optimizer is not the last job on rank {rank}",
-                    span_of[sites[last]].span,
-                    label=f"runs at step {last} of {len(jobs)}",
-                    help="move `optimizer` to the end of the order",
-                )
-            )
-
-    missing: list[str] = []
-    order_errors = 0
-
-    def need(code: int) -> int:
-        p = pos[code]
-        if p < 0:
-            missing.append(exp.label(code))
-        return p
-
-    for c in range(vpp):
-        for mb in range(m):
-            base = (mb * vpp + c) * ntypes
-            f = need(base + FORWARD)
-            b, bb, bw = pos[base + BACKWARD], pos[base + BACKWARD_B], pos[base + BACKWARD_W]
-            if b >= 0 and (bb >= 0 or bw >= 0):
-                out.add(
-                    Diagnostic(
-                        "S102",
-                        f"micro-batch {mb} chunk {c} has both a full backward and a split one on rank {rank}",
-                        span_of[sites[b]].span,
-                        label=f"`{exp.label(base + BACKWARD)}` here",
-                        help="use either `backward` or `backward_b` + `backward_w` for a micro-batch",
-                    )
-                )
-                continue
-            if b < 0:
-                if bb < 0 and bw < 0:
-                    missing.append(exp.label(base + BACKWARD))
-                    continue
-                bb, bw = need(base + BACKWARD_B), need(base + BACKWARD_W)
-            grad = b if b >= 0 else bb
-            if f >= 0 and grad >= 0 and grad < f:
-                order_errors += 1
-                gcode = base + (BACKWARD if b >= 0 else BACKWARD_B)
-                out.add(
-                    Diagnostic(
-                        "S103",
-                        f"backward of micro-batch {mb} runs before its forward on rank {rank}"
-                        + (f" (chunk {c})" if vpp > 1 else ""),
-                        span_of[sites[grad]].span,
-                        label=f"`{exp.label(gcode)}` runs at step {grad}; `{exp.label(base)}` runs at step {f}",
-                        help="a backward needs the activations of its own forward: move it later",
-                    )
-                )
-            if bb >= 0 and bw >= 0 and bw < bb:
-                out.add(
-                    Diagnostic(
-                        "S103",
-                        f"weight gradient of micro-batch {mb} runs before its input gradient on rank {rank}",
-                        span_of[sites[bw]].span,
-                        label=f"`{exp.label(base + BACKWARD_W)}` at step {bw}, "
-                        f"`{exp.label(base + BACKWARD_B)}` at step {bb}",
-                        help="run `backward_w` after the `backward_b` of the same micro-batch",
-                    )
-                )
-            for t in aux:
-                p = need(base + t)
-                if p >= 0:
-                    _check_anchor(exp, rank, base, t, p, pos, sites, out)
-
-    if missing:
-        shown = ", ".join(f"`{x}`" for x in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-        out.add(
-            Diagnostic(
-                "S101",
-                f"rank {rank} never runs {len(missing)} job{'s' if len(missing) > 1 else ''} it owns",
-                order_span,
-                label=f"missing {shown}",
-                help=f"every rank runs a forward and a backward of each of its {vpp} chunk(s) "
-                f"for all {m} micro-batches",
-            )
-        )
+        b, bb, bw = split
+        if b < 0 and bb < 0 and bw < 0:
+            continue  # no backward at all: S101's, and the micro-batch's auxiliary jobs are not looked at
+        f = pos[base + FORWARD]
+        grad = b if b >= 0 else bb
+        if f >= 0 and grad >= 0 and grad < f:
+            gcode = base + (BACKWARD if b >= 0 else BACKWARD_B)
+            detail = {"job": exp.label(gcode), "step": grad, "forward": exp.label(base), "forward_step": f}
+            out.add("S103", "backward-first", view.site(grad), rank, mb, key=c, chunk=c, **detail)
+        if b < 0 and bb >= 0 and bw >= 0 and bw < bb:
+            detail = {"job": exp.label(base + BACKWARD_W), "step": bw, "input": exp.label(base + BACKWARD_B)}
+            out.add("S103", "weight-first", view.site(bw), rank, mb, key=c, chunk=c, input_step=bb, **detail)
+        for t in view.aux:
+            if pos[base + t] >= 0:
+                _anchor(view, base, t, mb, out)
 
 
-def _check_anchor(exp: Expansion, rank, base, t, p, pos, sites, out: _Collector) -> None:
+def _anchor_suspect(view: RankJobs, t: int) -> bool:
+    """Whether any job of auxiliary type `t` may be on the wrong side of its anchor (a quick over-approximation)."""
+    jt = view.exp.defn.job_types[t]
+    anchor_name = jt.before or jt.after
+    if anchor_name is None:
+        return False
+    anchor_t = view.exp.defn.type_index(anchor_name)
+    anchors = view.gradient_steps() if anchor_t == BACKWARD else view.steps(anchor_t)
+    if jt.before is not None:
+        return any(map(operator.gt, view.steps(t), anchors))
+    return any(map(operator.lt, view.steps(t), anchors))
+
+
+def _anchor(view: RankJobs, base: int, t: int, mb: int, out: Findings) -> None:
+    exp, pos = view.exp, view.pos
     jt = exp.defn.job_types[t]
     anchor_name = jt.before or jt.after
     if anchor_name is None:
         return
+    p = pos[base + t]
     anchor_t = exp.defn.type_index(anchor_name)
     a = pos[base + anchor_t]
     if anchor_t == BACKWARD and a < 0:
         a = pos[base + BACKWARD_B]  # a split backward anchors on its input-gradient part
     if a < 0:
         return
-    bad = (jt.before is not None and p > a) or (jt.after is not None and p < a)
-    if bad:
-        side = "before" if jt.before else "after"
-        out.add(
-            Diagnostic(
-                "S103",
-                f"`{exp.label(base + t)}` must run {side} `{exp.label(base + anchor_t)}` on rank {rank}",
-                exp.defn.sites[sites[p]].span,
-                label=f"runs at step {p}; `{exp.label(base + anchor_t)}` at step {a}",
-                help=f"`{jt.name}` is declared `{side} {anchor_name}`",
-            )
-        )
+    if (jt.before is not None and p > a) or (jt.after is not None and p < a):
+        detail = {"job": exp.label(base + t), "step": p, "anchor": exp.label(base + anchor_t), "anchor_step": a}
+        out.add("S103", "anchor", view.site(p), view.rank, mb, key=t, type=t, **detail)
+
+
+def missing_jobs(view: RankJobs, out: Findings) -> None:
+    """S101: a job the rank owns that it never runs, reported at the statement that ran the last job of its type on
+    the rank (the one that stopped short), or where the order ends if the rank runs none of that type."""
+    # Nothing missing (checked at C speed first): every forward, for each micro-batch a whole backward or both
+    # parts of a split one, and every auxiliary job.
+    if (
+        min(view.steps(FORWARD), default=0) >= 0
+        and _every_backward(view)
+        and all(min(view.steps(t), default=0) >= 0 for t in view.aux)
+    ):
+        return
+    exp, pos, aux = view.exp, view.pos, view.aux
+    ntypes, vpp = exp.ntypes, exp.vpp
+    missing: dict[int, list[tuple[int, int]]] = {}  # job type -> [(code, micro-batch)]
+    for c in range(vpp):
+        for mb in range(exp.microbatches):
+            base = (mb * vpp + c) * ntypes
+            if pos[base] < 0:
+                missing.setdefault(FORWARD, []).append((base, mb))
+            b, bb, bw = pos[base + BACKWARD], pos[base + BACKWARD_B], pos[base + BACKWARD_W]
+            if b >= 0:
+                if bb >= 0 or bw >= 0:
+                    continue  # a whole and a split backward: S102's
+            elif bb < 0 and bw < 0:
+                missing.setdefault(BACKWARD, []).append((base + BACKWARD, mb))
+                continue
+            else:
+                for t, p in ((BACKWARD_B, bb), (BACKWARD_W, bw)):
+                    if p < 0:
+                        missing.setdefault(t, []).append((base + t, mb))
+            for t in aux:
+                if pos[base + t] < 0:
+                    missing.setdefault(t, []).append((base + t, mb))
+    if not missing:
+        return
+    last_of: dict[int, int] = {}  # job type -> step of its last job on this rank
+    for i, code in enumerate(exp.jobs[view.rank]):
+        last_of[code % ntypes] = i
+    for t, jobs in missing.items():
+        last = last_of.get(t)
+        site = view.site(last) if last is not None else view.end_site
+        for code, mb in jobs:
+            out.add("S101", "missing", site, view.rank, mb, key=(t, last is None), type=t, job_code=code, ran=last)
+
+
+def _every_backward(view: RankJobs) -> bool:
+    """Each (chunk, micro-batch) has a whole backward or both parts of a split one."""
+    whole = view.steps(BACKWARD)
+    if min(whole, default=0) >= 0:
+        return True
+    inputs, weights = view.steps(BACKWARD_B), view.steps(BACKWARD_W)
+    if min(inputs, default=0) >= 0 and min(weights, default=0) >= 0:
+        return True
+    return min(map(max, whole, map(min, inputs, weights)), default=0) >= 0
+
+
+# Every per-rank check, by the code it reports, in the order its diagnostics are listed.
+CHECKS: tuple[tuple[str, Callable[[RankJobs, Findings], None]], ...] = (
+    ("S107", micro_batch_range),
+    ("S102", duplicates),
+    ("S104", optimizer),
+    ("S103", local_order),
+    ("S101", missing_jobs),
+)
+
+
+def check_ranks(exp: Expansion) -> list[Diagnostic]:
+    out = Findings()
+    used = used_types(exp)
+    aux = [t for t, jt in enumerate(exp.defn.job_types) if not jt.builtin and t in used]
+    for rank in range(exp.pp):
+        view = index_rank(exp, rank, aux)
+        for _, check in CHECKS:
+            check(view, out)
+    return out.diagnostics(exp)
+
+
+# ------------------------------------------------------------------------------------------ one diagnostic per group
+
+
+def _span(exp: Expansion, group: _Group) -> Span:
+    return exp.defn.sites[group.site].span
+
+
+def _ranks(group: _Group) -> list[int]:
+    return sorted(group.ranks)
+
+
+def _mbs(group: _Group) -> list[int]:
+    return sorted(group.mbs)
+
+
+def _where(group: _Group) -> str:
+    """`on rank 0`, `on ranks 0-3, micro-batches 0-7`."""
+    text = f"on {numbered('rank', _ranks(group))}"
+    mbs = _mbs(group)
+    return text + (f", {numbered('micro-batch', mbs, 'micro-batches')}" if len(mbs) > 1 else "")
+
+
+def _on_rank(group: _Group, finding: Finding) -> str:
+    """`rank r: ` when a group spans several ranks, so a label about one occurrence says which."""
+    return f"rank {finding.rank}: " if len(_ranks(group)) > 1 else ""
+
+
+def _jobs(group: _Group, limit: int = 4) -> str:
+    names = list(dict.fromkeys(f.detail["job"] for f in group.findings))
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    if group.total > len(group.findings):  # not every finding was kept in detail
+        return shown + " and others"
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _render_mb_range(exp: Expansion, group: _Group) -> Diagnostic:
+    m = exp.microbatches
+    first = group.findings[0]
+    mbs = _mbs(group)
+    subject = f"{numbered('micro-batch', mbs, 'micro-batches')} {'does' if len(mbs) == 1 else 'do'} not exist"
+    return Diagnostic(
+        "S107",
+        f"{subject} on {numbered('rank', _ranks(group))}: there {'is' if m == 1 else 'are'} "
+        f"{count(m, 'micro-batch', 'micro-batches')} (0 .. {m - 1})",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}step {first.detail['step']} runs `{first.detail['job']}`",
+        help="count the jobs this statement emits for these sizes",
+    )
+
+
+def _render_twice(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    names = {f.detail["job"] for f in group.findings}
+    subject = f"{_jobs(group)} {'runs' if len(names) == 1 else 'run'} twice"
+    return Diagnostic(
+        "S102",
+        f"{subject} on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}again at step {first.detail['step']}, first at step {first.detail['first']}",
+        help="each job runs exactly once per micro-batch",
+    )
+
+
+def _render_mixed(exp: Expansion, group: _Group) -> Diagnostic:
+    mbs = _mbs(group)
+    chunks = sorted({f.detail["chunk"] for f in group.findings})
+    what = numbered("micro-batch", mbs, "micro-batches") + (f" (chunk {chunks[0]})" if exp.vpp > 1 else "")
+    verb = "has" if len(mbs) == 1 else "have"
+    return Diagnostic(
+        "S102",
+        f"{what} {verb} both a whole backward and a split one on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, group.findings[0])}`{group.findings[0].detail['job']}` here",
+        help="use either `backward` or `backward_b` + `backward_w` for a micro-batch",
+    )
+
+
+def _render_no_optimizer(exp: Expansion, group: _Group) -> Diagnostic:
+    ranks = _ranks(group)
+    return Diagnostic(
+        "S104",
+        f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} the optimizer",
+        _span(exp, group),
+        label="the order ends here",
+        help="end the order with `optimizer`",
+    )
+
+
+def _render_optimizer_early(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    return Diagnostic(
+        "S104",
+        f"the optimizer is not the last job on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}runs at step {first.detail['step']} of {first.detail['jobs']}",
+        help="move `optimizer` to the end of the order",
+    )
+
+
+def _render_backward_first(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    mbs = _mbs(group)
+    d = first.detail
+    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
+    if len(mbs) == 1:
+        subject = f"backward of micro-batch {mbs[0]} runs before its forward"
+    else:
+        subject = f"backwards of micro-batches {ranges(mbs)} run before their forwards"
+    return Diagnostic(
+        "S103",
+        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
+        f"`{d['forward']}` runs at step {d['forward_step']}",
+        help="a backward needs the activations of its own forward: move it later",
+    )
+
+
+def _render_weight_first(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    mbs = _mbs(group)
+    d = first.detail
+    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
+    if len(mbs) == 1:
+        subject = f"weight gradient of micro-batch {mbs[0]} runs before its input gradient"
+    else:
+        subject = f"weight gradients of micro-batches {ranges(mbs)} run before their input gradients"
+    return Diagnostic(
+        "S103",
+        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` at step {d['step']}, `{d['input']}` at step {d['input_step']}",
+        help="run `backward_w` after the `backward_b` of the same micro-batch",
+    )
+
+
+def _render_anchor(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    d = first.detail
+    jt = exp.defn.job_types[d["type"]]
+    side = "before" if jt.before else "after"
+    anchor_name = jt.before or jt.after
+    mbs = _mbs(group)
+    if group.total == 1:
+        message = f"`{d['job']}` must run {side} `{d['anchor']}` on rank {first.rank}"
+    else:
+        message = f"`{jt.name}` must run {side} its `{anchor_name}` {_where(group)}"
+        if len(mbs) == 1:
+            message = f"`{d['job']}` must run {side} `{d['anchor']}` on {numbered('rank', _ranks(group))}"
+    return Diagnostic(
+        "S103",
+        message,
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
+        f"`{d['anchor']}` at step {d['anchor_step']}",
+        help=f"`{jt.name}` is declared `{side} {anchor_name}`",
+    )
+
+
+def _render_missing(exp: Expansion, group: _Group) -> Diagnostic:
+    first = group.findings[0]
+    type_name = exp.defn.job_types[first.detail["type"]].name
+    ranks = _ranks(group)
+    n = group.total
+    vpp, m = exp.vpp, exp.microbatches
+    by_rank: dict[int, list[str]] = {}
+    for f in group.findings:
+        by_rank.setdefault(f.rank, []).append(exp.label(f.detail["job_code"]))
+
+    def shown(jobs: list[str]) -> str:
+        return ", ".join(f"`{j}`" for j in jobs[:8]) + (" and more" if len(jobs) > 8 else "")
+
+    notes = []
+    if len(ranks) > 1:
+        notes = [f"rank {rank} never runs {shown(jobs)}" for rank, jobs in list(by_rank.items())[:MAX_NOTES]]
+        if len(ranks) > MAX_NOTES:
+            notes.append(f"and {count(len(ranks) - MAX_NOTES, 'more rank')}")
+    missing = "" if notes else f": {shown(by_rank[first.rank])} never {'runs' if n == 1 else 'run'}"
+    if first.detail["ran"] is None:
+        message = f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} `{type_name}`"
+        label = f"the order ends here{missing}"
+    else:
+        message = f"{count(n, f'`{type_name}` job')} never {'runs' if n == 1 else 'run'} on {numbered('rank', ranks)}"
+        label = f"the last `{type_name}` of {'the rank' if len(ranks) == 1 else 'each rank'} runs here{missing}"
+    mine = "its chunk" if vpp == 1 else f"each of its {vpp} chunks"
+    mbs = "the micro-batch" if m == 1 else f"all {m} micro-batches"
+    return Diagnostic(
+        "S101",
+        message,
+        _span(exp, group),
+        label=label,
+        help=f"every rank runs a forward and a backward of {mine} for {mbs}",
+        notes=notes,
+    )
+
+
+RENDER: dict[str, Callable[[Expansion, _Group], Diagnostic]] = {
+    "mb-range": _render_mb_range,
+    "twice": _render_twice,
+    "mixed": _render_mixed,
+    "no-optimizer": _render_no_optimizer,
+    "optimizer-early": _render_optimizer_early,
+    "backward-first": _render_backward_first,
+    "weight-first": _render_weight_first,
+    "anchor": _render_anchor,
+    "missing": _render_missing,
+}

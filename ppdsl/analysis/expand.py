@@ -8,48 +8,97 @@ statement that was running.
 from __future__ import annotations
 
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span, number_text
+from ppdsl.common.text import count, numbered
+from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.jobtypes import default_cost
 
 DEFAULT_BACKWARD_B_FREES = 0.5
 MAX_SIZE = 1 << 20
+# The most jobs an expansion may hold unless the caller raises it (`--max-jobs`): pp=64, vpp=4, microbatches=4096
+# with four jobs per micro-batch (Paddle's 1F1B and VPP orders, with their receive and send jobs) is 4,194,368.
+DEFAULT_MAX_JOBS = 1 << 23
+# A rank's order may take this many evaluation steps (a loop iteration of a body of n statements is n steps) per
+# job it can own, plus a constant for small sizes: the library needs under 4 per job (tests/analysis/test_bounds.py)
+# and a runaway loop is stopped within a few milliseconds.
+BUDGET_PER_JOB = 16
+BUDGET_BASE = 1 << 16
 
 
+def evaluation_budget(ntypes: int, vpp: int, microbatches: int) -> int:
+    """Evaluation steps one rank's order may take: proportional to the jobs a rank owns at these sizes."""
+    return BUDGET_PER_JOB * ntypes * vpp * microbatches + BUDGET_BASE
+
+
+def least_jobs(pp: int, vpp: int, microbatches: int) -> int:
+    """The fewest jobs any complete schedule runs at these sizes: a forward and a backward per (rank, chunk,
+    micro-batch), and an optimizer per rank."""
+    return 2 * pp * vpp * microbatches + pp
+
+
+@dataclass
 class _OrderFailure(Exception):
-    def __init__(self, site: int, kind: str, value: object):
-        super().__init__(kind)
-        self.site, self.kind, self.value = site, kind, value
+    site: int
+    kind: str
+    value: object
+    budget: int | None = None
 
 
-def _fail(site: int, kind: str, value: object) -> None:
-    raise _OrderFailure(site, kind, value)
+def _fail(site: int, kind: str, value: object, budget: int | None = None) -> None:
+    raise _OrderFailure(site, kind, value, budget)
 
 
-def parse_params(pairs: list[str] | None) -> dict[str, int | float | bool]:
-    """`["k=v", ...]` from the command line into typed values; raises DiagnosticError (E007)."""
-    out: dict[str, int | float | bool] = {}
+def parse_params(pairs: list[str] | None) -> dict[str, str]:
+    """`["k=v", ...]` from the command line: the values as written, which `expand` reads against each parameter's
+    type (the schedule says it); raises DiagnosticError (E007) for a pair that is not `name=value`."""
+    out: dict[str, str] = {}
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")
         key, raw = key.strip(), raw.strip()
         if not sep or not key:
             raise DiagnosticError([Diagnostic("E007", f"bad parameter `{pair}`", help="write `--param name=value`")])
-        if raw in ("true", "false"):
-            out[key] = raw == "true"
-            continue
-        try:
-            out[key] = int(raw)
-        except ValueError:
-            try:
-                out[key] = float(raw)
-            except ValueError:
-                raise DiagnosticError(
-                    [Diagnostic("E007", f"parameter `{key}` must be a number, got `{raw}`")]
-                ) from None
+        out[key] = raw
     return out
+
+
+def bind_params(defn: ScheduleDef, given: dict[str, object] | None) -> dict[str, int | float | bool]:
+    """Every parameter's value: its default, or the one given, read (text from the command line) or checked
+    (a Python value) against the default's type. Raises DiagnosticError (E007) naming each bad one."""
+    values: dict[str, int | float | bool] = {name: p.default for name, p in defn.params.items()}
+    problems = []
+    for name, value in (given or {}).items():
+        p = defn.params.get(name)
+        if p is None:
+            known = ", ".join(f"`{n}`" for n in defn.params) or "none"
+            problems.append(
+                Diagnostic("E007", f"`{defn.name}` has no parameter `{name}`", help=f"its parameters: {known}")
+            )
+            continue
+        ty = types.type_of(p.default)
+        try:
+            values[name] = types.convert(value, ty)
+        except ValueError:
+            shown = value if isinstance(value, str) else types.show(value)
+            default = types.show(p.default)
+            takes = "`true` or `false`" if ty == types.BOOL else types.describe(ty)
+            problems.append(
+                Diagnostic(
+                    "E007",
+                    f"parameter `{name}` takes {takes}, not `{shown}`",
+                    p.span,
+                    label=f"declared here, default `{default}`",
+                    help=f"write `--param {name}=true` or `--param {name}=false`"
+                    if ty == types.BOOL
+                    else f"write {types.describe(ty)}, e.g. `--param {name}={default}` (the default)",
+                )
+            )
+    if problems:
+        raise DiagnosticError(problems)
+    return values
 
 
 def expand(
@@ -57,33 +106,25 @@ def expand(
     pp: int,
     microbatches: int,
     vpp: int = 1,
-    params: dict[str, int | float | bool] | None = None,
+    params: dict[str, object] | None = None,
+    max_jobs: int = DEFAULT_MAX_JOBS,
 ) -> Expansion:
     """Bind sizes and run the order of every rank, with the schedule's own costs (`CostSpec.apply` puts costs
-    from outside over them). Raises DiagnosticError on any failure."""
+    from outside over them). Sizes that need more than `max_jobs` jobs are refused before anything runs, and each
+    rank's order has an evaluation budget proportional to its jobs. Raises DiagnosticError on any failure."""
     for name, value in (("pp", pp), ("microbatches", microbatches), ("vpp", vpp)):
-        if not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
             raise DiagnosticError(
-                [Diagnostic("E007", f"`{name}` must be an integer from 1 to {MAX_SIZE}, got {value}")]
+                [Diagnostic("E007", f"`{name}` must be an integer from 1 to {MAX_SIZE}, got {types.show(value)}")]
             )
-    env: dict = {"pp": pp, "vpp": vpp, "microbatches": microbatches}
-    for name, p in defn.params.items():
-        env[name] = p.default
-    for name, value in (params or {}).items():
-        if name not in defn.params:
-            known = ", ".join(f"`{p}`" for p in defn.params) or "none"
-            raise DiagnosticError(
-                [
-                    Diagnostic(
-                        "E007",
-                        f"`{defn.name}` has no parameter `{name}`",
-                        help=f"its parameters: {known}",
-                    )
-                ]
-            )
-        env[name] = value
+    least = least_jobs(pp, vpp, microbatches)
+    if least > max_jobs:
+        raise DiagnosticError(
+            [_too_many_jobs(f"pp={pp}, vpp={vpp}, microbatches={microbatches} need at least", least, max_jobs)]
+        )
+    env: dict = {"pp": pp, "vpp": vpp, "microbatches": microbatches, **bind_params(defn, params)}
 
-    failed = [r for r in defn.requires if not _safe_bool(r.check, env)]
+    failed = [r for r in defn.requires if not _safe_bool(r.check, env, r.span)]
     if failed:
         raise DiagnosticError(
             [
@@ -100,13 +141,16 @@ def expand(
 
     stage_of = _placement(defn, env, pp, vpp)
     jobs, sites = _run_orders(defn, env, pp, vpp, microbatches)
+    total = sum(map(len, jobs))
+    if total > max_jobs:
+        raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
     ntypes = len(defn.job_types)
     cost = _job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn))
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
     latency = _call(defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
     bandwidth = _call(defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
     limit = (
-        [_call(defn.memory_limit_fn, {**env, "rank": r}, real=True) for r in range(pp)]
+        [_call(defn.memory_limit_fn, {**env, "rank": r}, defn.memory_limit_span, real=True) for r in range(pp)]
         if defn.memory_limit_fn
         else [None] * pp
     )
@@ -132,8 +176,16 @@ def expand(
     )
 
 
-def _safe_bool(fn, env) -> bool:
-    return bool(_call(fn, env))
+def _too_many_jobs(what: str, jobs: int, limit: int) -> Diagnostic:
+    return Diagnostic(
+        "E015",
+        f"{what} {count(jobs, 'job')}, over the limit of {limit:,}",
+        help=f"choose smaller sizes, or raise the limit with `--max-jobs {jobs}` (memory and time grow with it)",
+    )
+
+
+def _safe_bool(fn, env, span: Span | None = None) -> bool:
+    return bool(_call(fn, env, span))
 
 
 def _call(fn, env, span: Span | None = None, real: bool = False):
@@ -144,10 +196,12 @@ def _call(fn, env, span: Span | None = None, real: bool = False):
         return float(value) if real else value
     except ZeroDivisionError:
         raise DiagnosticError(
-            [Diagnostic("S111", f"division by zero in `{fn.source}`", span, help="guard the divisor")]
+            [Diagnostic("S111", f"division by zero in `{fn.text}`", span, help="guard the divisor")]
         ) from None
-    except (OverflowError, TypeError, ValueError) as err:
-        raise DiagnosticError([Diagnostic("S111", f"cannot evaluate `{fn.source}`: {err}", span)]) from None
+    except (OverflowError, TypeError, ValueError, MemoryError):
+        raise DiagnosticError(
+            [Diagnostic("S111", f"`{fn.text}` gives a number too large to use", span, help="check the expression")]
+        ) from None
 
 
 def _placement(defn: ScheduleDef, env: dict, pp: int, vpp: int) -> list[list[int]]:
@@ -189,70 +243,127 @@ def _run_orders(
     params = [env[p] for p in defn.params]
     # A loop may run at most this often: far more than any complete schedule needs, far less than a hang.
     cap = 4 * ntypes * vpp * microbatches + 4096
+    budget = evaluation_budget(ntypes, vpp, microbatches)
     jobs, sites = [], []
+    failures: dict[tuple[str, int], list[tuple[int, object]]] = {}  # (kind, site) -> [(rank, value)]
     for rank in range(pp):
         out_jobs: list[int] = []
         out_sites: list[int] = []
         counters = [[0] * vpp for _ in range(ntypes)]
         try:
-            defn.order_fn(pp, vpp, microbatches, rank, *params, out_jobs, out_sites, counters, vpp, ntypes, cap, _fail)
+            defn.order_fn(
+                pp, vpp, microbatches, rank, *params, out_jobs, out_sites, counters, vpp, ntypes, cap, _fail, budget
+            )
         except _OrderFailure as err:
-            raise DiagnosticError([_order_failure(defn, err, rank, vpp, cap)]) from None
+            kind = _failure_kind(err, cap)
+            failures.setdefault((kind, err.site), []).append((rank, err.value))
+            if kind == "budget":  # the other ranks would each spend a budget too: one is proof enough
+                break
         except (ZeroDivisionError, OverflowError, TypeError, ValueError, IndexError, MemoryError) as err:
-            raise DiagnosticError([_order_crash(defn, err, rank)]) from None
+            failures.setdefault((_crash_kind(err), _crash_site(defn, err)), []).append((rank, None))
         jobs.append(out_jobs)
         sites.append(out_sites)
+    if failures:
+        context = {"pp": pp, "vpp": vpp, "cap": cap, "budget": budget, "ntypes": ntypes, "microbatches": microbatches}
+        raise DiagnosticError(
+            [_order_failure(defn, kind, site, found, context) for (kind, site), found in failures.items()]
+        )
     return jobs, sites
 
 
-def _order_failure(defn: ScheduleDef, err: _OrderFailure, rank: int, vpp: int, cap: int) -> Diagnostic:
-    site = defn.sites[err.site]
-    shown = number_text(err.value)
-    if err.kind == "chunk":
-        return Diagnostic(
-            "S108",
-            f"chunk {shown} does not exist on rank {rank}",
-            site.span,
-            label=f"chunk is {shown}, but vpp = {vpp} gives chunks 0 .. {vpp - 1}",
-            help="keep the chunk expression within 0 .. vpp - 1",
-        )
-    if err.kind == "mb":
-        return Diagnostic(
-            "S107",
-            f"micro-batch {shown} does not exist on rank {rank}",
-            site.span,
-            label="micro-batch ids start at 0",
-        )
-    what = "loop" if err.kind == "loop" else "repeat count"
-    if isinstance(err.value, int) and err.value < 0:
-        return Diagnostic(
-            "S110",
-            f"{what} is negative ({shown}) on rank {rank}",
-            site.span,
-            label=f"evaluates to {shown}",
-            help="guard it with `max(0, ...)` or a `require`",
-        )
-    return Diagnostic(
-        "S110",
-        f"{what} {shown} on rank {rank} is larger than any complete schedule needs",
-        site.span,
-        label=f"evaluates to {shown} (limit {cap})",
-        help="check the count expression",
-    )
+def _failure_kind(err: _OrderFailure, cap: int) -> str:
+    if err.kind in ("count", "loop"):
+        if isinstance(err.value, int) and err.value < 0:
+            return "negative"
+        if isinstance(err.value, int) and err.value > cap:
+            return "absurd"
+        return "budget"
+    return err.kind
 
 
-def _order_crash(defn: ScheduleDef, err: Exception, rank: int) -> Diagnostic:
-    """An arithmetic fault inside generated order code: find the statement by the generated line number."""
+def _crash_kind(err: Exception) -> str:
+    return "zero" if isinstance(err, ZeroDivisionError) else "big"
+
+
+def _crash_site(defn: ScheduleDef, err: Exception) -> int:
+    """The statement running when generated order code raised: found by the generated line number."""
     line = None
     for frame in traceback.extract_tb(err.__traceback__):
         if frame.filename.startswith("<order of"):
             line = frame.lineno
-    site = defn.sites[defn.line_sites.get(line, 0)] if line else None
-    kind = "division by zero" if isinstance(err, ZeroDivisionError) else str(err)
+    return defn.line_sites.get(line, 0) if line else 0
+
+
+def _order_failure(
+    defn: ScheduleDef, kind: str, site_id: int, found: list[tuple[int, object]], context: dict
+) -> Diagnostic:
+    """One diagnostic for a statement that fails, naming every rank it fails on."""
+    span = defn.sites[site_id].span if site_id else None
+    ranks = [r for r, _ in found]
+    on = numbered("rank", ranks)
+    values = list(dict.fromkeys(types.show(v) for _, v in found))
+    value = values[0] if len(values) == 1 else None
+    each = "; ".join(f"{types.show(v)} on rank {r}" for r, v in found[:4]) + ("; ..." if len(found) > 4 else "")
+    vpp = context["vpp"]
+    if kind == "chunk":
+        return Diagnostic(
+            "S108",
+            f"chunk {value} does not exist on {on}" if value else f"chunks that do not exist on {on}",
+            span,
+            label=f"chunk is {value or each}, but vpp = {vpp} gives chunks 0 .. {vpp - 1}",
+            help="keep the chunk expression within 0 .. vpp - 1",
+        )
+    if kind == "mb":
+        return Diagnostic(
+            "S107",
+            f"micro-batch {value} does not exist on {on}" if value else f"micro-batches that do not exist on {on}",
+            span,
+            label="micro-batch ids start at 0" + ("" if value else f": {each}"),
+        )
+    if kind == "negative":
+        return Diagnostic(
+            "S110",
+            f"repeat count is negative ({value}) on {on}" if value else f"repeat count is negative on {on}",
+            span,
+            label=f"evaluates to {value or each}",
+            help="guard it with `max(0, ...)` or a `require`",
+        )
+    if kind == "absurd":
+        return Diagnostic(
+            "S110",
+            f"repeat count {value} on {on} is larger than any complete schedule needs"
+            if value
+            else f"repeat counts on {on} are larger than any complete schedule needs",
+            span,
+            label=f"evaluates to {value or each} (limit {context['cap']})",
+            help="check the count expression",
+        )
+    if kind == "budget":
+        return Diagnostic(
+            "S113",
+            f"the order takes more than {context['budget']:,} evaluation steps on {on}"
+            + (" (later ranks not evaluated)" if ranks[-1] < context["pp"] - 1 else ""),
+            span,
+            label=f"runs out here (this loop runs {value or each} times when reached)",
+            notes=[
+                f"a rank's order may take {BUDGET_PER_JOB} steps per job it can own ({context['ntypes']} job types "
+                f"x {count(vpp, 'chunk')} x {count(context['microbatches'], 'micro-batch')}) plus {BUDGET_BASE:,}; "
+                "a step is one statement, or one function call"
+            ],
+            help="loops inside loops multiply: bound each loop by the sizes, as a schedule needs about a step per job",
+        )
+    if kind == "big":
+        return Diagnostic(
+            "S111",
+            f"a number grows too large to use on {on}",
+            span,
+            label="while evaluating this",
+            help="a value multiplied by itself in a loop grows without end: check the expression",
+        )
     return Diagnostic(
         "S111",
-        f"{kind} on rank {rank}",
-        site.span if site else None,
+        f"division by zero on {on}",
+        span,
         label="while evaluating this",
         help="guard the expression for these sizes",
     )

@@ -35,6 +35,7 @@ class Expansion:
     memory_limit: list[float | None]  # [rank]
     rules: list[StreamRule]  # with priorities evaluated for these sizes
     memory_unit: str = "activations"  # or "bytes", once measured on a real program (ppdsl.runtime.memory)
+    memory_limit_given: bool = False  # the limit came from outside the schedule (`--memory-limit`)
 
     @property
     def ntypes(self) -> int:

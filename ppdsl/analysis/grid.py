@@ -7,11 +7,16 @@ from ppdsl.analysis.expansion import Expansion
 MAX_COLUMNS = 16
 
 
-def text_grid(exp: Expansion, marks: dict[int, int] | None = None, width: int = MAX_COLUMNS) -> str:
-    """Plain-text grid. With `marks` (rank -> step), shows a window around the marked steps, marking each."""
+def text_grid(
+    exp: Expansion, marks: dict[int, int] | None = None, width: int = MAX_COLUMNS, start: int | None = None
+) -> str:
+    """Plain-text grid of `width` steps. With `marks` (rank -> step), a window around the marked steps, marking
+    each; else from step `start` (0 by default)."""
     marks = marks or {}
     longest = max((len(j) for j in exp.jobs), default=0)
-    if marks:
+    if start is not None:
+        lo = start
+    elif marks:
         lo = max(0, min(marks.values()) - width // 2)
     else:
         lo = 0

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ppdsl.analysis.costs import CostSpec
-from ppdsl.analysis.expand import expand
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, expand
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.library import find_schedule
 from ppdsl.language.resolve import load
 
-ParamValue = int | float | bool
+ParamValue = int | float | bool | str  # text as written on the command line, read against the parameter's type
 MemoryModel = Callable[[Expansion], None]
 
 
@@ -39,6 +39,8 @@ class Scenario:
     `costs`: a `CostSpec`, or `--cost`-style pairs (`{"forward": 1, "latency": 0.1}`). `rendezvous`: a send
     waits for its receive (a blocking transport) instead of leaving on a send stream. `memory_limit` replaces
     the schedule's own `memory limit` on every rank (in the units of `memory`, activations by default).
+    `max_jobs`: sizes whose expansion needs more jobs are refused before anything runs (every command that
+    evaluates a schedule comes through here, so each is bounded the same way).
     """
 
     schedule: str | Path | ScheduleDef
@@ -50,6 +52,7 @@ class Scenario:
     rendezvous: bool = False
     memory: MemoryModel | None = None
     memory_limit: float | None = None
+    max_jobs: int = DEFAULT_MAX_JOBS
     _definition: ScheduleDef | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -78,13 +81,14 @@ class Scenario:
         costs = self.costs if isinstance(self.costs, CostSpec) else None
         if costs is not None:
             costs.check_names(defn)
-        exp = expand(defn, self.pp, self.microbatches, self.vpp, dict(self.params or {}))
+        exp = expand(defn, self.pp, self.microbatches, self.vpp, dict(self.params or {}), self.max_jobs)
         if costs is not None:
             costs.apply(exp)
         if self.memory is not None:
             self.memory(exp)
         if self.memory_limit is not None:
             exp.memory_limit = [self.memory_limit] * self.pp
+            exp.memory_limit_given = True
         return exp
 
     def check(self, record_comms: bool = False):

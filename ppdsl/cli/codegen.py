@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.cli.app import app
-from ppdsl.cli.common import File, Params, diagnosed, emit, err, out, scenario, usage_error
+from ppdsl.cli.common import File, MaxJobs, Params, diagnosed, emit, err, out, scenario, usage_error
 from ppdsl.common.diagnostics import SourceCache, render_all
 
 
@@ -26,6 +27,7 @@ def compile_cmd(
     literal: Annotated[
         bool, typer.Option("--literal", help="Make `job_list` the expanded order of these sizes, for them only.")
     ] = False,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Compile a schedule into a plan module: readable Python whose build_plan() makes its Paddle plan."""
     from ppdsl.codegen.generate import generate_plan_module, module_stem
@@ -34,7 +36,7 @@ def compile_cmd(
     if (literal or sized) and (pp is None or microbatches is None):
         what = "`--literal` compiles for given sizes" if literal else "sizes and parameters are checked together"
         usage_error(f"{what}: pass `--pp P -m M` (and `--vpp V` for more than one chunk)")
-    spec = scenario(file, pp or 1, microbatches or 1, vpp or 1, param)
+    spec = scenario(file, pp or 1, microbatches or 1, vpp or 1, param, max_jobs=max_jobs)
     defn = diagnosed(spec.definition)
     if sized:  # a plan for sizes the checker rejects would hang or fail on the cluster
         result = spec.check()

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
-from ppdsl.analysis.expand import parse_params
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, parse_params
 from ppdsl.analysis.scenario import MemoryModel, Scenario, check_batch_size
 from ppdsl.common.codes import EXIT_USAGE, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
@@ -65,6 +65,12 @@ ModelOption = Annotated[
 ]
 BatchOption = Annotated[int, typer.Option("--batch-size", help="Samples per step, with --model.")]
 Output = Annotated[str | None, typer.Option("--output", "-o", help="Write here instead of stdout (`-`: stdout).")]
+MaxJobs = Annotated[
+    int,
+    typer.Option(
+        "--max-jobs", help="Refuse sizes whose expansion needs more jobs than this, before anything runs.", min=1
+    ),
+]
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -92,9 +98,25 @@ def usage_error(message: str, help: str = "") -> NoReturn:
 # ---------------------------------------------------------------- output
 
 
+def to_stdout(output: str | Path | None) -> bool:
+    """`-o -` (or no `-o` where stdout is the default): the data goes to stdout."""
+    return output is None or str(output) == "-"
+
+
+def report_console(output: str | Path | None) -> Console:
+    """Where a command's messages go: stdout, unless the data does (`-o -`), then stderr, so a pipe gets the data
+    alone."""
+    return err if output is not None and str(output) == "-" else out
+
+
+def output_name(output: str | Path | None) -> str:
+    """What messages call the output: its path, or stdout."""
+    return "stdout" if to_stdout(output) else str(output)
+
+
 def emit(text: str | bytes, output: str | Path | None) -> None:
     """Write to `output` atomically, or to stdout when it is None or `-`."""
-    if output is None or str(output) == "-":
+    if to_stdout(output):
         if isinstance(text, bytes):
             sys.stdout.buffer.write(text)
         else:
@@ -107,6 +129,9 @@ def emit(text: str | bytes, output: str | Path | None) -> None:
 
 
 def picture_format(output: Path) -> str:
+    """The picture format of an output name: its suffix; PNG for `-` (stdout)."""
+    if str(output) == "-":
+        return "png"
     suffix = output.suffix.lower()
     if suffix not in PICTURE_SUFFIXES:
         usage_error(f"cannot draw `{output}`", help="name a .png, .svg or .pdf file")
@@ -154,6 +179,7 @@ def scenario(
     rendezvous: bool = False,
     memory: MemoryModel | None = None,
     memory_limit: float | None = None,
+    max_jobs: int = DEFAULT_MAX_JOBS,
 ) -> Scenario:
     """The scenario a command's options describe; bad options end the command."""
     return Scenario(
@@ -166,4 +192,5 @@ def scenario(
         rendezvous,
         memory,
         memory_limit,
+        max_jobs,
     )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
@@ -18,6 +20,7 @@ from ppdsl.cli.common import (
     CostFile,
     CostPairs,
     File,
+    MaxJobs,
     Micro,
     ModelOption,
     Output,
@@ -28,10 +31,13 @@ from ppdsl.cli.common import (
     cost_spec,
     diagnosed,
     emit,
+    err,
     measured_memory,
     memory_size,
     out,
+    output_name,
     picture_format,
+    report_console,
     save_picture,
     scenario,
     usage_error,
@@ -54,6 +60,7 @@ def trace_cmd(
     costs: CostFile = None,
     rendezvous: Rendezvous = False,
     output: Output = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Simulate, and write the run as a Chrome trace / Perfetto JSON (1 cost unit = 1 ms).
 
@@ -63,7 +70,7 @@ def trace_cmd(
     from ppdsl.reports.simulate import simulate
     from ppdsl.reports.trace import trace_json
 
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous)
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
     sim = diagnosed(simulate, spec)
     emit(trace_json(sim, spec.costs.us_per_unit, spec.costs.measured), output)
     if output is not None and output != "-":
@@ -92,6 +99,7 @@ def plot_cmd(
     dpi: Annotated[int, typer.Option("--dpi", help="Resolution of a .png.")] = 100,
     model: ModelOption = None,
     batch_size: BatchOption = 32,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
@@ -100,7 +108,7 @@ def plot_cmd(
 
     picture_format(output)
     memory = measured_memory(model, batch_size, microbatches)
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory)
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
     exp = diagnosed(spec.expansion)
     if measured is not None:
         profile = diagnosed(read_trace, measured)
@@ -130,7 +138,7 @@ def plot_cmd(
         label = f"activation\nmemory ({suffix})"
     timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory_curves, limits, label)
     save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
-    out.print(f"wrote {output}: {title}", markup=False)
+    report_console(output).print(f"wrote {output_name(output)}: {title}", markup=False)
 
 
 def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: float | None = None) -> Table:
@@ -185,6 +193,7 @@ def compare_cmd(
         bool, typer.Option("--synth", help="Add the schedule `ppdsl synth` finds within --memory-limit.")
     ] = False,
     time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds of search for each --synth row.")] = 10.0,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.analysis.expand import parse_params
@@ -199,7 +208,7 @@ def compare_cmd(
     spec = cost_spec(cost, costs)
     params = diagnosed(parse_params, param)
     # the base scenario's schedule is not used: every schedule compared takes its place
-    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory)
+    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory, max_jobs=max_jobs)
     rows = []
     for group, skip_broken in ((named, False), (shipped, True)):
         if group:
@@ -285,6 +294,7 @@ def sweep_cmd(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Also draw bubble and memory against sizes (.png, .svg).")
     ] = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Bubble and peak activations of one schedule over pipeline degrees and micro-batch counts."""
     from ppdsl.reports.compare import parse_sizes, rows_csv, rows_json, sweep
@@ -294,22 +304,24 @@ def sweep_cmd(
         picture_format(output)
     pps = diagnosed(parse_sizes, pp, "--pp")
     ms = diagnosed(parse_sizes, microbatches, "-m")
-    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous)
+    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
     rows = diagnosed(sweep, base, pps, ms)
     name = next((r.schedule for r in rows), file)
     title = f"{name}  vpp={vpp}  pp in {pps}  microbatches in {ms}"
+    console = report_console(output)  # `-o -`: the picture takes stdout, the table goes to stderr
+    stream = sys.stderr if console is err else sys.stdout
     if fmt is TableFormat.json:
-        emit(rows_json(rows, schedule=name, pp=pps, microbatches=ms, vpp=vpp), None)
+        stream.write(rows_json(rows, schedule=name, pp=pps, microbatches=ms, vpp=vpp) + "\n")
     elif fmt is TableFormat.csv:
-        emit(rows_csv(rows), None)
+        stream.write(rows_csv(rows))
     else:
         first = {"pp": [str(r.pp) for r in rows], "microbatches": [str(r.microbatches) for r in rows]}
-        out.print(rows_table(rows, title, first))
+        console.print(rows_table(rows, title, first))
     if output is not None:
         data = [r.to_dict() for r in rows]
         save_picture(lambda buf, fmt_: plot_sweep(data, title, buf, fmt=fmt_), output)
         if fmt is TableFormat.table:
-            out.print(f"wrote {output}", markup=False)
+            console.print(f"wrote {output_name(output)}", markup=False)
     raise typer.Exit(EXIT_VALID if any(r.status == "ok" for r in rows) else EXIT_INVALID)
 
 
@@ -329,6 +341,7 @@ def calibrate_cmd(
     costs = diagnosed(calibrate, measured)
     comparison = diagnosed(against_simulation, measured, costs)
     emit(json.dumps(costs, indent=1), output)
+    out = report_console(output)  # `-o -`: the cost file takes stdout, the report goes to stderr
     report = {"costs": costs["costs"], "output": str(output)}
     if comparison is not None:
         report |= {
@@ -347,7 +360,8 @@ def calibrate_cmd(
     table.add_column("mean time", justify="right")
     for name, seconds in costs["costs"].items():
         table.add_row(name, f"{seconds * 1e3:.3f} ms")
-    out.print(f"{costs['samples']} measured jobs -> `{output}`")
+    shown = "stdout" if str(output) == "-" else f"`{output}`"
+    out.print(f"{costs['samples']} measured jobs -> {shown}", markup=False)
     out.print(table)
     if comparison is not None:
         c = comparison

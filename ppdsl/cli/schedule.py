@@ -1,4 +1,5 @@
-"""Commands about one schedule at given sizes, as text: `check`, `expand`, `show`, `list`, `import`."""
+"""Commands about one schedule at given sizes, as text: `check`, `expand`, `show`, `list`, `import`; and `explain`,
+what a diagnostic code means."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import typer
 from rich.table import Table
 
 from ppdsl.analysis.check import CheckResult
+from ppdsl.analysis.checks import used_types
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
+from ppdsl.analysis.grid import text_grid
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
     PP,
@@ -19,6 +23,7 @@ from ppdsl.cli.common import (
     CostFile,
     CostPairs,
     File,
+    MaxJobs,
     Micro,
     ModelOption,
     Output,
@@ -33,10 +38,12 @@ from ppdsl.cli.common import (
     memory_size,
     out,
     scenario,
+    usage_error,
 )
+from ppdsl.common import codes
 from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import style_of
+from ppdsl.language.jobtypes import letter_of, style_of
 from ppdsl.language.library import library_files
 
 
@@ -63,11 +70,12 @@ def check_cmd(
     memory_limit: Annotated[
         str | None, typer.Option("--memory-limit", help="Per-rank limit: `2GiB` with --model, else activations.")
     ] = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
-    result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit).check()
+    result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs).check()
     if fmt is TextOrJson.json:
         out.print(json.dumps(result.to_dict(), indent=2), markup=False)
     else:
@@ -110,11 +118,12 @@ def expand_cmd(
     param: Params = None,
     fmt: Annotated[ExpandFormat, typer.Option("--format", help="Output format.")] = ExpandFormat.json,
     output: Output = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Print every rank's job order for these sizes."""
     from ppdsl.reports import formats
 
-    exp = diagnosed(scenario(file, pp, microbatches, vpp, param).expansion)
+    exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
     if fmt is ExpandFormat.json:
         text = formats.to_json(exp)
     elif fmt is ExpandFormat.csv:
@@ -133,12 +142,20 @@ def show_cmd(
     microbatches: Micro,
     vpp: VPP = 1,
     param: Params = None,
-    steps: Annotated[int, typer.Option("--steps", help="Columns per row block.")] = 24,
+    steps: Annotated[int, typer.Option("--steps", help="Columns per row block.", min=1)] = 24,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
-    """Draw the rank x step grid in the terminal, coloured by job type."""
-    exp = diagnosed(scenario(file, pp, microbatches, vpp, param).expansion)
+    """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
+    exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
     names = exp.type_names
     longest = max((len(j) for j in exp.jobs), default=0)
+    if not out.is_terminal:  # a pipe or a file: plain text, every column whole, no colour codes
+        blocks = [text_grid(exp, width=steps, start=lo) for lo in range(0, max(longest, 1), steps)]
+        used = used_types(exp)
+        legend = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
+        text = "\n\n".join([f"{exp.defn.name}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
+        emit(text + (f"\n\n{legend}" if legend else ""), None)
+        return
     out.print(f"[bold]{exp.defn.name}[/bold]  pp={pp} vpp={vpp} microbatches={microbatches}")
     for lo in range(0, max(longest, 1), steps):
         table = Table(show_header=True, header_style="dim", box=None, padding=(0, 0))
@@ -205,3 +222,20 @@ def import_cmd(
     except DiagnosticError as e:
         fail(e.diagnostics)
     emit(text, output)
+
+
+@app.command("explain")
+def explain_cmd(
+    code: Annotated[
+        str | None, typer.Argument(help="A diagnostic code, e.g. E010 or s105; none: list them all.")
+    ] = None,
+) -> None:
+    """What a diagnostic code means, with a wrong example and the fixed one (as `rustc --explain`)."""
+    if code is None:
+        for entry in codes.REGISTRY.values():
+            out.print(f"{entry.code}  {entry.summary}", markup=False)
+        return
+    entry = codes.lookup(code)
+    if entry is None:
+        usage_error(f"unknown diagnostic code `{code}`", help="`ppdsl explain` lists every code")
+    out.print(codes.explain(entry), markup=False, end="")

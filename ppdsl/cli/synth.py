@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
@@ -19,6 +20,7 @@ from ppdsl.cli.common import (
     BatchOption,
     CostFile,
     CostPairs,
+    MaxJobs,
     Micro,
     ModelOption,
     TextOrJson,
@@ -83,6 +85,7 @@ def synth_cmd(
         bool, typer.Option("--library/--no-library", help="Start the search from the library's schedules too.")
     ] = True,
     name: Annotated[str | None, typer.Option("--name", help="The schedule's name in the file.")] = None,
+    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
 ) -> None:
     """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
@@ -121,6 +124,7 @@ def synth_cmd(
         command=_command_line(),
         output=output,
         cost_options=cost_options,
+        max_jobs=max_jobs,
     )
     quiet = fmt is TextOrJson.json or not err.is_terminal
     with err.status("searching", spinner="dots") if not quiet else _nothing():

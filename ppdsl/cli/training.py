@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -246,6 +245,8 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     )
     with out.status("training across processes"):
         result = run_cluster(spec, exp, launch)
+    import numpy as np  # here, not at the top: every command imports this module, and numpy costs `check` 0.1 s
+
     table = Table(title="summary", show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()

@@ -24,13 +24,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Span
 from ppdsl.common.version import __version__
+from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.lowering import (
-    FLOAT,
-    INT,
     LINE_LENGTH,
-    ExprCompiler,
     OrderCompiler,
+    expression_compiler,
     py_str,
     readable_expr,
     readable_name,
@@ -183,6 +182,7 @@ def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal:
             for r in defn.requires
         ],
         "job_list": _job_list(defn, where, literal),
+        "functions": _functions(defn, where),
     }
     sizes = ["pp: int", "vpp: int", "microbatches: int"]
     keywords = ["*", *(p.declaration for p in params)] if params else []
@@ -334,9 +334,9 @@ def _job_list(defn: ScheduleDef, where: _Locations, sizes: Scenario | None) -> d
         }
     type_index = {jt.name: i for i, jt in enumerate(defn.job_types)}
     type_index.update({jt.alias: i for i, jt in enumerate(defn.job_types) if jt.alias})
-    params = [(p.name, FLOAT if isinstance(p.default, float) else INT) for p in defn.params.values()]
+    params = [(p.name, types.type_of(p.default)) for p in defn.params.values()]
     compiler = OrderCompiler(
-        ExprCompiler(),
+        expression_compiler(defn),
         type_index,
         [jt.name for jt in defn.job_types],
         params,
@@ -350,8 +350,30 @@ def _job_list(defn: ScheduleDef, where: _Locations, sizes: Scenario | None) -> d
     return {"form": "order", "body": body, "helpers": ["_check_rank", *sorted(compiler.helpers)]}
 
 
+def _functions(defn: ScheduleDef, where: _Locations) -> list[dict]:
+    """Each `fn` as a Python function: its arguments, then the sizes and parameters it reads, annotated with the
+    types its calls give them."""
+    sizes = {"pp": types.INT, "vpp": types.INT, "microbatches": types.INT}
+    sizes.update({p.name: types.type_of(p.default) for p in defn.params.values()})
+    out = []
+    for fn in defn.functions:
+        args = [*zip(fn.params, fn.param_types, strict=True), *((g, sizes[g]) for g in fn.globals)]
+        out.append(
+            {
+                "name": readable_name(fn.name),
+                "params": [f"{readable_name(name)}: {ty}" for name, ty in args],
+                "returns": fn.result_type,
+                "python": readable_expr(fn.source),
+                "where": where(fn.span),
+                "text": " ".join(fn.text.split()),
+            }
+        )
+    return out
+
+
 def _expression_texts(context: dict) -> list[str]:
     texts = [r["python"] for r in context["requires"]]
+    texts += [fn["python"] for fn in context["functions"]]
     texts += [r["function"]["python"] for r in context["rules"] if r["function"]]
     texts += [t["when"] or "" for t in context["job_list"].get("tables", [])]
     return [*texts, context["placement"]["python"] or ""]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ppdsl.common.diagnostics import Diagnostic
+    from ppdsl.common.explanations import Example, Explanation
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -30,6 +31,13 @@ class Code:
     @property
     def exit_status(self) -> int:
         return EXIT_USAGE if self.code.startswith("E") else EXIT_INVALID
+
+    @property
+    def explanation(self) -> Explanation:
+        """What the code means, a wrong example and the fixed one (`ppdsl explain`)."""
+        from ppdsl.common.explanations import EXPLANATIONS  # only `explain`, the docs and the tests read these
+
+        return EXPLANATIONS[self.code]
 
 
 _SUMMARIES = {
@@ -44,6 +52,11 @@ _SUMMARIES = {
     "E008": "a cost file cannot be read, or names an unknown time unit",
     "E009": "a profile is not a Chrome trace with compute events",
     "E010": "a real number where an integer is needed",
+    "E011": "mismatched types: a condition where a number is needed, or a number where a condition is needed",
+    "E012": "a parameter's default is not a number or `true` / `false`",
+    "E013": "a parameter's default uses `rank`, `chunk` or `stage`",
+    "E014": "a function calls itself, or one call of it makes too many calls",
+    "E015": "the sizes need more jobs than the limit (`--max-jobs`)",
     "E020": "malformed PyTorch schedule CSV",
     "E030": "PaddlePaddle is not installed",
     "E031": "a model (`--model module:function`) cannot be loaded",
@@ -70,13 +83,15 @@ _SUMMARIES = {
     "S110": "a negative or absurd repeat count",
     "S111": "division by zero or another arithmetic fault",
     "S112": "no table for these sizes",
-    "S113": "no schedule fits the memory limit",
+    "S113": "the order takes more evaluation steps than these sizes allow",
+    "S114": "no schedule fits the memory limit",
 }
 
 REGISTRY: dict[str, Code] = {code: Code(code, summary) for code, summary in _SUMMARIES.items()}
 
 
 def lookup(code: str) -> Code | None:
+    """The registered code, written any case (`e010` is `E010`); None if there is no such code."""
     return REGISTRY.get(code.strip().upper())
 
 
@@ -84,3 +99,33 @@ def exit_code(diagnostics: Iterable[Diagnostic]) -> int:
     """The exit status of a command that found these errors: 2 if any is a usage error (E), else 1; 0 if none."""
     statuses = [REGISTRY[d.code].exit_status if d.code in REGISTRY else EXIT_INVALID for d in diagnostics]
     return max(statuses, default=EXIT_VALID)
+
+
+def markdown_table() -> str:
+    """docs/language.md's table of codes (a test keeps the docs equal to it)."""
+    escaped = {c.code: c.summary.replace("|", "\\|") for c in REGISTRY.values()}  # a `|` would end the cell
+    rows = [f"| {c.code} | {escaped[c.code]} | {c.exit_status} |" for c in REGISTRY.values()]
+    return "\n".join(["| code | meaning | exit |", "|---|---|---|", *rows])
+
+
+def explain(code: Code, width: int = 100) -> str:
+    """`ppdsl explain CODE`: the summary, the explanation, the wrong example and the fixed one, as plain text."""
+    import textwrap
+
+    text = code.explanation
+    out = [f"{code.code}: {code.summary} (exit status {code.exit_status})", ""]
+    out += textwrap.wrap(text.text, width)
+    for title, example in (("Wrong", text.wrong), ("Fixed", text.fixed)):
+        out += ["", f"{title}:", ""]
+        out += _example_lines(example)
+    return "\n".join(out) + "\n"
+
+
+def _example_lines(example: Example) -> list[str]:
+    lines = [f"  ({example.note})", ""] if example.note else []
+    for name, content in example.files:
+        lines.append(f"  {name}:")
+        lines += [f"      {line}".rstrip() for line in content.rstrip("\n").splitlines()]
+        lines.append("")
+    lines += [f"  $ {command}" for command in example.commands]
+    return lines

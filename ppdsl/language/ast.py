@@ -138,6 +138,18 @@ class Param:
 
 
 @dataclass(frozen=True)
+class FnDef:
+    """`fn chunk_of(step) = step // per_round() % vpp`: a pure function over its arguments, the sizes and the
+    parameters."""
+
+    name: str
+    params: tuple[str, ...]
+    body: Expr
+    span: Span
+    name_span: Span
+
+
+@dataclass(frozen=True)
 class Require:
     condition: Expr
     message: str
@@ -242,6 +254,7 @@ Item = (
     | ScheduleName
     | Include
     | Param
+    | FnDef
     | Require
     | JobDecl
     | Placement

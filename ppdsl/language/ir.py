@@ -114,6 +114,21 @@ class ParamDef:
 
 
 @dataclass(frozen=True)
+class Function:
+    """A schedule's `fn`, compiled: `source` is its body's Python (user names `v_x`, functions `u_f`), over its
+    parameters then the sizes and schedule parameters it reads (`globals`); types as its calls use them."""
+
+    name: str
+    params: tuple[str, ...]
+    globals: tuple[str, ...]
+    source: str
+    param_types: tuple[str, ...]
+    result_type: str
+    text: str  # the definition as written
+    span: Span
+
+
+@dataclass(frozen=True)
 class TableDef:
     """A literal order: rows of (rank, [(type, chunk, micro-batch, site)]), used when `when` holds (or always)."""
 
@@ -151,6 +166,8 @@ class ScheduleDef:
     line_sites: dict[int, int]  # generated-code line -> site id, to place runtime errors
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, every file read
     order_ast: ast.Order | None = None  # the order body as written, for `ppdsl compile`'s readable backend
+    functions: list[Function] = field(default_factory=list)
+    function_nodes: dict[str, ast.FnDef] = field(default_factory=dict)  # as written, for a readable recompile
 
     def type_index(self, name: str) -> int:
         for i, jt in enumerate(self.job_types):

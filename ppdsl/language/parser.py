@@ -4,11 +4,13 @@ diagnostics."""
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.lexer import LexerThread
+from lark.parsers.lalr_analysis import Shift
+from lark.utils import TextSlice
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.language import ast
@@ -48,6 +50,21 @@ _EXAMPLES: dict[tuple[str, str], list[str]] = {
         "write `forward * n` or `repeat n { forward }`",
     ): ["order { forward x 3 }", "order { forward 3 }"],
 }
+
+
+@functools.lru_cache(maxsize=1)
+def _example_states() -> dict[tuple[object, str], tuple[str, str]]:
+    """(parser state, token) of each labelled bad input -> its label."""
+    table = {}
+    for label, examples in _EXAMPLES.items():
+        for example in examples:
+            try:
+                _parser().parse(example)
+            except UnexpectedToken as err:
+                table.setdefault((err.state.position, err.token.type), label)
+            except UnexpectedInput:
+                continue
+    return table
 
 
 def _friendly_expected(expected: set[str] | frozenset[str], parser: Lark) -> list[str]:
@@ -111,6 +128,9 @@ def _syntax_diagnostic(err: UnexpectedInput, file: str, text: str, parser: Lark)
             found = err.match_examples(parser.parse, _EXAMPLES, use_accepts=True)
         except Exception:  # match_examples re-parses examples; never let it hide the real error
             found = None
+        if found is None and isinstance(err, UnexpectedToken) and err.state is not None:
+            # lark matches a state with its stack depth; an error deeper in a block is the same mistake
+            found = _example_states().get((err.state.position, err.token.type))
     if found:
         message, help_text = found
     if not help_text and "`}`" in label and message == "unexpected end of file":
@@ -126,20 +146,23 @@ def _join_or(items: list[str], limit: int = 8) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1]
 
 
-# A top-level item starts at column 1 with one of these words; after a syntax error, parsing resumes at the
-# next such line, so one mistake is reported once and mistakes in later items are still found.
+# A top-level item starts at column 1 with one of these words; after a syntax error outside any block, parsing
+# resumes at the next such line.
 _ITEM_START = re.compile(
-    r'^(schedule|include|param|require|job|placement|cost|comm|memory|rule|order|table)\b|^"""', re.M
+    r'^(schedule|include|param|fn|require|job|placement|cost|comm|memory|rule|order|table)\b|^"""', re.M
 )
+# What the recovery scans the text for: strings and comments (skipped), words, braces, anything else.
+_SCAN = re.compile(r'"""(?:.|\n)*?"""|"[^"\n]*"|#[^\n]*|[A-Za-z_]\w*|[{}]|;|\S')
+_STATEMENT_START = {"let", "repeat", "for", "if", ";"}  # and any other name: a job
 
 
 def parse(text: str, file: str = "<string>") -> ast.SchedFile:
-    """Parse a `.sched` text; raise DiagnosticError with the syntax errors found (one per top-level item)."""
+    """Parse a `.sched` text; raise DiagnosticError with the syntax errors found, each mistake once."""
     parser = _parser()
     try:
         tree = parser.parse(text)
-    except UnexpectedInput as err:
-        raise DiagnosticError(_all_syntax_errors(text, file, err)) from None
+    except UnexpectedInput:
+        raise DiagnosticError(_recover(text, file)) from None
     except RecursionError:
         raise DiagnosticError([_too_deep(file)]) from None
     try:
@@ -160,25 +183,150 @@ def _too_deep(file: str) -> Diagnostic:
     return Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))
 
 
-def _all_syntax_errors(text: str, file: str, first: UnexpectedInput) -> list[Diagnostic]:
+def _recover(text: str, file: str) -> list[Diagnostic]:
+    """Parse again, recovering from each error (panic mode, as compilers do): drop the statement being parsed,
+    or the top-level item when the error is outside any block, and go on at the next one. Each mistake is
+    reported once, and mistakes after it, in the same block or in later items, are still found."""
     parser = _parser()
-    errors = [_syntax_diagnostic(first, file, text, parser)]
-    starts = [m.start() for m in _ITEM_START.finditer(text)] + [len(text)]
-    failed_at = getattr(first, "pos_in_stream", None)
-    if failed_at is None or failed_at < 0:
-        failed_at = len(text)
-    for begin, end in itertools.pairwise(starts):
-        if begin <= failed_at or len(errors) >= MAX_SYNTAX_ERRORS:
-            continue
-        # Pad with the text before, blanked, so lines and columns stay those of the file.
-        chunk = re.sub(r"[^\n]", " ", text[:begin]) + text[begin:end]
+    interactive = parser.parse_interactive(text)
+    lexer, state = interactive.lexer_thread.lexer, interactive.parser_state
+    errors: list[Diagnostic] = []
+    pos, last = 0, None
+    for _ in range(4 * MAX_SYNTAX_ERRORS):  # each pass reports an error or ends; a bound all the same
+        thread = LexerThread.from_text(lexer, TextSlice(text, pos, len(text)))
         try:
-            parser.parse(chunk)
+            for token in thread.lex(state):
+                last = token
+                state.feed_token(token)
+            state.feed_token(Token.new_borrow_pos("$END", "", last) if last else Token("$END", ""), True)
+            break
         except UnexpectedInput as err:
-            errors.append(_syntax_diagnostic(err, file, chunk, parser))
+            at = _error_pos(err, text)
+            unclosed = _unclosed(state, file, text) if at >= len(text) else None
+            errors.append(unclosed or _syntax_diagnostic(err, file, text, parser))
+            if at >= len(text) or len(errors) >= MAX_SYNTAX_ERRORS:
+                break
+            resume = _resume(state, text, at)
+            if resume is None:
+                break
+            pos = resume
         except RecursionError:
             errors.append(_too_deep(file))
-    return errors
+            break
+    return errors or [Diagnostic("E001", "syntax error", Span(file, 1, 1, 1, 2))]
+
+
+def _error_pos(err: UnexpectedInput, text: str) -> int:
+    if isinstance(err, UnexpectedToken):
+        if err.token.type == "$END":
+            return len(text)
+        start = getattr(err.token, "start_pos", None)
+        return start if start is not None else len(text)
+    pos = getattr(err, "pos_in_stream", None)
+    return len(text) if pos is None or pos < 0 else pos
+
+
+def _resume(state, text: str, at: int) -> int | None:
+    """Unwind the parser to the block (or the top level) the error is in, and say where to go on: the next
+    statement of that block (or its `}`), or the next top-level item. None: there is nowhere to go on."""
+    states = state.parse_conf.states
+    stack, values = state.state_stack, state.value_stack
+    for i in range(len(stack) - 1, -1, -1):
+        # Shifts only: LALR merges lookaheads, so a state deep in an expression may reduce on `let` or `order`.
+        actions = states[stack[i]]
+        if actions.get("LET", (None,))[0] is Shift:  # where a statement of a block can start
+            dropped = values[i:]
+            del stack[i + 1 :], values[i:]
+            opened = sum(1 for v in dropped if isinstance(v, Token) and v.type == "LBRACE")
+            return _next_statement(text, at, opened, _first_line(dropped))
+        if actions.get("ORDER", (None,))[0] is Shift:  # where a top-level item can start
+            del stack[i + 1 :], values[i:]
+            following = _ITEM_START.search(text, _line_end(text, at))
+            return following.start() if following else None
+    return None
+
+
+def _first_line(values: list) -> int | None:
+    for v in values:
+        line = getattr(v, "line", None) or getattr(getattr(v, "meta", None), "line", None)
+        if line:
+            return line
+    return None
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def _next_statement(text: str, at: int, depth: int, started: int | None) -> int:
+    """Where the block the error is in goes on: the first statement that starts a line after the broken one, at
+    the block's own brace depth (`depth` braces were opened by the dropped part), or the `}` that closes it."""
+    error_line = text.count("\n", 0, at) + 1
+    for m in _SCAN.finditer(text, at):
+        word = m.group()
+        if word[0] in '#"':
+            continue
+        if word == "{":
+            depth += 1
+            continue
+        if word == "}":
+            if depth == 0:
+                return m.start()
+            depth -= 1
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        first_on_line = not text[line_start : m.start()].strip()
+        starts = word in _STATEMENT_START or word[0].isalpha() or word[0] == "_"
+        if depth == 0 and starts and first_on_line:
+            line = text.count("\n", 0, m.start()) + 1
+            if line > error_line or (m.start() == at and started is not None and line > started):
+                return m.start()
+    return len(text)
+
+
+def _unclosed(state, file: str, text: str) -> Diagnostic | None:
+    """The file ends inside a block: point at the `{` that is open (rustc's "unclosed delimiter"). None when no
+    block is open."""
+    open_braces = [v for v in state.value_stack if isinstance(v, Token) and v.type == "LBRACE"]
+    if not open_braces:
+        return None
+    brace = open_braces[-1]
+    notes = []
+    suspect = _misindented_pair(text)
+    if suspect is not None:
+        opened, closed = suspect
+        notes.append(
+            f"the `}}` on line {closed} closes the `{{` on line {opened}, though their indentation differs: "
+            f"is that block missing its `}}`?"
+        )
+    span = Span(file, brace.line, brace.column, brace.line, brace.column + 1)
+    return Diagnostic(
+        "E001",
+        "the file ends inside a block: this `{` is never closed",
+        span,
+        label="unclosed `{`",
+        help="add `}` after the block's last statement",
+        notes=notes,
+    )
+
+
+def _misindented_pair(text: str) -> tuple[int, int] | None:
+    """(line of `{`, line of its `}`) of the first pair whose `}` starts a line indented unlike the `{`'s line."""
+    stack: list[int] = []
+    for m in _SCAN.finditer(text):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif m.group() == "}" and stack:
+            opened = stack.pop()
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            if text[line_start : m.start()].strip():
+                continue  # `}` after code on its line: no indentation to compare
+            open_start = text.rfind("\n", 0, opened) + 1
+            open_indent = len(text[open_start:opened]) - len(text[open_start:opened].lstrip())
+            if m.start() - line_start != open_indent:
+                return text.count("\n", 0, opened) + 1, text.count("\n", 0, m.start()) + 1
+    return None
 
 
 def _unquote(tok: Token) -> str:
@@ -222,6 +370,10 @@ class _ToAst(Transformer):
     def param(self, meta, children):
         name, default = children
         return ast.Param(str(name), default, self._span(meta))
+
+    def fn_def(self, meta, children):
+        name, *params, body = children
+        return ast.FnDef(str(name), tuple(str(p) for p in params), body, self._span(meta), self._tok_span(name))
 
     def require(self, meta, children):
         cond, msg = children

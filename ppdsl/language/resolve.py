@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
-from ppdsl.language import ast
+from ppdsl.language import ast, types
 from ppdsl.language.ir import (
+    Function,
     JobType,
     ParamDef,
     Require,
@@ -23,8 +24,21 @@ from ppdsl.language.ir import (
     TableDef,
 )
 from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES, LETTERS, REGIONS
-from ppdsl.language.lowering import FLOAT, INT, ExprCompiler, OrderCompiler, Scope, ceildiv, mangle, site_text
+from ppdsl.language.lowering import (
+    BIG,
+    FUNCTIONS,
+    ExprCompiler,
+    FunctionDef,
+    OrderCompiler,
+    Scope,
+    analyse_functions,
+    ceildiv,
+    mangle,
+    site_text,
+    walk,
+)
 from ppdsl.language.parser import parse
+from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
 _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
@@ -60,6 +74,7 @@ class _Declarations:
     name: str
     doc: str = ""
     params: dict[str, ParamDef] = field(default_factory=dict)
+    functions: dict[str, ast.FnDef] = field(default_factory=dict)
     jobs: list[ast.JobDecl] = field(default_factory=list)
     costs: dict[str, ast.Cost] = field(default_factory=dict)
     comm: dict[str, ast.Comm] = field(default_factory=dict)
@@ -81,7 +96,7 @@ class _Environment:
         self.job_types = job_types
         self.type_index = {jt.name: i for i, jt in enumerate(job_types)}
         self.type_index.update({jt.alias: i for i, jt in enumerate(job_types) if jt.alias})
-        self.param_types = [(p.name, _type_of(p.default)) for p in params.values()]
+        self.param_types = [(p.name, types.type_of(p.default)) for p in params.values()]
         self.globals = Scope({n: INT for n in ("pp", "vpp", "microbatches")}, "a top-level expression")
         self.globals.names.update(dict(self.param_types))
         self.per_job = self.scope("a cost or memory expression", "rank", "chunk", "stage")
@@ -97,8 +112,10 @@ class _Environment:
 
 class _Resolver:
     def __init__(self) -> None:
-        self.exprs = ExprCompiler()
         self.sources: dict[str, str] = {}
+        self.exprs = ExprCompiler(sources=self.sources)
+        # what every compiled expression runs with: helpers, and the schedule's functions once compiled
+        self.namespace: dict = {"_ceildiv": ceildiv, "_BIG": BIG, "_checked": _checked}
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -182,7 +199,11 @@ class _Resolver:
         if item.name in ("pp", "vpp", "microbatches", "rank", "chunk", "stage"):
             self.error("E003", f"`{item.name}` is built in", item.span, help="choose another name")
         elif self._single(decls, ("param", item.name), item_file, item.span, f"parameter `{item.name}`"):
-            decls.params[item.name] = ParamDef(item.name, self._const(item.default), item.span)
+            decls.params[item.name] = ParamDef(item.name, self._const(item.name, item.default), item.span)
+
+    def _fn_def(self, decls: _Declarations, item_file: str, item: ast.FnDef) -> None:
+        if self._single(decls, ("fn", item.name), item_file, item.span, f"function `{item.name}`"):
+            decls.functions[item.name] = item
 
     def _require(self, decls: _Declarations, item_file: str, item: ast.Require) -> None:
         decls.requires.append(item)
@@ -234,6 +255,8 @@ class _Resolver:
         """Every declaration compiled against the job types and parameters; all errors raised together."""
         job_types = self._job_types(decls.jobs)
         env = _Environment(decls.params, job_types)
+        self.exprs.job_names = frozenset(env.type_index)
+        functions = self._compile_functions(decls, env)
         requires = [self._compile_require(r, env) for r in decls.requires]
         placement_kind, placement_fn = self._compile_placement(decls.placement, env)
         costs = self._compile_costs(decls.costs, env)
@@ -249,6 +272,7 @@ class _Resolver:
         ]
         if self.diagnostics:
             raise DiagnosticError(self.diagnostics)
+        functions = [self._function_ir(*compiled) for compiled in functions]
         return ScheduleDef(
             name=decls.name,
             doc=decls.doc,
@@ -272,14 +296,99 @@ class _Resolver:
             line_sites=line_sites,
             sources=self.sources,
             order_ast=decls.order,
+            functions=functions,
+            function_nodes={f.name: decls.functions[f.name] for f in functions},
         )
 
+    def _compile_functions(
+        self, decls: _Declarations, env: _Environment
+    ) -> list[tuple[FunctionDef, str, tuple[str, ...]]]:
+        """The schedule's `fn`s: checked (names, recursion, cost, their bodies) and defined, as Python functions,
+        in the namespace every compiled expression runs in."""
+        taken = {"pp", "vpp", "microbatches", "rank", "chunk", "stage", *decls.params}
+        defs = {}
+        for name, d in decls.functions.items():
+            clash = (
+                "a built-in function"
+                if name in FUNCTIONS
+                else "a size or parameter"
+                if name in taken
+                else "a job type"
+                if name in env.type_index
+                else None
+            )
+            if clash:
+                self.error("E003", f"`{name}` is {clash}", d.name_span, help="give the function another name")
+                continue
+            seen: set[str] = set()
+            for p in d.params:
+                problem = (
+                    "is given twice"
+                    if p in seen
+                    else "is a function"
+                    if p in decls.functions
+                    else "is a size or parameter"
+                    if p in taken - {"rank", "chunk", "stage"}
+                    else None
+                )
+                seen.add(p)
+                if problem:
+                    self.error(
+                        "E003", f"parameter `{p}` of `{name}` {problem}", d.span, help="give the parameter another name"
+                    )
+            defs[name] = d
+        functions = analyse_functions(defs, dict(env.globals.names), self.diagnostics)
+        self.exprs.functions = functions
+        self.exprs.function_scope = env.globals
+        compiled = []
+        for fn in functions.values():
+            if fn.error:
+                continue
+            definition = tuple(INT if k in (NUMBER, types.ANY) else k for k in fn.kinds)
+            src, _ = self.exprs.instance(fn, definition)
+            args = ", ".join(mangle(a) for a in (*fn.node.params, *fn.globals))
+            self._define(f"def {fn.python}({args}):\n    return _checked({src})\n", fn.node.span)
+            compiled.append((fn, src, definition))
+        return compiled
+
+    def _function_ir(self, fn: FunctionDef, src: str, definition: tuple[str, ...]) -> Function:
+        """A function as codegen writes it, once every call is compiled: its parameters' types over the calls (an
+        int parameter some call gives a float is a float), and its result's likewise."""
+        calls = self.exprs.calls.get(fn.name) or {definition}
+        seen = [(t, self.exprs.instances[(fn.name, t)][1]) for t in calls]
+        param_types = tuple(_annotation({t[i] for t, _ in seen}) for i in range(len(fn.kinds)))
+        result = _annotation({r for _, r in seen})
+        return Function(
+            fn.name,
+            fn.node.params,
+            fn.globals,
+            src,
+            param_types,
+            result,
+            self._snippet(fn.node.span),
+            fn.node.span,
+        )
+
+    def _define(self, code: str, span: Span | None) -> None:
+        try:
+            exec(compile(code, "<ppdsl>", "exec"), self.namespace)
+        except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
+            self.error("E001", "expression nested too deeply", span, help="split it, or simplify it")
+
     def _compile_require(self, req: ast.Require, env: _Environment) -> Require:
-        src, _ = self.exprs.compile(req.condition, env.globals)
-        return Require(self._fn(src, env.params), req.message, self._snippet(req.condition.span), req.span)
+        src = self.exprs.expect(req.condition, env.globals, BOOL, "a `require`")
+        return Require(
+            self._fn(src, env.params, text=self._snippet(req.condition.span)),
+            req.message,
+            self._snippet(req.condition.span),
+            req.span,
+        )
 
     def _condition(self, expr: ast.Expr | None, env: _Environment):
-        return None if expr is None else self._fn(self.exprs.compile(expr, env.globals)[0], env.params)
+        if expr is None:
+            return None
+        src = self.exprs.expect(expr, env.globals, BOOL, "a table's `when`")
+        return self._fn(src, env.params, text=self._snippet(expr.span))
 
     def _compile_placement(self, placement: ast.Placement | None, env: _Environment):
         if placement is None:
@@ -287,15 +396,16 @@ class _Resolver:
         if placement.kind != "expr":
             return placement.kind, None
         scope = env.scope("a placement", "rank", "chunk")
-        src = self.exprs.compile_int(placement.expr, scope, "a stage")
-        return "expr", self._fn(src, env.params, extra=("rank", "chunk"))
+        src = self.exprs.expect(placement.expr, scope, INT, "a stage")
+        return "expr", self._fn(src, env.params, extra=("rank", "chunk"), text=self._snippet(placement.expr.span))
 
     def _compile_costs(self, costs: dict[str, ast.Cost], env: _Environment) -> dict:
         out = {}
         for job, cost in costs.items():
             if self._known_type(job, env.type_index, cost.span):
-                src, _ = self.exprs.compile(cost.value, env.per_job)
-                out[env.canonical(job)] = self._fn(src, env.params, extra=("rank", "chunk", "stage"))
+                src = self.exprs.expect(cost.value, env.per_job, NUMBER, "a cost")
+                text = self._snippet(cost.value.span)
+                out[env.canonical(job)] = self._fn(src, env.params, extra=("rank", "chunk", "stage"), text=text)
         return out
 
     def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict:
@@ -309,23 +419,24 @@ class _Resolver:
                     help="use `comm latency = <time>` or `comm bandwidth = <units per time>`",
                 )
                 continue
-            src, _ = self.exprs.compile(item.value, env.globals)
-            out[key] = self._fn(src, env.params)
+            src = self.exprs.expect(item.value, env.globals, NUMBER, f"a {key}")
+            out[key] = self._fn(src, env.params, text=self._snippet(item.value.span))
         return out
 
     def _compile_memory(self, memory: dict[str, ast.Memory], env: _Environment) -> dict:
         out = {}
         for job, item in memory.items():
             if self._known_type(job, env.type_index, item.span):
-                src, _ = self.exprs.compile(item.value, env.per_job)
-                out[env.canonical(job)] = (item.verb, self._fn(src, env.params, extra=("rank", "chunk", "stage")))
+                src = self.exprs.expect(item.value, env.per_job, NUMBER, "an amount of memory")
+                fn = self._fn(src, env.params, extra=("rank", "chunk", "stage"), text=self._snippet(item.value.span))
+                out[env.canonical(job)] = (item.verb, fn)
         return out
 
     def _compile_memory_limit(self, limit: ast.MemoryLimit | None, env: _Environment):
         if limit is None:
             return None
-        src, _ = self.exprs.compile(limit.value, env.scope("the memory limit", "rank"))
-        return self._fn(src, env.params, extra=("rank",))
+        src = self.exprs.expect(limit.value, env.scope("the memory limit", "rank"), NUMBER, "a memory limit")
+        return self._fn(src, env.params, extra=("rank",), text=self._snippet(limit.value.span))
 
     def _compile_rules(self, rules: list[ast.Rule], env: _Environment):
         stream_rules, priorities = [], []
@@ -334,7 +445,8 @@ class _Resolver:
                 self._known_type(rule.job, env.type_index, rule.span)
             prio = None
             if rule.priority is not None:
-                prio = self._fn(self.exprs.compile_int(rule.priority, env.globals, "a priority"), env.params)
+                src = self.exprs.expect(rule.priority, env.globals, INT, "a priority")
+                prio = self._fn(src, env.params, text=self._snippet(rule.priority.span))
             stream_rules.append(StreamRule(rule.pattern, rule.job, rule.stream, None, rule.attrs, rule.span))
             priorities.append(prio)
         return stream_rules, priorities
@@ -363,7 +475,7 @@ class _Resolver:
         source = oc.compile(body.body, body.span)
         if self.diagnostics:
             return None, source, oc.line_sites
-        namespace: dict = {"_ceildiv": ceildiv}
+        namespace = self.namespace
         try:
             exec(compile(source, f"<order of {file}>", "exec"), namespace)
         except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
@@ -381,31 +493,47 @@ class _Resolver:
     def _snippet(self, span: Span) -> str:
         return site_text(self.sources.get(span.file, ""), span)
 
-    def _const(self, e: ast.Expr) -> int | float | bool:
+    def _const(self, name: str, e: ast.Expr) -> int | float | bool:
+        """A parameter's default: a literal, whose type is the parameter's."""
         if isinstance(e, (ast.Num, ast.Bool)):
             return e.value
         if isinstance(e, ast.Unary) and e.op == "-" and isinstance(e.operand, ast.Num):
             return -e.operand.value
-        self.error("E010", "a parameter default must be a number or `true` / `false`", e.span)
+        per_rank = next((n for n in walk(e) if isinstance(n, ast.Var) and n.name in ("rank", "chunk", "stage")), None)
+        if per_rank is not None:
+            self.error(
+                "E013",
+                f"the default of parameter `{name}` uses `{per_rank.name}`",
+                per_rank.span,
+                label=f"`{per_rank.name}` differs from job to job",
+                help=f"a parameter has one value for the whole schedule: write `let {name} = ...` in the order",
+            )
+        else:
+            self.error(
+                "E012",
+                f"the default of parameter `{name}` must be a number or `true` / `false`",
+                e.span,
+                label="not a literal",
+                help="a parameter is set on the command line (`--param NAME=VALUE`); compute values from the sizes "
+                "with `let` in the order, or with a `fn`",
+            )
         return 0
 
-    def _fn(self, src: str, params: dict[str, ParamDef], extra: tuple[str, ...] = ()):
-        """A callable over the size/parameter environment: fn(pp=, vpp=, microbatches=, <params>, <extra>)."""
+    def _fn(self, src: str, params: dict[str, ParamDef], extra: tuple[str, ...] = (), text: str = ""):
+        """A callable over the size/parameter environment: fn(pp=, vpp=, microbatches=, <params>, <extra>).
+        `text` is the expression as written, for messages."""
         names = ["pp", "vpp", "microbatches", *params, *extra]
         args = ", ".join(mangle(n) for n in names)
-        namespace: dict = {"_ceildiv": ceildiv}
-        try:
-            exec(f"def _f({args}):\n    return {src}\n", namespace)
-        except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
-            self.error("E001", "expression nested too deeply", None, help="split it, or simplify it")
-            namespace["_f"] = lambda *args: 0
-        inner = namespace["_f"]
+        self.namespace.pop("_f", None)
+        self._define(f"def _f({args}):\n    return {src}\n", None)
+        inner = self.namespace.pop("_f", lambda *args: 0)
         order = tuple(names)
 
         def call(env: dict):
             return inner(*(env[n] for n in order))
 
         call.source = src  # kept for code generation
+        call.text = text or src
         return call
 
     def _known_type(self, name: str, type_index: dict[str, int], span: Span) -> bool:
@@ -530,14 +658,24 @@ class _Resolver:
         return rows
 
 
-def _type_of(value: int | float | bool) -> str:
-    return FLOAT if isinstance(value, float) else INT
+def _annotation(seen: set[str]) -> str:
+    """The Python annotation of values of these types: an int is a float where some call gives a float."""
+    numbers = "float" if types.FLOAT in seen else "int" if INT in seen else None
+    return " | ".join(t for t in ("bool" if BOOL in seen else None, numbers) if t) or "int"
+
+
+def _checked(value):
+    """A function's result: an integer past any count is a function growing without end (`x * x` nested)."""
+    if value.__class__ is int and (value > BIG or value < -BIG):
+        raise OverflowError(value)
+    return value
 
 
 _COLLECT = {
     ast.Docstring: _Resolver._docstring,
     ast.ScheduleName: _Resolver._schedule_name,
     ast.Param: _Resolver._param,
+    ast.FnDef: _Resolver._fn_def,
     ast.Require: _Resolver._require,
     ast.JobDecl: _Resolver._job,
     ast.Placement: _Resolver._placement,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ppdsl.analysis.check import CheckResult
 from ppdsl.analysis.costs import CostSpec
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import MemoryModel, Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
@@ -56,6 +57,7 @@ class SynthRequest:
     workers: int = 1
     library: bool = True  # seed the search with the library's schedules
     cost_scale: float = 1.0
+    max_jobs: int = DEFAULT_MAX_JOBS  # sizes needing more jobs are refused before anything runs
     name: str = ""
     command: str = ""  # the command line that makes this request (for the file's docstring)
     output: str = "OUT.sched"  # where the file goes (named in the docstring's commands)
@@ -83,6 +85,7 @@ def build(request: SynthRequest) -> Problem:
         request.split,
         request.backward_b_frees,
         request.cost_scale,
+        request.max_jobs,
     )
     need = problem.minimum_memory()
     short = [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
@@ -93,7 +96,7 @@ def build(request: SynthRequest) -> Problem:
         raise DiagnosticError(
             [
                 Diagnostic(
-                    "S113",
+                    "S114",
                     f"no schedule fits a memory limit of {shown(problem.limit[r])}: rank {r} holds at least "
                     f"{shown(need[r])} in any schedule",
                     help=f"raise --memory-limit to {shown(max(need))} or more: a micro-batch's forwards on all "
@@ -113,7 +116,7 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
             problem, request.time_limit, request.exact, request.seed, seeds, request.workers, progress=progress
         )
     except Infeasible:  # (the one-at-a-time seed fits whatever `build` accepts)
-        raise DiagnosticError([Diagnostic("S113", "no schedule fits the memory limit")]) from None
+        raise DiagnosticError([Diagnostic("S114", "no schedule fits the memory limit")]) from None
     text = sched_text(problem, result.orders, _header(request, problem, result))
     check = verify(text, request, result)
     return SynthOutcome(result, text, check, request)

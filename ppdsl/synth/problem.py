@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.execution import link_times
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.scenario import MemoryModel, Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
@@ -107,6 +108,7 @@ def build_problem(
     split: str = "auto",
     backward_b_frees: float = 0.5,
     cost_scale: float = 1.0,
+    max_jobs: int = DEFAULT_MAX_JOBS,
 ) -> Problem:
     """The problem for these sizes and costs; raises DiagnosticError for impossible inputs. `cost_scale`
     multiplies every job's cost (`ppdsl compare` measures a chunk as 1/vpp of a rank's work)."""
@@ -130,7 +132,9 @@ def build_problem(
     if problems:
         raise DiagnosticError(problems)
     probe = resolve_text(_PROBE.format(placement=placement, frees=repr(float(backward_b_frees))), "<synth>")
-    scenario = Scenario(probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit)
+    scenario = Scenario(
+        probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit, max_jobs=max_jobs
+    )
     exp = scenario.expansion()
     if cost_scale != 1.0:
         exp.cost = [[[x * cost_scale for x in row] for row in per_rank] for per_rank in exp.cost]

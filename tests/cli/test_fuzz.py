@@ -17,6 +17,7 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -31,6 +32,13 @@ from paths import LIBRARY
 
 SEED = 20240531
 MUTANTS = 5400  # front-end cases; each runs at up to SIZES_PER_CASE sizes
+TYPED_MUTANTS = 1500  # mutants that put a condition where a number goes, and the other way round
+# The library the 5,400 mutants are drawn from, fixed so that the corpus stays the same as the library grows.
+CORPUS = ("1f1b", "dualpipev", "eager1f1b", "fthenb", "interleaved1f1b", "vpp", "zbh1", "zbv", "zbvpp")
+# What must never reach a message: Python's values, type and exception names, compiled code's names.
+PYTHON_WORDS = re.compile(
+    r"\b(True|False|None|NoneType|Traceback)\b|'\w+' object|\b\w+Error\b|\b[vu]_\w|\b_ceildiv\b|<lambda>|<order of|__\w+__"
+)
 CLI_CASES = 300
 SIZES_PER_CASE = 3
 
@@ -85,9 +93,12 @@ MUTATIONS = (
 )
 
 
-def library_texts() -> dict[str, str]:
+def library_texts(stems: tuple[str, ...] | None = None) -> dict[str, str]:
+    """The library's texts (those of `stems` only, if given)."""
     texts = {}
     for path in sorted(LIBRARY.glob("*.sched")):
+        if stems is not None and path.stem not in stems:
+            continue
         text = path.read_text(encoding="utf-8")
         if path.stem == "zbvpp":
             # 37 kB of table cells: keep the header and the pp <= 2 tables, enough to reach every construct
@@ -156,12 +167,24 @@ def mutate(rng: random.Random, text: str) -> tuple[str, str]:
     return kind, "".join(toks)
 
 
-def front_end(text: str, rng: random.Random, sizes: int = SIZES_PER_CASE) -> str:
-    """Run a text as `ppdsl check` does at a few random small sizes; the outcome: error codes or `valid`."""
+def no_python_words(diagnostics) -> None:
+    """Every field a person reads is free of Python's own words (`True`, `'float' object`, `ValueError`, ...)."""
+    for d in diagnostics:
+        for text in (d.message, d.label, d.help, *d.notes):
+            found = PYTHON_WORDS.search(text)
+            assert found is None, f"Python's `{found.group()}` in [{d.code}] {text!r}"
+
+
+def front_end(text: str, rng: random.Random, sizes: int = SIZES_PER_CASE, codes: Counter | None = None) -> str:
+    """Run a text as `ppdsl check` does at a few random small sizes; the outcome: error codes or `valid`.
+    `codes` counts the codes reported."""
     try:
         defn = resolve_text(text, "fuzz.sched")
     except DiagnosticError as err:
         assert err.diagnostics, "a DiagnosticError must carry its diagnostics"
+        no_python_words(err.diagnostics)
+        if codes is not None:
+            codes.update(d.code for d in err.diagnostics)
         return "resolve-error"
     outcome = "expand-error"
     for _ in range(sizes):
@@ -170,11 +193,13 @@ def front_end(text: str, rng: random.Random, sizes: int = SIZES_PER_CASE) -> str
             exp = expand(defn, pp, m, vpp)
         except DiagnosticError as err:
             assert err.diagnostics
+            no_python_words(err.diagnostics)
             continue
         result = check_expansion(exp, rendezvous=rng.random() < 0.25)
         if result.valid:
             return "valid"
         assert result.errors, "an invalid result must say why"
+        no_python_words(result.diagnostics)
         outcome = "invalid"
     return outcome
 
@@ -206,7 +231,7 @@ def test_the_library_itself_passes_through_the_harness():
 
 def test_mutated_library_files_give_diagnostics_not_tracebacks(tmp_path):
     rng = random.Random(SEED)
-    corpus = library_texts()
+    corpus = library_texts(CORPUS)
     stems = sorted(corpus)
     crashes: list[tuple[str, str, str, str]] = []
     outcomes: Counter[str] = Counter()
@@ -228,7 +253,7 @@ def test_mutated_library_files_give_diagnostics_not_tracebacks(tmp_path):
     assert set(kinds) == set(MUTATIONS), kinds
 
 
-VOCABULARY = sorted({t for text in library_texts().values() for t in tokens(text) if not t.isspace()} | set(POOL))
+VOCABULARY = sorted({t for text in library_texts(CORPUS).values() for t in tokens(text) if not t.isspace()} | set(POOL))
 
 
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -247,7 +272,7 @@ def test_arbitrary_text_gives_diagnostics(text):
 def test_the_command_line_never_shows_a_traceback(tmp_path):
     """`ppdsl check` on mutants: exit 0, 1 or 2 only, no traceback, and --format json is always JSON."""
     rng = random.Random(SEED + 1)
-    corpus = library_texts()
+    corpus = library_texts(CORPUS)
     stems = sorted(corpus)
     runner = CliRunner()
     exits: Counter[int] = Counter()
@@ -296,3 +321,92 @@ def _json_report_problem(stdout: str, exit_code: int) -> str | None:
     if exit_code == 1 and (not codes or any(c.startswith("E") for c in codes)):
         return f"exit code 1 must mean S errors only: {codes}"
     return None
+
+
+# ---------------------------------------------------------------------------------------------- typed mutants
+
+CONDITIONS = ["true", "false", "(pp > 1)", "(rank == 0)", "not true", "(microbatches >= pp and vpp == 1)"]
+NUMBERS_TYPED = ["1", "0", "pp", "microbatches // 2", "0.5", "(pp / 2)"]
+COMPARISONS = {"==", "!=", "<", "<=", ">", ">=", "and", "or"}
+ARITHMETIC = {"+", "-", "*", "//", "%", "/"}
+
+
+def typed_mutate(rng: random.Random, text: str) -> tuple[str, str]:
+    """(kind, mutant): a condition where a number goes, a number where a condition goes, or an operator of one
+    kind for the other, at one place of a library text."""
+    toks = tokens(text)
+    kind = rng.choice(("condition_for_number", "number_for_condition", "swap_operator", "not_number", "bool_name"))
+    words = [i for i, t in enumerate(toks) if not t.isspace() and not t.startswith(("#", '"'))]
+    if kind == "condition_for_number":
+        spots = [i for i in words if toks[i].isdigit()]
+        if spots:
+            toks[rng.choice(spots)] = rng.choice(CONDITIONS)
+    elif kind == "number_for_condition":
+        # the condition after `if`, `require` or `when`, up to its `{` or `:`
+        starts = [i for i in words if toks[i] in ("if", "require", "when", "elif")]
+        if starts:
+            i = rng.choice(starts) + 1
+            j = i
+            while j < len(toks) and toks[j] not in ("{", ":", "then"):
+                j += 1
+            toks[i:j] = [" ", rng.choice(NUMBERS_TYPED), " "]
+    elif kind == "swap_operator":
+        spots = [i for i in words if toks[i] in COMPARISONS | ARITHMETIC]
+        if spots:
+            i = rng.choice(spots)
+            pool = ARITHMETIC if toks[i] in COMPARISONS else COMPARISONS
+            toks[i] = rng.choice(sorted(pool))
+    elif kind == "not_number":
+        spots = [i for i in words if toks[i].isdigit() or toks[i] in ("pp", "microbatches", "rank", "vpp")]
+        if spots:
+            i = rng.choice(spots)
+            toks[i] = f"(not {toks[i]})"
+    else:  # a size or a parameter's name replaced by a condition
+        spots = [i for i in words if toks[i] in ("pp", "microbatches", "vpp", "rank", "warmup", "total", "per_round")]
+        if spots:
+            toks[rng.choice(spots)] = rng.choice(["true", "false"])
+    return kind, "".join(toks)
+
+
+def test_typed_mutants_are_type_errors_without_python_words(tmp_path):
+    """Conditions and numbers swapped in the library's own texts: each is caught (mostly as E011, the type error,
+    before anything runs), never a traceback, never a word of Python in a message."""
+    rng = random.Random(SEED + 2)
+    corpus = library_texts()
+    stems = sorted(corpus)
+    crashes: list[tuple[str, str, str, str]] = []
+    codes: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    for case in range(TYPED_MUTANTS):
+        stem = rng.choice(stems)
+        kind, text = typed_mutate(rng, corpus[stem])
+        kinds[kind] += 1
+        try:
+            outcomes[front_end(text, rng, sizes=2, codes=codes)] += 1
+        except Exception:
+            crashes.append((f"typed case {case} from {stem}", kind, text, traceback.format_exc(limit=-4)))
+    assert not crashes, _crash_report(tmp_path, crashes)
+    assert sum(kinds.values()) == TYPED_MUTANTS and len(kinds) == 5, kinds
+    # most typed mutants are refused by the type checker, before any size is tried
+    assert codes["E011"] >= TYPED_MUTANTS // 3, codes
+    assert outcomes["resolve-error"] > outcomes["valid"], outcomes
+
+
+@pytest.mark.parametrize(
+    ("schedule", "param", "takes"),
+    [
+        ("vpp", "split_backward=1", "`true` or `false`"),
+        ("vpp", "split_backward=yes", "`true` or `false`"),
+        ("tests/codegen/features.sched", "jobs=1.5", "an integer (`int`)"),
+        ("tests/codegen/features.sched", "jobs=true", "an integer (`int`)"),
+        ("tests/codegen/features.sched", "scale=false", "a real number (`float`)"),
+    ],
+)
+def test_typed_parameters_on_the_command_line_are_usage_errors(schedule, param, takes, in_repo):
+    """A `--param` value of the wrong type: exit 2, naming the parameter and its type, in the user's words."""
+    result = CliRunner().invoke(app, ["check", schedule, "--pp", "2", "-m", "2", "--vpp", "2", "--param", param])
+    assert result.exit_code == 2
+    name, _, value = param.partition("=")
+    assert f"error[E007]: parameter `{name}` takes {takes}, not `{value}`" in result.stderr
+    assert PYTHON_WORDS.search(result.stderr) is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,13 @@ def test_diagnostics_json_has_the_same_findings(case: Path, in_repo):
 def test_exit_codes_separate_syntax_from_invalid(in_repo):
     assert _run(UI / "syntax_missing_colon.sched").exit_code == 2
     assert _run(UI / "deadlock.sched").exit_code == 1
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
+def test_every_wrong_file_is_answered_in_under_a_second(case: Path, in_repo):
+    """Whatever its loops and sizes (nested loops of 4000^3, pp=100000 microbatches=100000): bounded evaluation
+    answers each case quickly (in process, without the interpreter's start-up)."""
+    _run(case)  # the parser's tables and the imports are built once per process
+    start = time.perf_counter()
+    result = _run(case)
+    assert time.perf_counter() - start < 1.0 and result.exit_code in (1, 2)

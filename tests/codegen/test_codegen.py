@@ -36,6 +36,7 @@ from paths import ROOT
 
 PLANS = ROOT / "tests" / "golden" / "plans"
 FEATURES = "tests/codegen/features.sched"  # what the library does not use: includes, renamed names, ...
+FUNCTIONS = "tests/codegen/functions.sched"  # user functions (`fn`) everywhere an expression goes
 LIBRARY = [p.stem for p in library_files()]
 LITERAL = ("1f1b", Scenario("1f1b", pp=4, microbatches=8))  # the --literal golden
 
@@ -68,10 +69,12 @@ def plan(in_repo, tmp_path):
 # ---------------------------------------------------------------------- golden files
 
 
-@pytest.mark.parametrize("stem", [*LIBRARY, "features", "1f1b_literal"])
+@pytest.mark.parametrize("stem", [*LIBRARY, "features", "functions", "1f1b_literal"])
 def test_golden_plan(stem, in_repo, golden):
     if stem == "features":
         text = plan_text(FEATURES)
+    elif stem == "functions":
+        text = plan_text(FUNCTIONS)
     elif stem == "1f1b_literal":
         text = plan_text(LITERAL[0], LITERAL[1])
     else:
@@ -196,6 +199,17 @@ def test_features_equal_expand_with_renamed_parameters(plan):
         assert [module.job_list(r, 3, 2, 5, **kwargs) for r in range(3)] == [exp.job_tuples(r) for r in range(3)]
         rules = module.stream_rules(3, 2, 5, **kwargs)
         assert [rule["priority"] for rule in rules] == [rule.priority for rule in exp.rules]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_functions_are_python_functions_and_equal_expand(split, plan):
+    """A `fn` becomes a function of the plan module, called from job_list, the placement, a require and a priority."""
+    module = plan(FUNCTIONS)
+    ok, _ = assert_same_as_expand(module, load(FUNCTIONS), {"split": split})
+    assert ok > 0
+    assert module.per_round(4, 8) == 4 and module.chunk_of(5, 4, 2, 8) == 1  # 8 // (8 // 4); 5 // 4 % 2
+    assert module.list_(7) == 4  # named like a builtin: renamed, as user names are
+    assert module.pick(True, 1, 2) == 1 and module.pick(False, True, False) is False
 
 
 def test_table_schedules_pick_their_table_and_refuse_other_sizes(tmp_path, monkeypatch):

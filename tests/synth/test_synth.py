@@ -109,7 +109,7 @@ def test_a_limit_below_what_any_schedule_needs_is_refused(tmp_path):
         "--pp", "4", "-m", "8", "--vpp", "2", "--placement", "vshape", "--memory-limit", "1.5", "-o", str(out)
     )
     assert result.exit_code == 1
-    assert "error[S113]" in result.stderr and "rank" in result.stderr and "at least 2" in result.stderr
+    assert "error[S114]" in result.stderr and "rank" in result.stderr and "at least 2" in result.stderr
     assert "Traceback" not in result.output
     assert not out.exists(), "nothing is written when nothing fits"
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBH1"
 SOURCE = "schedules/zbh1.sched"
-SOURCE_SHA256 = "61c1e52465276983adbb772b9de7f3e57f8dca90419c2ee166229c52a4f1fe30"
+SOURCE_SHA256 = "7b7f764a0b9290d1e8ca3dfff72056847654b5f88b7e3487e7cb38015634db5c"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -98,12 +98,12 @@ def stream_rules(pp: int, vpp: int, microbatches: int) -> list[dict]:
 # The schedule's `require`s: the sizes (and parameters) it is written for.
 REQUIRES = [
     {
-        "where": "schedules/zbh1.sched:10",
+        "where": "schedules/zbh1.sched:11",
         "condition": "microbatches >= pp",
         "message": "ZB-H1 needs at least as many micro-batches as pipeline stages",
     },
     {
-        "where": "schedules/zbh1.sched:11",
+        "where": "schedules/zbh1.sched:12",
         "condition": "vpp == 1",
         "message": "ZB-H1 runs one chunk per rank; use zbv.sched or zbvpp.sched for two chunks",
     },
@@ -114,8 +114,8 @@ def check_requires(pp: int, vpp: int, microbatches: int) -> None:
     """Raise ValueError if these are not sizes, or break a `require` (what `ppdsl check` reports as S100)."""
     _check_sizes(pp, vpp, microbatches)
     holds = [
-        microbatches >= pp,  # schedules/zbh1.sched:10
-        vpp == 1,  # schedules/zbh1.sched:11
+        microbatches >= pp,  # schedules/zbh1.sched:11
+        vpp == 1,  # schedules/zbh1.sched:12
     ]
     broken = [req for req, ok in zip(REQUIRES, holds, strict=True) if not ok]
     if broken:
@@ -135,42 +135,42 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         "backward_w": [0] * vpp,
         "optimizer": [0] * vpp,
     }
-    # schedules/zbh1.sched:19: forward * (pp - rank)
-    for _ in range(_count(pp - rank, "schedules/zbh1.sched:19")):
+    # schedules/zbh1.sched:20: forward * (pp - rank)
+    for _ in range(_count(pp - rank, "schedules/zbh1.sched:20")):
         jobs.append(("forward", 0, next_mb["forward"][0]))
         next_mb["forward"][0] += 1
-    # schedules/zbh1.sched:20: repeat rank { backward_b forward }  # split backwards: their weight gradients wait
-    for _ in range(_count(rank, "schedules/zbh1.sched:20")):
+    # schedules/zbh1.sched:21: repeat rank { backward_b forward }  # split backwards: their weight gradients wait
+    for _ in range(_count(rank, "schedules/zbh1.sched:21")):
         jobs.append(("backward_b", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
         jobs.append(("forward", 0, next_mb["forward"][0]))
         next_mb["forward"][0] += 1
-    # schedules/zbh1.sched:21: repeat microbatches - pp { backward forward }
-    for _ in range(_count(microbatches - pp, "schedules/zbh1.sched:21")):
+    # schedules/zbh1.sched:22: repeat microbatches - pp { backward forward }
+    for _ in range(_count(microbatches - pp, "schedules/zbh1.sched:22")):
         jobs.append(("backward", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
         jobs.append(("forward", 0, next_mb["forward"][0]))
         next_mb["forward"][0] += 1
-    # schedules/zbh1.sched:22: backward * (pp - rank - 1)
-    for _ in range(_count(pp - rank - 1, "schedules/zbh1.sched:22")):
+    # schedules/zbh1.sched:23: backward * (pp - rank - 1)
+    for _ in range(_count(pp - rank - 1, "schedules/zbh1.sched:23")):
         jobs.append(("backward", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
-    # schedules/zbh1.sched:23: if rank > 0 {
+    # schedules/zbh1.sched:24: if rank > 0 {
     if rank > 0:
-        # schedules/zbh1.sched:24: backward_b
+        # schedules/zbh1.sched:25: backward_b
         jobs.append(("backward_b", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
-        # schedules/zbh1.sched:25: backward_w(mb = microbatches - 1)
-        jobs.append(("backward_w", 0, _micro_batch(microbatches - 1, "schedules/zbh1.sched:25")))
+        # schedules/zbh1.sched:26: backward_w(mb = microbatches - 1)
+        jobs.append(("backward_w", 0, _micro_batch(microbatches - 1, "schedules/zbh1.sched:26")))
     else:
-        # schedules/zbh1.sched:27: backward
+        # schedules/zbh1.sched:28: backward
         jobs.append(("backward", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
-    # schedules/zbh1.sched:29: backward_w * rank  # the deferred weight gradients, oldest first
-    for _ in range(_count(rank, "schedules/zbh1.sched:29")):
+    # schedules/zbh1.sched:30: backward_w * rank  # the deferred weight gradients, oldest first
+    for _ in range(_count(rank, "schedules/zbh1.sched:30")):
         jobs.append(("backward_w", 0, next_mb["backward_w"][0]))
         next_mb["backward_w"][0] += 1
-    # schedules/zbh1.sched:30: optimizer
+    # schedules/zbh1.sched:31: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

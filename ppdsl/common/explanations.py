@@ -1,0 +1,933 @@
+"""The long form of every diagnostic code: what it means, a wrong example and the fixed one (`ppdsl explain CODE`).
+
+Kept apart from `codes.py`, which every command imports for exit statuses, because only `explain`, the docs and
+the tests read these texts. An example is a command line and the files it reads; for a code a `.sched` file can
+produce, the file is `example.sched` and the command `ppdsl check` with the sizes. tests/common/test_codes.py runs
+every example that needs no PaddlePaddle and checks that the wrong one reports its code and the fixed one does
+not.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+SCHED = "example.sched"
+
+
+@dataclass(frozen=True)
+class Example:
+    """Commands run in one directory holding `files` (name, text); the last command is the one that shows the code.
+    `paddle`: it runs training or builds a program, so it needs PaddlePaddle. `setting`: what else it needs that
+    a working installation does not have (the tests then check it as a command line, without running it)."""
+
+    commands: tuple[str, ...]
+    files: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+    paddle: bool = False
+    setting: str = ""
+
+    @property
+    def runs_anywhere(self) -> bool:
+        return not self.paddle and not self.setting
+
+    @property
+    def sched(self) -> str | None:
+        """The `.sched` text of a schedule example."""
+        return dict(self.files).get(SCHED)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    text: str
+    wrong: Example
+    fixed: Example
+
+
+def sched(text: str, args: str, extra: tuple[tuple[str, str], ...] = ()) -> Example:
+    """A schedule example: `text` (dedented) as example.sched, checked at the sizes `args`."""
+    return Example((f"ppdsl check {SCHED} {args}",), ((SCHED, textwrap.dedent(text).strip("\n") + "\n"), *extra))
+
+
+def cmd(
+    *commands: str, files: tuple[tuple[str, str], ...] = (), note: str = "", paddle: bool = False, setting: str = ""
+) -> Example:
+    return Example(tuple(commands), files, note, paddle, setting)
+
+
+GPIPE = "order { forward * microbatches  backward * microbatches  optimizer }"
+ONE_F_ONE_B = """
+order {
+    let warmup = min(pp - rank - 1, microbatches)
+    forward * warmup
+    repeat microbatches - warmup { forward backward }
+    backward * warmup
+    optimizer
+}
+"""
+MODEL = (
+    "mymodel.py",
+    '''"""A two-layer model per stage (see the README's `--model` contract)."""
+
+
+def build(ctx):
+    paddle = ctx.paddle
+    with ctx.stage(0):
+        x = ctx.data("x", [8, 16])
+    h = x
+    for s in range(ctx.num_stages):
+        with ctx.stage(s):
+            w = paddle.static.create_parameter([16, 16], "float32", name=f"w{s}")
+            h = paddle.tanh(paddle.matmul(h, w))
+    with ctx.stage(ctx.num_stages - 1):
+        return paddle.mean(h * h)
+''',
+)
+ELEMENTWISE = (
+    "mymodel.py",
+    '''"""A model with no matmul: nothing to put in backward_w."""
+
+
+def build(ctx):
+    paddle = ctx.paddle
+    with ctx.stage(0):
+        x = ctx.data("x", [2, 4])
+    h = x
+    for s in range(ctx.num_stages):
+        with ctx.stage(s):
+            scale = paddle.static.create_parameter([4], "float32", name=f"scale{s}")
+            h = paddle.tanh(h * scale)
+    with ctx.stage(ctx.num_stages - 1):
+        return paddle.mean(h * h)
+''',
+)
+TRACE = "ppdsl trace 1f1b --pp 2 -m 2 -o profile.json"
+USER_JOBS = """job loss : forward ops "pd_op.mean" after forward
+job reductions : forward ops "pd_op.mean", "pd_op.sum" after forward
+order {
+    repeat microbatches { forward loss reductions }
+    backward * microbatches
+    optimizer
+}
+"""
+HAND_PLAN = """import ppdsl
+from ppdsl.runtime.env import import_paddle
+from ppdsl.runtime.model import load_model
+from ppdsl.runtime.plan import build_plan
+from ppdsl.runtime.program import build_training_program
+
+paddle = import_paddle()
+program = build_training_program(paddle, load_model(None), micro_batch_size=4, num_stages=2, microbatches=2, lr=0.01)
+full = [("forward", 0, 0), ("forward", 0, 1), ("backward", 0, 0), ("backward", 0, 1), ("optimizer", 0, 0)]
+job_types = [jt.to_dict() for jt in ppdsl.load("fthenb").job_types]
+orders = [full, {rank1}]
+stages = [[0], [1]]
+build_plan(program.main, program.startup, job_types=job_types, stage_of=stages, orders=orders, rules=[], microbatches=2)
+"""
+
+EXPLANATIONS: dict[str, Explanation] = {
+    "E000": Explanation(
+        "A file ppdsl was given cannot be read (it does not exist, is not readable, or is not UTF-8 text), or an "
+        "output file cannot be written (its directory does not exist or is not writable). A schedule is a path or "
+        "the name of a shipped schedule (`ppdsl list`); a name that is neither is read as a path.",
+        cmd("ppdsl check 1f1b.shed --pp 4 -m 8"),
+        cmd("ppdsl check 1f1b --pp 4 -m 8"),
+    ),
+    "E001": Explanation(
+        "The text does not follow the grammar (`ppdsl/language/sched.lark`). The caret marks the first token that "
+        "cannot continue what comes before it, and the label lists what could. After an error the parser skips to "
+        "the next statement or top-level item, so each mistake is reported once. An unclosed `{` is reported at "
+        "the brace that is open.",
+        sched(
+            """
+            require microbatches >= pp "needs a micro-batch per stage"
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            require microbatches >= pp : "needs a micro-batch per stage"
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E002": Explanation(
+        "A name, job type, region, function or setting is not defined where it is used. Sizes (`pp`, `vpp`, "
+        "`microbatches`) and parameters are visible everywhere; `rank` in an order, a memory limit and per-job "
+        "costs; `chunk` and `stage` in per-job costs and memory; `let` and `for` names after they are bound.",
+        sched(
+            """
+            order {
+                repeat micro_batches { forward }
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                repeat microbatches { forward }
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E003": Explanation(
+        "Something is defined twice in one file (a parameter, job type, cost, memory setting, placement, order, "
+        "a table's rank row), or a built-in name is redefined (`pp`, `rank`, `forward`, ...). An including file "
+        "may override what an included file defines; within one file, keep one definition.",
+        sched(
+            """
+            cost forward = 1
+            cost forward = 2
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            cost forward = 2
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E004": Explanation(
+        "A job or a function is given arguments it does not take, or the wrong number of them: a job takes "
+        "`chunk = <int>` and `mb = <int>`; `min` and `max` take two or more numbers, `abs` one, `ceildiv` two "
+        "integers. A job type that `receives` or `sends` for another must say which with `before` / `after`.",
+        sched(
+            """
+            order {
+                forward(chunk = 0, stage = 0) * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward(chunk = 0) * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E005": Explanation(
+        "An `include` names a file that cannot be read, or files include each other in a cycle. Included paths are "
+        "relative to the including file.",
+        sched(
+            """
+            include "common.sched"
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            include "common.sched"
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 4",
+            [("common.sched", "cost forward = 2\n")],
+        ),
+    ),
+    "E006": Explanation(
+        "A schedule says which jobs each rank runs, in an `order { ... }` body (run once per rank) or in `table`s "
+        "(literal rows, one per rank). This file has neither, so there is nothing to check or run.",
+        sched(
+            """
+            schedule "Mine"
+            cost forward = 1
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            schedule "Mine"
+            cost forward = 1
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E007": Explanation(
+        "A command-line value cannot be used: sizes must be integers from 1 up, `--param` must name a parameter of "
+        "the schedule (`name=value`), `--cost` a job type, and options that go together must be given together.",
+        cmd("ppdsl check 1f1b --pp 0 -m 8"),
+        cmd("ppdsl check 1f1b --pp 4 -m 8"),
+    ),
+    "E008": Explanation(
+        "A cost file (`--costs FILE`, as `ppdsl calibrate` writes it) is not a JSON object of the expected form "
+        '`{"costs": {type: time}, "stages": {stage: {type: time}}, "latency": t, "bandwidth": b, "unit": "s"}`, '
+        "or names a time unit other than `s`, `ms` and `us`.",
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --costs costs.json", files=(("costs.json", '{"costs": {"forward": 1,}}\n'),)),
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --costs costs.json", files=(("costs.json", '{"costs": {"forward": 1}}\n'),)),
+    ),
+    "E009": Explanation(
+        "A profile (`ppdsl calibrate`, `ppdsl plot --measured`) must be a Chrome trace whose compute events "
+        "(ph `X`) name a job `type` in their args, as `ppdsl trace` and `ppdsl run --profile` write them.",
+        cmd("ppdsl calibrate profile.json -o costs.json", files=(("profile.json", '{"traceEvents": []}\n'),)),
+        cmd(TRACE, "ppdsl calibrate profile.json -o costs.json"),
+    ),
+    "E010": Explanation(
+        "`/` divides into a real number; counts, loop bounds, chunks, micro-batches, stages and priorities are "
+        "integers. Use `//` (floor division) or `ceildiv(a, b)` where an integer is needed.",
+        sched(
+            """
+            order {
+                forward * (microbatches / 2)
+                forward * (microbatches / 2)
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * (microbatches // 2)
+                forward * (microbatches - microbatches // 2)
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E011": Explanation(
+        "Every value is an integer (`int`), a real number (`float`) or a condition (`bool`), known before the "
+        "schedule runs. Conditions (`if`, `require`, `when`, `and`, `or`, `not`) take a condition; counts, loop "
+        "bounds, chunks and micro-batches take an integer; costs and memory take a number. A number is not a "
+        "condition: compare it (`pp > 1`); a condition is not a number: choose one (`if c then 1 else 0`). The two "
+        "branches of `if ... then ... else` have one type, and a `let` keeps the type of the name it rebinds.",
+        sched(
+            """
+            require pp : "needs more than one stage"
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            require pp > 1 : "needs more than one stage"
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E012": Explanation(
+        "A parameter has one value for the whole run: its default, or the one given with `--param NAME=VALUE`. The "
+        "default is a literal (`2`, `0.5`, `true`), whose type is the parameter's. A value computed from the sizes "
+        "belongs in the order (`let`) or in a function (`fn`).",
+        sched(
+            """
+            param warmup = pp - 1
+            order {
+                forward * warmup
+                forward * (microbatches - warmup)
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            param extra = 0
+            order {
+                let warmup = pp - 1 + extra
+                forward * warmup
+                forward * (microbatches - warmup)
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E013": Explanation(
+        "A parameter has one value for the whole schedule, but `rank`, `chunk` and `stage` differ from job to job. "
+        "What depends on the rank belongs in the order, which runs once per rank: `let warmup = pp - rank - 1`.",
+        sched(
+            """
+            param warmup = pp - rank - 1
+            order {
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                let warmup = pp - rank - 1
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E014": Explanation(
+        "A function (`fn name(args) = expr`) is a formula: it may call other functions, but not itself, directly or "
+        "through others, so that every call ends. One call may make at most 10,000 calls in all: a function that "
+        "calls another twice doubles what it costs, and a chain of them grows past any use.",
+        sched(
+            """
+            fn warmup(r) = if r == 0 then 0 else warmup(r - 1) + 1
+            order {
+                forward * (pp - 1 - warmup(rank))
+                repeat microbatches - (pp - 1 - warmup(rank)) { forward backward }
+                backward * (pp - 1 - warmup(rank))
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            fn warmup(r) = pp - 1 - r
+            order {
+                forward * warmup(rank)
+                repeat microbatches - warmup(rank) { forward backward }
+                backward * warmup(rank)
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "E015": Explanation(
+        "Before running anything, ppdsl counts the fewest jobs the sizes need (a forward and a backward for each "
+        "rank, chunk and micro-batch, and an optimizer per rank), and refuses sizes over the limit, 8,388,608 jobs "
+        "unless `--max-jobs` raises it; an order that runs more jobs than the limit is refused too. Time and memory "
+        "grow with the jobs: the default covers pp=64, vpp=4, 4096 micro-batches.",
+        cmd("ppdsl check 1f1b --pp 100000 -m 100000"),
+        cmd("ppdsl check 1f1b --pp 64 -m 512"),
+    ),
+    "E020": Explanation(
+        "`ppdsl import` reads PyTorch pipelining's compute-only CSV: one row per rank, one action per step "
+        "(`<stage><F|B|I|W><micro-batch>`, an empty field for an idle step), each stage on one rank only.",
+        cmd("ppdsl import schedule.csv -o imported.sched", files=(("schedule.csv", "0F0,0X0\n1F0,1B0\n"),)),
+        cmd("ppdsl import schedule.csv -o imported.sched", files=(("schedule.csv", "0F0,0B0\n1F0,1B0\n"),)),
+    ),
+    "E030": Explanation(
+        "Training (`ppdsl run`), `--model` memory measurement and plan building need PaddlePaddle, which is not "
+        "installed in this Python environment. Everything else (`check`, `expand`, `compile`, `trace`, ...) works "
+        "without it.",
+        cmd("ppdsl run 1f1b", note="in an environment without PaddlePaddle", paddle=True),
+        cmd("pip install 'ppdsl[paddle]'", "ppdsl run 1f1b", paddle=True),
+    ),
+    "E031": Explanation(
+        "`--model module:function` names a function that builds the model's forward pass (see the README's "
+        "`--model` contract). The module must be importable from the current directory or `PYTHONPATH`, and define "
+        "that function.",
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel.build", files=(MODEL,)),
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E032": Explanation(
+        "Each op of the training program must belong to exactly one job type: the types of a region (built in, or "
+        "declared with `job NAME : REGION ops ...`) split its ops by name pattern. Two types whose patterns match "
+        "the same op, in the same region, make that op ambiguous: make the patterns disjoint, or drop a type.",
+        cmd("ppdsl run example.sched --pp 2 -m 2 --steps 1", files=((SCHED, USER_JOBS),), paddle=True),
+        cmd("ppdsl run example.sched --pp 2 -m 2 --steps 1", files=((SCHED, GPIPE + "\n"),), paddle=True),
+    ),
+    "E033": Explanation(
+        "A stream rule's `stream` template names op attributes in braces (`send_stream_{ring_id}`); an op the rule "
+        "matches must have each of them.",
+        cmd(
+            "ppdsl run example.sched --pp 2 -m 2 --steps 1",
+            files=((SCHED, 'rule "pd_op.matmul" { stream = "stream_{ring_id}" }\n' + GPIPE + "\n"),),
+            paddle=True,
+        ),
+        cmd(
+            "ppdsl run example.sched --pp 2 -m 2 --steps 1",
+            files=((SCHED, 'rule "pd_op.matmul" { stream = "compute_stream" }\n' + GPIPE + "\n"),),
+            paddle=True,
+        ),
+    ),
+    "E034": Explanation(
+        "A schedule with `backward_b` / `backward_w` splits each backward into the input gradient and the weight "
+        "gradient. ppdsl splits matmul weight gradients on 3-D `[micro-batch, sequence, hidden]` inputs; a model "
+        "with none has nothing to put in `backward_w`. Use a schedule with whole backwards for it.",
+        cmd(
+            "ppdsl run zbh1 --pp 2 -m 2 --steps 1 --model mymodel:build",
+            files=(ELEMENTWISE,),
+            note="with a model that has no matmul",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 2 --steps 1 --model mymodel:build", files=(ELEMENTWISE,), paddle=True),
+    ),
+    "E035": Explanation(
+        "Run on one process, a plan runs every op of the program in some job. An op whose job type and stage no "
+        "rank's job list names would never run. `ppdsl check` proves job lists complete (S101) before `ppdsl run` "
+        "builds a plan, so this is met only by job lists handed to `ppdsl.runtime.plan.build_plan` unchecked.",
+        cmd(
+            "python build.py",
+            files=(("build.py", HAND_PLAN.format(rank1="[job for job in full if job[0] != 'forward']")),),
+            paddle=True,
+        ),
+        cmd("python build.py", files=(("build.py", HAND_PLAN.format(rank1="full")),), paddle=True),
+    ),
+    "E036": Explanation(
+        "Paddle's executor splits each step's batch into `microbatches` equal parts along its first dimension, so "
+        "the batch size must be a multiple of the number of micro-batches.",
+        cmd("ppdsl run 1f1b --pp 4 -m 8 --batch-size 30"),
+        cmd("ppdsl run 1f1b --pp 4 -m 8 --batch-size 32", paddle=True),
+    ),
+    "E037": Explanation(
+        "`--resume DIR` continues from a checkpoint written by `--save-dir DIR`: `checkpoint.npz` (one process) or "
+        "`checkpoint.rank<r>.npz` (one per rank), of the same model.",
+        cmd("ppdsl run 1f1b --steps 2 --resume no_such_dir", paddle=True),
+        cmd("ppdsl run 1f1b --steps 2 --save-dir ckpt", "ppdsl run 1f1b --steps 2 --resume ckpt", paddle=True),
+    ),
+    "E038": Explanation(
+        "A multi-process run starts one process per pipeline rank: `--nproc-per-node` times `--nnodes` must equal "
+        "`--pp`; several nodes need `--master HOST:PORT`, and `--node-rank` must be one of the nodes.",
+        cmd("ppdsl run 1f1b --pp 4 -m 8 --nproc-per-node 2 --dry-run"),
+        cmd("ppdsl run 1f1b --pp 4 -m 8 --nproc-per-node 4 --dry-run"),
+    ),
+    "E040": Explanation(
+        "A rank of a multi-process run raised an error or the launcher stopped; the message is that rank's error "
+        "(its file `rank<r>.error` and the launcher's logs in the run directory have the details). A receive that "
+        "waits longer than `--comm-timeout` stops the run naming the rank, the job and the peer. Each rank is its "
+        "own process: a `--model` module must be importable there too (on `PYTHONPATH`).",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build",
+            files=(MODEL,),
+            note="`mymodel.py` is in the current directory, which the rank processes do not import from",
+            paddle=True,
+        ),
+        cmd(
+            "PYTHONPATH=. ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build",
+            files=(MODEL,),
+            paddle=True,
+        ),
+    ),
+    "E041": Explanation(
+        "`ppdsl synth --exact` models the schedule in CP-SAT, OR-Tools' constraint solver, which is an optional "
+        "dependency (the `synth` extra; the `test` extra has it too). Without `--exact`, synth searches without "
+        "it, only less strongly on small problems.",
+        cmd(
+            "ppdsl synth --pp 2 -m 4 --exact -o found.sched",
+            note="in an environment without OR-Tools",
+            setting="OR-Tools not installed",
+        ),
+        cmd("pip install 'ppdsl[synth]'", "ppdsl synth --pp 2 -m 4 --exact -o found.sched", setting="network"),
+    ),
+    "E042": Explanation(
+        "`ppdsl synth` checks the file it writes before it writes it: the checker must prove it valid with the "
+        "makespan the search measured. They share one execution model, so this never happens unless ppdsl has a "
+        "bug: nothing is written, and the message says what the checker found. Please report it with the command.",
+        cmd(
+            "ppdsl synth --pp 4 -m 8 --memory-limit 4 -o found.sched",
+            note="(only with a bug in ppdsl synth)",
+            setting="a bug in ppdsl synth",
+        ),
+        cmd("ppdsl synth --pp 4 -m 8 --memory-limit 4 --time-limit 1 -o found.sched"),
+    ),
+    "S100": Explanation(
+        "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
+        "not defined there. The message is the schedule's own.",
+        sched(
+            """
+            require microbatches >= pp : "needs at least as many micro-batches as stages"
+
+            order {
+                let warmup = min(pp - rank - 1, microbatches)
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 4 -m 2",
+        ),
+        sched(
+            """
+            require microbatches >= pp : "needs at least as many micro-batches as stages"
+
+            order {
+                let warmup = min(pp - rank - 1, microbatches)
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 4 -m 4",
+        ),
+    ),
+    "S101": Explanation(
+        "Every rank runs, for each of its chunks and every micro-batch, a forward and a backward (whole, or "
+        "`backward_b` + `backward_w`), and one of each auxiliary job type the schedule uses. Some are missing: "
+        "usually a count that is too small for these sizes.",
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward * (microbatches - 1)
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S102": Explanation(
+        "A job runs once per rank, chunk and micro-batch. Here one runs twice (an explicit `mb = K` does not move "
+        "the job type's counter, so the next plain job takes the same micro-batch again), or a micro-batch has both "
+        "a whole backward and a split one.",
+        sched(
+            """
+            order {
+                forward(mb = 0)
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward(mb = 0)
+                for i in 1 .. microbatches { forward(mb = i) }
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S103": Explanation(
+        "Within a rank, a backward needs its own forward's activations, a weight gradient (`backward_w`) comes after "
+        "its input gradient (`backward_b`), and an auxiliary job keeps its declared `before` / `after` side of the "
+        "job it serves. A rank that would wait for a job it runs later itself is reported here too.",
+        sched(
+            """
+            order {
+                backward(mb = 0)
+                forward * microbatches
+                backward * (microbatches - 1)
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S104": Explanation(
+        "Each rank runs the optimizer once, as its last job: it applies the gradients every micro-batch accumulated.",
+        sched(
+            """
+            order {
+                forward * microbatches
+                optimizer
+                backward * microbatches
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S105": Explanation(
+        "Run together, the ranks wait for each other in a cycle: each waits to receive an activation or gradient "
+        "that the next one sends only later. The notes give the cycle and the rank x step grid with the job each "
+        "rank is stuck at. With `--rendezvous` a send also waits for its receive.",
+        sched(
+            """
+            order {
+                if rank == 0 {
+                    repeat microbatches { forward backward }
+                } else {
+                    forward * microbatches
+                    backward * microbatches
+                }
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                let warmup = min(pp - rank - 1, microbatches)
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S106": Explanation(
+        "A rank holds more in-flight activations than its `memory limit` (or `--memory-limit`): a forward allocates "
+        "its activations and its backward frees them, so each forward run ahead of a backward adds to the peak.",
+        sched(
+            """
+            memory limit = pp - rank
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            memory limit = pp - rank
+
+            order {
+                let warmup = min(pp - rank - 1, microbatches)
+                forward * warmup
+                repeat microbatches - warmup { forward backward }
+                backward * warmup
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S107": Explanation(
+        "Micro-batches are numbered 0 .. microbatches - 1. A job with another number (an explicit `mb = K`, or a "
+        "counter run past the end) does not exist at these sizes.",
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward(mb = microbatches)
+                backward * (microbatches - 1)
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward(mb = microbatches - 1)
+                backward * (microbatches - 1)
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S108": Explanation(
+        "Each rank holds chunks 0 .. vpp - 1. A job on another chunk does not exist at these sizes: the chunk "
+        "expression, or the `chunk` loop, goes past `vpp`.",
+        sched(
+            """
+            order {
+                for chunk in 0 .. 2 { forward * microbatches }
+                for c in 0 .. 2 { backward(chunk = 1 - c) * microbatches }
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                for chunk in 0 .. vpp { forward * microbatches }
+                for c in 0 .. vpp { backward(chunk = vpp - 1 - c) * microbatches }
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S109": Explanation(
+        "`placement stage = EXPR` must give every (rank, chunk) its own global stage, covering 0 .. pp * vpp - 1 "
+        "exactly once.",
+        sched(
+            """
+            placement stage = rank
+            order {
+                for chunk in 0 .. vpp { forward * microbatches }
+                for c in 0 .. vpp { backward(chunk = vpp - 1 - c) * microbatches }
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4 --vpp 2",
+        ),
+        sched(
+            """
+            placement stage = rank * vpp + chunk
+            order {
+                for chunk in 0 .. vpp { forward * microbatches }
+                for c in 0 .. vpp { backward(chunk = vpp - 1 - c) * microbatches }
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4 --vpp 2",
+        ),
+    ),
+    "S110": Explanation(
+        "A `repeat` count, a `* N` count or a `for` range evaluates to a negative number, or to more iterations "
+        "than any complete schedule needs at these sizes. A count that can go negative for some sizes needs "
+        "`max(0, ...)` or a `require`.",
+        sched(
+            """
+            order {
+                forward * (pp - rank - 2)
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S111": Explanation(
+        "Evaluating an expression at these sizes divides by zero, or makes a number too large to use.",
+        sched(
+            """
+            order {
+                let per_rank = microbatches // (rank - 1)
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                let per_rank = microbatches // max(1, rank - 1)
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S112": Explanation(
+        "A schedule written as `table`s has rows for the sizes its tables are for: the first table whose `when` "
+        "holds is used, and it needs a row for every rank. None fits the sizes given.",
+        sched(
+            """
+            table {
+                rank 0: F0 F1 B0 B1 optimizer
+                rank 1: F0 B0 F1 B1 optimizer
+            }
+            """,
+            "--pp 4 -m 2",
+        ),
+        sched(
+            """
+            table {
+                rank 0: F0 F1 B0 B1 optimizer
+                rank 1: F0 B0 F1 B1 optimizer
+            }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "S113": Explanation(
+        "A rank's order may take a number of evaluation steps (a statement, or a function call) proportional to "
+        "the jobs the rank owns at these sizes: 16 per job plus 65,536. Far more than any schedule needs, it stops "
+        "an order whose loops run away (loops inside loops multiply) in well under a second, at the loop that "
+        "runs out.",
+        sched(
+            """
+            order {
+                for a in 0 .. 4000 {
+                    for b in 0 .. 4000 {
+                        if a == 0 and b == 0 { forward * microbatches backward * microbatches }
+                    }
+                }
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+        sched(
+            """
+            order {
+                forward * microbatches
+                backward * microbatches
+                optimizer
+            }
+            """,
+            "--pp 2 -m 4",
+        ),
+    ),
+    "S114": Explanation(
+        "`ppdsl synth` found no schedule within the memory limit, because there is none: a rank's first stage keeps "
+        "a micro-batch's activation until its backward there, which comes after the micro-batch's forwards on all "
+        "of the rank's later stages, so every schedule holds one micro-batch's forwards on all of a rank's stages "
+        "at once (two chunk activations for a V). The message says how much that is.",
+        cmd("ppdsl synth --pp 4 -m 8 --vpp 2 --placement vshape --memory-limit 1.5 --time-limit 1 -o found.sched"),
+        cmd("ppdsl synth --pp 4 -m 8 --vpp 2 --placement vshape --memory-limit 2 --time-limit 1 -o found.sched"),
+    ),
+}

@@ -1,0 +1,123 @@
+"""Bounded evaluation: the job limit (refused before anything runs, in the analysis layer, so every command and
+the Python API inherit it) and the evaluation budget (proportional to the jobs the sizes need)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+import ppdsl
+from ppdsl.analysis.expand import (
+    BUDGET_PER_JOB,
+    DEFAULT_MAX_JOBS,
+    _fail,
+    bind_params,
+    evaluation_budget,
+    expand,
+    least_jobs,
+)
+from ppdsl.analysis.scenario import Scenario
+from ppdsl.cli import app
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.library import library_files
+from ppdsl.language.resolve import load, resolve_text
+
+NESTED = """
+order {
+    for a in 0 .. 4000 {
+        for b in 0 .. 4000 {
+            for c in 0 .. 4000 {
+                if a == 0 and b == 0 and c == 0 { forward * microbatches backward * microbatches }
+            }
+        }
+    }
+    optimizer
+}
+"""
+
+
+def codes(fn) -> list[str]:
+    with pytest.raises(DiagnosticError) as err:
+        fn()
+    return [d.code for d in err.value.diagnostics]
+
+
+def test_the_default_limit_covers_the_largest_sizes_it_promises():
+    # pp=64, vpp=4, microbatches=4096 with four jobs per micro-batch (receive, forward, backward, send)
+    assert 4 * 64 * 4 * 4096 + 64 <= DEFAULT_MAX_JOBS
+    assert least_jobs(64, 4, 4096) == 2 * 64 * 4 * 4096 + 64
+
+
+def test_sizes_over_the_limit_are_refused_up_front_with_the_count():
+    start = time.perf_counter()
+    result = Scenario("1f1b", pp=100_000, microbatches=100_000).check()
+    assert time.perf_counter() - start < 0.5
+    (diag,) = result.diagnostics
+    assert diag.code == "E015" and "20,000,100,000 jobs" in diag.message and "--max-jobs 20000100000" in diag.help
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda: ppdsl.expand("1f1b", pp=100_000, microbatches=100_000),
+        lambda: ppdsl.simulate("1f1b", pp=100_000, microbatches=100_000),
+        lambda: ppdsl.compile("1f1b", pp=100_000, microbatches=100_000, literal=True),
+        lambda: Scenario("fthenb", pp=64, microbatches=1 << 20, vpp=1024).expansion(),  # pp * vpp alone is 2^16
+    ],
+)
+def test_every_way_in_is_under_the_limit(run):
+    assert codes(run) == ["E015"]
+
+
+def test_the_limit_can_be_raised_and_an_order_running_past_it_is_refused():
+    assert Scenario("1f1b", pp=4, microbatches=8, max_jobs=67).check().diagnostics[0].code == "E015"  # least 68
+    over = Scenario("1f1b", pp=4, microbatches=8, max_jobs=100).check()  # 1F1B runs 132
+    assert [d.code for d in over.diagnostics] == ["E015"] and "runs 132 jobs" in over.diagnostics[0].message
+    assert Scenario("1f1b", pp=4, microbatches=8, max_jobs=132).check().valid
+
+
+def test_max_jobs_on_the_command_line(in_repo):
+    runner = CliRunner()
+    for command in ("check", "expand", "show", "trace", "compile"):
+        args = [command, "1f1b", "--pp", "4", "-m", "8", "--max-jobs", "50"]
+        result = runner.invoke(app, args + (["-o", "-"] if command == "compile" else []))
+        assert result.exit_code == 2 and "error[E015]" in result.stderr, command
+    assert runner.invoke(app, ["check", "1f1b", "--pp", "4", "-m", "8", "--max-jobs", "132"]).exit_code == 0
+
+
+@pytest.mark.parametrize(("pp", "m", "vpp"), [(4, 8, 1), (64, 4096, 4)])
+def test_runaway_loops_stop_at_the_loop_in_milliseconds(pp, m, vpp):
+    defn = resolve_text(NESTED, "nested.sched")
+    start = time.perf_counter()
+    with pytest.raises(DiagnosticError) as err:
+        expand(defn, pp, m, vpp)
+    assert time.perf_counter() - start < 0.5
+    (diag,) = err.value.diagnostics
+    assert diag.code == "S113" and diag.span.line == 5  # the innermost loop, where the budget runs out
+    assert f"{evaluation_budget(5, vpp, m):,} evaluation steps" in diag.message
+
+
+def test_the_library_needs_a_fraction_of_its_budget():
+    """Steps per job a rank can own, over a sweep of the library: under 4 (function calls count), far below the
+    budget's 16."""
+    worst = 0.0
+    for path in library_files():
+        defn = load(path)
+        if defn.order_fn is None:
+            continue
+        for pp in (1, 2, 4, 8):
+            for vpp in (1, 2, 4):
+                for m in (1, 2, pp, 2 * pp + 1, 64):
+                    env = {"pp": pp, "vpp": vpp, "microbatches": m, **bind_params(defn, {})}
+                    if not all(r.check(env) for r in defn.requires):
+                        continue
+                    ntypes = len(defn.job_types)
+                    for rank in range(pp):
+                        counters = [[0] * vpp for _ in range(ntypes)]
+                        budget = 1 << 40
+                        args = (pp, vpp, m, rank, *(env[p] for p in defn.params), [], [], counters, vpp, ntypes)
+                        left = defn.order_fn(*args, 1 << 40, _fail, budget)
+                        worst = max(worst, (budget - left) / (ntypes * vpp * m))
+    assert 0 < worst < 4 <= BUDGET_PER_JOB / 4
