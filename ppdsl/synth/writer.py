@@ -179,14 +179,18 @@ def table_text(problem: Problem, orders: list[Order]) -> list[str]:
 def sched_text(problem: Problem, orders: list[Order], header: Header) -> str:
     used = {t for order in orders for t, _, _ in order}
     costs_in_file = costs_fit_in_file(problem)
+
+    def paragraph(lines: list[str]) -> list[str]:
+        return textwrap.wrap(" ".join(lines), WIDTH, break_on_hyphens=False)
+
     doc = [
         f"Synthesized by `ppdsl synth` for pp={problem.pp}, microbatches={problem.microbatches}, vpp={problem.vpp}.",
         "",
-        *header.inputs,
+        *paragraph(header.inputs),
         "",
-        *header.result,
+        *paragraph(header.result),
         "",
-        *header.found_by,
+        *paragraph(header.found_by),
         "",
         f"Regenerate: {header.command}",
         f"Check:      {header.check}",
