@@ -105,11 +105,9 @@ class PipelineTrainer:
             microbatches=m,
         )
         self.scope = paddle.static.Scope()
-        place = paddle.CPUPlace()
-        with paddle.static.scope_guard(self.scope):
-            paddle.static.Executor(place).run(self.program.startup)
+        self.program.run_startup(paddle, self.scope)
         # one executor per scope: two executors on one scope can crash in FetchTensors
-        self.executor = paddle.static.Executor(place)
+        self.executor = paddle.static.Executor(paddle.CPUPlace())
         self.executor._set_plan(self.built.plan)
         self.state_names = startup_state_names(self.program.startup)
 
@@ -211,8 +209,8 @@ def reference_run(
     scope = paddle.static.Scope()
     exe = paddle.static.Executor(paddle.CPUPlace())
     losses = []
+    full.run_startup(paddle, scope)
     with paddle.static.scope_guard(scope):
-        exe.run(full.startup)
         for name, value in initial.items():
             var = scope.find_var(name)
             if var is not None:

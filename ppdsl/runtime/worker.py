@@ -154,7 +154,7 @@ class RankProcess:
         place = self.place = paddle.CPUPlace()
         self.root = paddle.static.Scope()
         self.exe = paddle.static.Executor(place)
-        self.exe.run(self.program.startup, scope=self.root)
+        self.program.run_startup(paddle, self.root, place)
         self.executors: dict[tuple, object] = {}
         self.first_step = self._resume()
         self.mb_scopes = [self.root.new_scope() for _ in range(exp.microbatches)]
@@ -200,8 +200,7 @@ class RankProcess:
         self._build_program(p2p={(s, d): Link(s, d, g.id, (min(s, d), max(s, d))) for (s, d), g in self.groups.items()})
         place = self.place = paddle.CUDAPlace(paddle.distributed.ParallelEnv().dev_id)
         self.root = paddle.static.Scope()
-        with paddle.static.scope_guard(self.root):
-            paddle.static.Executor(place).run(self.program.startup)
+        self.program.run_startup(paddle, self.root, place)
         self.first_step = self._resume()
         self.exe = paddle.static.Executor(place)
         self.exe._set_plan(self.built.plan)

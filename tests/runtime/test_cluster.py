@@ -30,7 +30,7 @@ runner = CliRunner()
 
 
 def _single_process(stem, pp, m, vpp, tmp_path):
-    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
     exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)
