@@ -49,7 +49,7 @@ def _lib(stem):
 
 
 def _trainer(exp, optimizer="sgd", model=None, batch_size=None):
-    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig
 
     config = TrainConfig(batch_size=batch_size or 2 * exp.microbatches, lr=0.05, optimizer=optimizer, seed=3)
@@ -62,7 +62,7 @@ def test_every_library_schedule_is_tested():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c[:4])))
 def test_schedule_trains_like_the_full_batch_run(case):
-    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.train import reference_run, train
 
     stem, pp, m, vpp, *rest = case
@@ -97,8 +97,8 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
     """On the same program (one rank's chunks), ppdsl's plan and Paddle's `apply_pass` plan run the same jobs."""
     from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
 
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
-    from ppdsl.runtime.model import BUILTIN
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
     from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
@@ -141,7 +141,7 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
 
 
 def test_stream_and_priority_rules_are_set_on_ops():
-    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.builtin_models import BUILTIN
 
     src = (
         'rule "pd_op.gelu" in forward { stream = "gelu_stream" priority = pp + 1 attr ppdsl_marked = true }\n'
@@ -280,44 +280,3 @@ def test_default_run_trains(in_repo):
     assert result.exit_code == 0, result.output
     assert "1F1B" in result.stdout and "132 jobs per step" in result.stdout
     assert "simulated bubble" in result.stdout
-
-
-class _RecordingJob:
-    """Duck-typed `core.Job` that remembers its skip-GC set (the real one has no getter)."""
-
-    def __init__(self, job_type: str, mb: int):
-        self._type, self._mb, self.skip = job_type, mb, None
-
-    def type(self):
-        return self._type
-
-    def micro_batch_id(self):
-        return self._mb
-
-    def set_skip_gc_vars(self, names):
-        self.skip = set(names)
-
-
-@pytest.mark.parametrize(
-    ("stem", "pp", "m", "vpp", "split"), [("1f1b", 2, 4, 1, False), ("vpp", 2, 4, 2, False), ("zbv", 2, 4, 2, True)]
-)
-def test_skip_gc_keeps_at_least_what_paddle_keeps(stem, pp, m, vpp, split):
-    from paddle.distributed.passes.pass_utils import set_skip_gc_vars as paddles
-
-    from ppdsl.runtime.skip_gc import set_skip_gc_vars as ours
-
-    trainer = _trainer(expand(_lib(stem), pp, m, vpp))
-    programs = trainer.built.programs
-    sequence = [name.rsplit("#", 1) for name in trainer.built.job_names]
-    mine = [_RecordingJob(t, int(mb)) for t, mb in sequence]
-    theirs = [_RecordingJob(t, int(mb)) for t, mb in sequence]
-    ours(m, list(programs), list(programs.values()), mine)
-    paddles(m, list(programs), list(programs.values()), theirs)
-    assert all(a >= b for a, b in zip((j.skip for j in mine), (j.skip for j in theirs), strict=True))
-    if split:
-        # what Paddle frees too early: values of backward_b's that backward_w reads later (skip_gc.py)
-        bw_reads = set().union(
-            *(set(p.global_block().kwargs()) for n, p in programs.items() if n.startswith("backward_w"))
-        )
-        extra = set().union(*(a - b for a, b in zip((j.skip for j in mine), (j.skip for j in theirs), strict=True)))
-        assert extra & bw_reads
