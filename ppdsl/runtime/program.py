@@ -18,6 +18,7 @@ from ppdsl.runtime.model import Model, ModelContext
 FORWARD_ROLE, BACKWARD_ROLE, OPTIMIZE_ROLE = 0, 1, 2
 LOSS_NAME = "ppdsl.loss"
 MERGE_SUFFIX = "@GRAD@MERGE"
+UNSEEDED_STANDIN = 2**31 - 1  # the program seed used for seed 0
 
 
 @dataclass
@@ -67,7 +68,9 @@ def build_training_program(
     from paddle.base.framework import pir_chunk_id_guard, pir_op_role_guard
 
     main, startup = paddle.static.Program(), paddle.static.Program()
-    main.random_seed = startup.random_seed = seed
+    # Paddle's initializers read a program seed of 0 as "unseeded" (a different initialisation in every process);
+    # `--seed 0` must be as reproducible as any other seed
+    main.random_seed = startup.random_seed = seed if seed else UNSEEDED_STANDIN
     ctx = ModelContext(paddle, micro_batch_size, num_stages, seed)
     with paddle.static.program_guard(main, startup):
         with pir_op_role_guard(FORWARD_ROLE):
