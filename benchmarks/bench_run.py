@@ -86,10 +86,11 @@ PAIRS = [("FThenB", "fthenb", 1), ("1F1B", "1f1b", 1), ("VPP", "vpp", 2)]
 EMULATED = [("fthenb", 1, 1), ("1f1b", 4, 1), ("interleaved1f1b", 4, 2), ("zbv", 4, 2)]
 # part 1b: a split schedule and its unsplit counterpart, (label, schedule, vpp, params), every rank of pp=SPLIT_PP
 SPLIT_PP = 2
+# (split, unsplit, micro-batches: None for --microbatches; Paddle's VPP splits only where microbatches == pp)
 SPLIT_PAIRS = [
-    (("ZB-H1", "zbh1", 1, None), ("1F1B", "1f1b", 1, None)),
-    (("VPP split", "vpp", 2, {"split_backward": True}), ("VPP", "vpp", 2, None)),
-    (("ZB-V", "zbv", 2, None), ("Interleaved 1F1B", "interleaved1f1b", 2, None)),
+    (("ZB-H1", "zbh1", 1, None), ("1F1B", "1f1b", 1, None), None),
+    (("VPP split", "vpp", 2, {"split_backward": True}), ("VPP", "vpp", 2, None), SPLIT_PP),
+    (("ZB-V", "zbv", 2, None), ("Interleaved 1F1B", "interleaved1f1b", 2, None), None),
 ]
 # part 4: (schedule, pp, vpp) whose measured memory is compared with the estimate, on the built-in model
 MEMORY_CASES = [("1f1b", 4, 1), ("zbh1", 4, 1), ("zbv", 4, 2)]
@@ -458,10 +459,10 @@ def bench_pair(paddle, model: Model, mode: str, stem: str, vpp: int, args) -> di
     }
 
 
-def _skip_gc_bytes(paddle, model: Model, stem: str, vpp: int, params, args) -> dict[str, Any]:
+def _skip_gc_bytes(paddle, model: Model, stem: str, vpp: int, params, m: int, args) -> dict[str, Any]:
     """Bytes micro-batch 0's forward jobs, and its backward_b jobs, keep alive in ppdsl's plan for every rank of
     pp=SPLIT_PP (rank=None): the split schedules split only where a rank has a bubble to fill."""
-    m, mbs = args.microbatches, args.micro_batch_size
+    mbs = args.micro_batch_size
     exp = expand(_schedule(stem), SPLIT_PP, m, vpp, params)
     program = build_training_program(
         paddle, model, micro_batch_size=mbs, num_stages=exp.nstages, microbatches=m, lr=args.lr, seed=args.seed
@@ -493,14 +494,16 @@ def _skip_gc_bytes(paddle, model: Model, stem: str, vpp: int, params, args) -> d
 def bench_split_bytes(paddle, model: Model, args) -> list[dict[str, Any]]:
     """Split schedules against their unsplit counterparts: what skip-GC keeps for micro-batch 0 (no target)."""
     rows = []
-    for split, whole in SPLIT_PAIRS:
-        a = _skip_gc_bytes(paddle, model, *split[1:], args)
-        b = _skip_gc_bytes(paddle, model, *whole[1:], args)
+    for split, whole, microbatches in SPLIT_PAIRS:
+        m = microbatches or args.microbatches
+        a = _skip_gc_bytes(paddle, model, *split[1:], m, args)
+        b = _skip_gc_bytes(paddle, model, *whole[1:], m, args)
         rows.append(
             {
                 "split": split[0],
                 "unsplit": whole[0],
                 "vpp": split[2],
+                "microbatches": m,
                 "split_forward_bytes": a["forward_bytes"],
                 "split_backward_b_bytes": a["backward_b_bytes"],
                 "splits": a["split"],
@@ -879,7 +882,8 @@ def print_report(report: dict[str, Any]) -> None:
     for i, r in enumerate(report["split_bytes"]):
         table.add_row(
             "1b split vs unsplit" if i == 0 else "",
-            f"{r['split']} / {r['unsplit']} pp={SPLIT_PP} vpp={r['vpp']}: kept by micro-batch 0's forwards",
+            f"{r['split']} / {r['unsplit']} pp={SPLIT_PP} vpp={r['vpp']} m={r['microbatches']}: "
+            "kept by micro-batch 0's forwards",
             f"{r['split_forward_bytes'] / 1024:.0f} / {r['unsplit_forward_bytes'] / 1024:.0f} KiB",
         )
         table.add_row(

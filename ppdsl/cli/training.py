@@ -301,6 +301,8 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
             "step_seconds": result.step_seconds,
             "comm_seconds": {str(k): v for k, v in result.comm_seconds.items()},
             "parameters": checksum(result.parameters),
+            # not measured here: a rank process moves values through its own buffers, not the plan's skip-GC
+            "peak_bytes": None,
         }
         write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
     return EXIT_VALID

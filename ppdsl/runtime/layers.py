@@ -28,8 +28,6 @@ import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
-SPLITS = ("uniform", "params")
-
 
 def pipeline_error(message: str, help: str = "") -> DiagnosticError:
     return DiagnosticError([Diagnostic("E039", message, help=help)])
