@@ -23,7 +23,7 @@ For each case (1F1B at pp=2 and pp=4, VPP with vpp=2 at pp=2; one node, ``--npro
    against one ``Executor.run`` per job here); with more processes than cores (pp=4 on 2 cores) those costs are
    also shown scaled by processes / cores (time slicing) and unscaled (pp devices).
 
-Model: the built-in tiny_lm at a size where compute matters (``--hidden 64 --seq-len 32 --layers 8``, batch 64 =
+Model: the built-in tiny_mlp at a size where compute matters (``--hidden 64 --seq-len 32 --layers 8``, batch 64 =
 8 micro-batches of 8; the CLI's built-in config is smaller, so the processes get it as ``--model`` from a module
 written to a temporary directory on PYTHONPATH).  The processes import ppdsl from this checkout (PYTHONPATH).
 
@@ -87,20 +87,20 @@ def _median(xs: list[float]) -> float | None:
 
 
 def _write_model_module(directory: Path, args) -> None:
-    """The built-in tiny_lm at the benchmark's size, importable as MODEL_MODULE:build (with make_batch)."""
-    text = f'''"""tiny_lm at bench_cluster's size (written by benchmarks/bench_cluster.py)."""
+    """The built-in tiny_mlp at the benchmark's size, importable as MODEL_MODULE:build (with make_batch)."""
+    text = f'''"""tiny_mlp at bench_cluster's size (written by benchmarks/bench_cluster.py)."""
 
-from ppdsl.runtime.model import TinyLMConfig, tiny_lm, tiny_lm_batch
+from ppdsl.runtime.builtin_models import MLPConfig, synthetic_text, tiny_mlp
 
-CONFIG = TinyLMConfig(vocab={args.vocab}, seq_len={args.seq_len}, hidden={args.hidden}, layers={args.layers})
+CONFIG = MLPConfig(vocab={args.vocab}, seq_len={args.seq_len}, hidden={args.hidden}, layers={args.layers})
 
 
 def build(ctx):
-    return tiny_lm(ctx, CONFIG)
+    return tiny_mlp(ctx, CONFIG)
 
 
 def make_batch(step, batch_size, seed):
-    return tiny_lm_batch(step, batch_size, seed, CONFIG)
+    return synthetic_text(step, batch_size, seed, CONFIG.vocab, CONFIG.seq_len)
 '''
     (directory / f"{MODEL_MODULE}.py").write_text(text)
 
@@ -541,7 +541,7 @@ def print_report(report: dict[str, Any]) -> None:
     console.print(table)
     cfg = report["config"]
     console.print(
-        f"model: tiny_lm hidden {cfg['hidden']}, layers {cfg['layers']}, seq {cfg['seq_len']}, vocab {cfg['vocab']}; "
+        f"model: tiny_mlp hidden {cfg['hidden']}, layers {cfg['layers']}, seq {cfg['seq_len']}, vocab {cfg['vocab']}; "
         f"batch {cfg['batch_size']} = {cfg['microbatches']} micro-batches; Adam lr {cfg['lr']}; {cfg['steps']} steps "
         f"(first skipped), {cfg['profile_steps']} more profiled in the emulation. Errors: (simulated - measured) / "
         f"measured step. {report['cores']} cores; load average (1 min) before / after: "

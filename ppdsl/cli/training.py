@@ -27,6 +27,7 @@ from ppdsl.cli.common import VPP, Params, diagnosed, err, out, usage_error
 from ppdsl.common.codes import EXIT_VALID
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.files import write_atomic
+from ppdsl.common.units import format_bytes
 from ppdsl.language.library import find_schedule
 
 
@@ -94,7 +95,8 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     build_seconds = time.perf_counter() - t0
     if opts.resume is not None:
         start = trainer.resume(opts.resume)
-        out.print(f"resumed from `{opts.resume}` at step {start}")
+        left = max(opts.steps - start, 0)
+        out.print(f"resumed from `{opts.resume}` at step {start} of {opts.steps}: {left} to go")
 
     out.print(
         f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
@@ -112,7 +114,7 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     )
     losses_seen: list[float] = []
     with progress:
-        task = progress.add_task("train", total=opts.steps, loss="-")
+        task = progress.add_task("train", total=opts.steps, completed=trainer.step_index, loss="-")
 
         def on_step(step: int, loss) -> None:
             mean = float(loss.mean())
@@ -128,11 +130,12 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
             save_dir=opts.save_dir,
             save_every=opts.save_every,
             profile_steps=opts.profile_steps if opts.profile else 0,
+            memory=opts.summary_json is not None or opts.profile is not None,
         )
 
     _print_summary(out, exp, sim, run, build_seconds)
     if opts.summary_json is not None:
-        _write_summary(opts, exp, run, checksum(run.parameters))
+        _write_summary(opts, exp, model.name, run, checksum(run.parameters))
     if opts.profile is not None:
         _write_profile(opts, exp, run)
         out.print(f"profile of the last {min(opts.profile_steps, opts.steps)} steps: `{opts.profile}`")
@@ -155,8 +158,23 @@ def _write_profile(opts: RunOptions, exp, run) -> None:
         "wall_seconds": run.profiled_seconds,
         "emulated_on_one_process": True,
     }
-    trace = jobs_trace(run.profile or [], exp.pp, 1e6, meta)
+    trace = jobs_trace(run.profile or [], exp.pp, 1e6, meta, held_bytes=_held_track(run))
     write_atomic(opts.profile, trace_text(trace))
+
+
+def _held_track(run) -> list[tuple[int, float, int]]:
+    """(rank, seconds, bytes) at the end of every profiled job: the held bytes measured at the same job of the
+    memory step (every step runs the plan's jobs in one order)."""
+    if run.memory is None or not run.profile or not run.memory.samples:
+        return []
+    per_step = len(run.memory.samples)
+    ends = sorted(job.end for job in run.profile)
+    return [
+        (rank, end, held[rank])
+        for k, end in enumerate(ends)
+        for held in [run.memory.samples[k % per_step][1]]
+        for rank in range(len(held))
+    ]
 
 
 def _print_summary(out: Console, exp, sim, run, build_seconds: float) -> None:
@@ -177,10 +195,13 @@ def _print_summary(out: Console, exp, sim, run, build_seconds: float) -> None:
     table.add_row("simulated bubble", f"{sim.bubble_ratio:.1%} (makespan {sim.makespan:g} in cost units)")
     peaks = ", ".join(f"{s.peak_activations:g}" for s in sim.ranks)
     table.add_row("peak activations", f"{peaks} (per rank, in micro-batch activations)")
+    if run.memory is not None:
+        held = ", ".join(format_bytes(b) for b in run.memory.peak)
+        table.add_row("peak held", f"{held} (per rank, measured at job boundaries)")
     out.print(table)
 
 
-def _write_summary(opts: RunOptions, exp, run, sums) -> None:
+def _write_summary(opts: RunOptions, exp, model_name: str, run, sums) -> None:
 
     data = {
         "schedule": exp.defn.name,
@@ -189,7 +210,7 @@ def _write_summary(opts: RunOptions, exp, run, sums) -> None:
         "vpp": exp.vpp,
         "microbatches": exp.microbatches,
         "params": exp.params,
-        "model": opts.model or "tiny_lm",
+        "model": model_name,
         "batch_size": opts.batch_size,
         "lr": opts.lr,
         "optimizer": opts.optimizer,
@@ -200,6 +221,8 @@ def _write_summary(opts: RunOptions, exp, run, sums) -> None:
         "plan_build_seconds": run.build_seconds,
         "jobs_per_step": run.jobs_per_step,
         "parameters": sums,
+        # activation bytes each rank holds at its fullest, measured at job boundaries (see ppdsl/runtime/profile.py)
+        "peak_bytes": run.memory.peak if run.memory is not None else None,
     }
     write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
 
@@ -215,10 +238,16 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     if launch.dry_run:
         out.print(dry_run_text(exp, launch, launch_command(launch, launch.run_dir / "spec.json")), markup=False, end="")
         return EXIT_VALID
-    if opts.model is not None:
-        from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.model import load_model
 
-        load_model(opts.model)  # a bad model path fails here, before any process starts
+    model = load_model(opts.model)  # a bad model path fails here, before any process starts
+    if opts.resume is not None:  # and so does a checkpoint of another run
+        from ppdsl.runtime.train import read_checkpoint, resume_files, run_identity
+
+        identity = run_identity(exp, model.name, opts.batch_size)
+        local = range(launch.node_rank * launch.nproc_per_node, (launch.node_rank + 1) * launch.nproc_per_node)
+        for path in resume_files(opts.resume, local):
+            read_checkpoint(path, identity)
     spec = {
         "schedule": str(Path(opts.schedule).resolve()),
         "pp": exp.pp,
@@ -273,6 +302,8 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
             "step_seconds": result.step_seconds,
             "comm_seconds": {str(k): v for k, v in result.comm_seconds.items()},
             "parameters": checksum(result.parameters),
+            # not measured here: a rank process moves values through its own buffers, not the plan's skip-GC
+            "peak_bytes": None,
         }
         write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
     return EXIT_VALID
@@ -297,7 +328,9 @@ def run_cmd(
     microbatches: Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")] = 8,
     vpp: VPP = 1,
     param: Params = None,
-    steps: Annotated[int, typer.Option("--steps", help="Training steps.")] = 30,
+    steps: Annotated[
+        int, typer.Option("--steps", help="Training steps in all (a resumed run ends at the same step).")
+    ] = 30,
     model: Annotated[
         str | None, typer.Option("--model", help="`module:function` building the forward pass (see README).")
     ] = None,

@@ -9,7 +9,8 @@ Layout of a written trace (open it in https://ui.perfetto.dev or chrome://tracin
   its receive;
 * a compute event is named by its job label (`F3.c1`, `I2`, `optimizer`) and carries
   `args = {type, chunk, microbatch, stage, step}`: what `read_trace` needs. A measured profile
-  (`ppdsl run --profile`) is the same without the communication tracks: `jobs_trace` writes job records alone.
+  (`ppdsl run --profile`) is the same without the communication tracks: `jobs_trace` writes job records alone,
+  and a counter track per rank (ph "C", `held bytes`) with the bytes it holds at the end of each job.
 
 Time: trace timestamps are microseconds. Simulated costs are abstract units, written as 1 unit = 1 ms; costs
 from a cost file (`--costs`, measured by `ppdsl calibrate`) are seconds unless the file says otherwise
@@ -32,6 +33,7 @@ from ppdsl.reports.simulate import Simulation
 
 COMPUTE_TID, SEND_TID = 0, 1
 RECV_TID_BASE = 2  # + source rank: one receive track per sender (see `build_trace`)
+HELD_COUNTER = "held bytes"  # the counter track of measured memory (`jobs_trace`)
 
 
 def _metadata(ranks: int, links: Iterable[tuple[int, int]] = ()) -> list[dict[str, Any]]:
@@ -77,11 +79,26 @@ def job_events(jobs: Iterable[JobRecord], us: float) -> list[dict[str, Any]]:
     ]
 
 
-def jobs_trace(jobs: Sequence[JobRecord], ranks: int, us: float, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def jobs_trace(
+    jobs: Sequence[JobRecord],
+    ranks: int,
+    us: float,
+    meta: dict[str, Any] | None = None,
+    held_bytes: Iterable[tuple[int, float, int]] = (),
+) -> dict[str, Any]:
     """A trace of job records alone, e.g. measured ones (`ppdsl run --profile`: times in seconds, us = 1e6).
-    `read_trace` gives the same records back."""
+    `held_bytes` (rank, time, bytes) becomes a counter track per rank, `held bytes`. `read_trace` gives the same
+    records back."""
     other = {"us_per_unit": us, "time_unit": unit_name(us), **(meta or {})}
-    return {"traceEvents": _metadata(ranks) + job_events(jobs, us), "displayTimeUnit": "ms", "otherData": other}
+    counters = [
+        {"name": HELD_COUNTER, "ph": "C", "pid": rank, "tid": COMPUTE_TID, "ts": t * us, "args": {"bytes": held}}
+        for rank, t, held in held_bytes
+    ]
+    return {
+        "traceEvents": _metadata(ranks) + job_events(jobs, us) + counters,
+        "displayTimeUnit": "ms",
+        "otherData": other,
+    }
 
 
 def build_trace(sim: Simulation, us: float = US_PER_COST_UNIT, measured_units: bool = False) -> dict[str, Any]:

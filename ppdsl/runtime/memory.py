@@ -1,9 +1,10 @@
 """Activation memory from the real program: what each (job type, stage) allocates and frees, in bytes.
 
 Paddle's `PipelineMemoryEstimator` (pass_utils) does this for the old IR only. Here the same idea on PIR, read
-off the split job programs: a value a backward-side job of stage s reads from an earlier job (a block keyword
-argument of its program that is neither persistable nor read only for its shape) is an activation stage s
-keeps from its forward until its last backward reader. So
+off the split job programs: a value a backward-side job of stage s reads the data of from an earlier job (a block
+keyword argument of its program, not persistable, that one of its ops takes as an input needing the buffer: the
+rule skip-GC keeps values by, `skip_gc.data_reads`) is an activation stage s keeps from its forward until its
+last backward reader. So
 
     forward@s     allocates every such value its stage's backward jobs read
     backward@s    frees them all
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.runtime.skip_gc import data_reads
 
 BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
@@ -37,7 +39,7 @@ class StageMemory:
     saved_for_backward: int  # what the forward keeps until the backward (the classic activation memory)
 
 
-def _nbytes(value) -> int:
+def value_bytes(value) -> int:
     dtype = str(value.dtype).replace("paddle.", "")
     shape = [d for d in value.shape]
     if any(d < 0 for d in shape):
@@ -45,32 +47,29 @@ def _nbytes(value) -> int:
     return int(np.prod(shape, dtype=np.int64)) * DTYPE_BYTES.get(dtype, 4)
 
 
-def _producers(programs: dict[str, object]) -> dict[str, str]:
-    """Published value name -> the job type (program name) that computes it."""
-    out = {}
+def _producers(programs: dict[str, object]) -> dict[str, set[str]]:
+    """Published value name -> the job programs that compute it (a whole `backward` and its `backward_b` both
+    compute what backward_b hands to backward_w)."""
+    out: dict[str, set[str]] = defaultdict(set)
     for name, program in programs.items():
         for op in program.global_block().ops:
             if op.name() == "builtin.shadow_output":
-                out.setdefault(op.attrs()["output_name"], name)
+                out[op.attrs()["output_name"]].add(name)
     return out
 
 
-def _reads(program, no_need_buffer: set[str]) -> dict[str, int]:
-    """Non-persistable values a program reads from earlier jobs, with their sizes."""
-    block = program.global_block()
-    out = {}
-    for name, value in block.kwargs().items():
-        if value.persistable or name in no_need_buffer:
-            continue
-        out[name] = _nbytes(value)
-    return out
+def _reads(program) -> dict[str, int]:
+    """Non-persistable values a program reads the data of from earlier jobs, with their sizes."""
+    data = data_reads(program)
+    return {
+        name: value_bytes(value)
+        for name, value in program.global_block().kwargs().items()
+        if not value.persistable and name in data
+    }
 
 
 def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
     """Per stage, from emulation job programs named `<type>@<stage>` (`ppdsl.runtime.plan.build_plan`)."""
-    from paddle.base import core
-
-    no_need = {k: set(names) for k, names in core.get_no_need_buffer_values(programs).items()}
     producers = _producers(programs)
     by_stage: dict[int, dict[str, object]] = defaultdict(dict)
     for name in programs:
@@ -79,15 +78,15 @@ def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
             by_stage[int(stage)][job_type] = name
     result = {}
     for stage, types in by_stage.items():
-        reads = {t: _reads(programs[types[t]], no_need.get(types[t], set())) for t in BACKWARD_SIDE if t in types}
+        reads = {t: _reads(programs[types[t]]) for t in BACKWARD_SIDE if t in types}
         from_forward: dict[str, int] = {}
         b_to_w: dict[str, int] = {}
         for t, values in reads.items():
             for name, size in values.items():
-                producer = producers.get(name, "")
-                if producer.startswith("forward@") or producer.startswith("recv_forward@") or producer == "":
+                made_by = producers.get(name, set())
+                if not made_by or any(p.startswith(("forward@", "recv_forward@")) for p in made_by):
                     from_forward[name] = size
-                elif producer == types.get("backward_b") and t == "backward_w":
+                elif types.get("backward_b") in made_by and t == "backward_w":
                     b_to_w[name] = size
         read_by_w = set(reads.get("backward_w", {}))
         saved = sum(from_forward.values())

@@ -1,24 +1,27 @@
-"""Models: the built-in example language model, and loading a user's `module:function`.
-
-The model contract (`ppdsl run --model module:function`):
+"""The model contract (`ppdsl run --model module:function`) and loading a model by name.
 
     def build(ctx: ModelContext) -> paddle.pir.Value:
-        # called under `program_guard` and the forward op role; create inputs with `ctx.data(...)`
-        # (static micro-batch dimension: `ctx.micro_batch_size`), wrap each layer in `with ctx.stage(s):`
-        # for s in 0 .. ctx.num_stages - 1 (in order: stage s feeds stage s + 1), give parameters
-        # explicit names, and return the scalar mean loss of the micro-batch.
+        # called under `program_guard` and the forward op role; returns the scalar mean loss of one micro-batch.
+        # Inputs: `ctx.data(name, shape)` (shape without the micro-batch dimension, which is static:
+        # `ctx.micro_batch_size`). Either an `nn.Layer` stack:
+        #     with ctx.layers():                      # eager: build layers as in any Paddle program
+        #         embedding, blocks, head = ...
+        #     return ctx.pipeline(embedding, blocks, head, inputs=[x], head_inputs=[y], split="uniform")
+        # or ops placed by hand: `with ctx.stage(s):` for s in 0 .. ctx.num_stages - 1 (stage s feeds s + 1),
+        # parameters with explicit names.
 
     def make_batch(step: int, batch_size: int, seed: int) -> dict[str, numpy.ndarray]   # optional, same module
         # the full batch for a step, keyed by input name; leading dimension batch_size.
 
 Without `make_batch`, inputs are synthetic: integers in [0, 16) or standard-normal floats, from the seed.
+The built-in models (`builtin`, the default: a small GPT; `tiny_mlp`) live in `builtin_models.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,12 +31,17 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
 @dataclass
 class ModelContext:
-    """What a model function gets: sizes, and helpers that place ops on pipeline stages."""
+    """What a model function gets: sizes, and helpers that place ops and layers on pipeline stages."""
 
     paddle: object
     micro_batch_size: int
     num_stages: int
+    seed: int = 0
     inputs: dict[str, tuple[list[int], str]] = field(default_factory=dict)
+    # values of parameters that come from eagerly built layers, set after the startup program (see layers.py)
+    initial: dict[str, np.ndarray] = field(default_factory=dict)
+    _tracer: object = None
+    _stage: int | None = None
 
     @contextlib.contextmanager
     def stage(self, index: int) -> Iterator[None]:
@@ -42,8 +50,12 @@ class ModelContext:
             raise ValueError(f"stage {index} outside 0 .. {self.num_stages - 1}")
         from paddle.base.framework import pir_chunk_id_guard
 
-        with pir_chunk_id_guard(index):
-            yield
+        outer, self._stage = self._stage, index
+        try:
+            with pir_chunk_id_guard(index):
+                yield
+        finally:
+            self._stage = outer
 
     def layer_stage(self, layer: int, layers: int) -> int:
         """The stage of layer `layer` of `layers` when layers are spread evenly over the stages."""
@@ -55,6 +67,69 @@ class ModelContext:
         self.inputs[name] = (full, dtype)
         return self.paddle.static.data(name, full, dtype)
 
+    # ------------------------------------------------------------ nn.Layer models
+
+    @contextlib.contextmanager
+    def layers(self) -> Iterator[None]:
+        """Build `paddle.nn` layers inside, eagerly (dygraph, seeded with the run's seed), as in any Paddle program;
+        `pipeline` or `call` then trace them into this program."""
+        from ppdsl.runtime.layers import eager
+
+        with eager(self.paddle, self.seed):
+            yield
+
+    def call(self, layer, *args, name: str = "layer"):
+        """`layer(*args)` traced into the program on the current stage (inside `with ctx.stage(s):`); its
+        parameters are named `name.<path>` unless `name_from` gave them names."""
+        if self._stage is None:
+            raise ValueError("ctx.call needs a stage: call it inside `with ctx.stage(s):`")
+        return self._layer_tracer().call(layer, self._stage, name, *args)
+
+    def name_from(self, root, prefix: str = "") -> None:
+        """Name the parameters of `root`'s sublayers by their paths in `root` (as in its state_dict)."""
+        self._layer_tracer().name_tensors(root, prefix)
+
+    def pipeline(
+        self,
+        embedding,
+        blocks: Sequence,
+        head,
+        *,
+        inputs: Sequence,
+        head_inputs: Sequence = (),
+        split: str | Sequence[int] = "uniform",
+    ):
+        """Place an `nn.Layer` stack on the stages, like Paddle's `PipelineLayer`: `embedding(*inputs)` on stage 0,
+        each block (one tensor in, one out) on its stage, `head(h, *head_inputs)` (the loss) on the last stage.
+
+        `split`: "uniform" spreads the blocks by count, "params" by parameter count (the embedding's and head's
+        counted on their stages), or a list of the blocks where stages 1 .. S-1 start. Returns the head's output.
+        """
+        from ppdsl.runtime.layers import block_stages, parameter_count
+
+        blocks = list(blocks)
+        stages = block_stages(
+            self.num_stages,
+            parameter_count(embedding),
+            [parameter_count(b) for b in blocks],
+            parameter_count(head),
+            split,
+        )
+        with self.stage(0):
+            h = self.call(embedding, *inputs, name="embedding")
+        for i, (block, s) in enumerate(zip(blocks, stages, strict=True)):
+            with self.stage(s):
+                h = self.call(block, h, name=f"blocks.{i}")
+        with self.stage(self.num_stages - 1):
+            return self.call(head, h, *head_inputs, name="head")
+
+    def _layer_tracer(self):
+        if self._tracer is None:
+            from ppdsl.runtime.layers import LayerTracer
+
+            self._tracer = LayerTracer(self.paddle, self.initial)
+        return self._tracer
+
 
 @dataclass(frozen=True)
 class Model:
@@ -63,72 +138,28 @@ class Model:
     make_batch: Callable[[int, int, int], dict[str, np.ndarray]] | None
 
 
-# ---------------------------------------------------------------- the built-in example
+def builtin_models() -> dict[str, Model]:
+    """The models `--model` names without a module: `builtin` (the default) and `tiny_mlp`."""
+    from ppdsl.runtime.builtin_models import BUILTIN, GPT, TINY_MLP
 
-
-@dataclass(frozen=True)
-class TinyLMConfig:
-    vocab: int = 64
-    seq_len: int = 16
-    hidden: int = 32
-    layers: int = 8
-
-
-CONFIG = TinyLMConfig()
-
-
-def tiny_lm(ctx: ModelContext, config: TinyLMConfig = CONFIG):
-    """A small MLP language model: embedding, `layers` residual MLP blocks, a vocabulary head.
-
-    Activations are [micro-batch, sequence, hidden] with a static micro-batch dimension, which Paddle's
-    backward_b / backward_w split needs. Stage 0 holds the embedding, the last stage the head and the loss.
-    """
-    paddle = ctx.paddle
-    create = paddle.static.create_parameter
-    init = paddle.nn.initializer.Normal(std=0.1)
-    layers = max(config.layers, ctx.num_stages)
-    with ctx.stage(0):
-        tokens = ctx.data("tokens", [config.seq_len], "int64")
-        table = create([config.vocab, config.hidden], "float32", name="embedding", default_initializer=init)
-        h = paddle.nn.functional.embedding(tokens, table)
-    for i in range(layers):
-        with ctx.stage(ctx.layer_stage(i, layers)):
-            w1 = create([config.hidden, 2 * config.hidden], "float32", name=f"block{i}.w1", default_initializer=init)
-            b1 = create([2 * config.hidden], "float32", name=f"block{i}.b1", is_bias=True)
-            w2 = create([2 * config.hidden, config.hidden], "float32", name=f"block{i}.w2", default_initializer=init)
-            b2 = create([config.hidden], "float32", name=f"block{i}.b2", is_bias=True)
-            h = h + paddle.matmul(paddle.nn.functional.gelu(paddle.matmul(h, w1) + b1), w2) + b2
-    with ctx.stage(ctx.num_stages - 1):
-        labels = ctx.data("labels", [config.seq_len], "int64")
-        head = create([config.hidden, config.vocab], "float32", name="head", default_initializer=init)
-        logits = paddle.matmul(h, head)
-        loss = paddle.nn.functional.cross_entropy(logits, paddle.unsqueeze(labels, -1)).mean()
-    return loss
-
-
-def tiny_lm_batch(step: int, batch_size: int, seed: int, config: TinyLMConfig = CONFIG) -> dict[str, np.ndarray]:
-    """Synthetic text with structure to learn: each token is 3 * previous + 1 (mod vocab), 10% noise."""
-    rng = np.random.default_rng([seed, step])
-    seq = np.empty((batch_size, config.seq_len + 1), dtype=np.int64)
-    seq[:, 0] = rng.integers(0, config.vocab, batch_size)
-    for t in range(1, config.seq_len + 1):
-        seq[:, t] = (3 * seq[:, t - 1] + 1) % config.vocab
-    noise = rng.random(seq.shape) < 0.1
-    seq[noise] = rng.integers(0, config.vocab, int(noise.sum()))
-    return {"tokens": seq[:, :-1], "labels": seq[:, 1:]}
-
-
-BUILTIN = Model("tiny_lm", tiny_lm, tiny_lm_batch)
+    return {"builtin": BUILTIN, "gpt": GPT, "tiny_mlp": TINY_MLP}
 
 
 def load_model(spec: str | None) -> Model:
-    """The built-in model for None, else `module:function` (with the module's optional `make_batch`)."""
-    if spec is None:
-        return BUILTIN
+    """The built-in model for None, a built-in name, else `module:function` (with the module's `make_batch`)."""
+    builtin = builtin_models()
+    if spec is None or spec in builtin:
+        return builtin[spec or "builtin"]
     module_name, sep, func_name = spec.partition(":")
     if not sep or not module_name or not func_name:
         raise DiagnosticError(
-            [Diagnostic("E031", f"bad model `{spec}`", help="write `--model package.module:function`")]
+            [
+                Diagnostic(
+                    "E031",
+                    f"bad model `{spec}`",
+                    help=f"write `--model package.module:function`, or one of {', '.join(sorted(builtin))}",
+                )
+            ]
         )
     try:
         module = importlib.import_module(module_name)

@@ -1,16 +1,31 @@
-"""Measured job timings: Paddle's host profiler records every job the standalone executor runs as an event
-named `<job type>-<micro-batch>` (e.g. `forward@2-5`); that works on CPU, where the executor's own
-`enable_job_schedule_profiler` (CUDA events) prints nothing. Events become ppdsl JobRecords (rank, job,
-start, end in seconds), the same records a simulation produces, so one trace format and one plot serve both.
+"""Measured job timings and memory, from Paddle's host profiler.
+
+Timings: the profiler records every job the standalone executor runs as an event named `<job type>-<micro-batch>`
+(e.g. `forward@2-5`); that works on CPU, where the executor's own `enable_job_schedule_profiler` (CUDA events)
+prints nothing. Events become ppdsl JobRecords (rank, job, start, end in seconds), the same records a simulation
+produces, so one trace format and one plot serve both.
+
+Memory: with `profile_memory` the profiler also records every allocation and free of the host allocator (address,
+bytes, time, thread). A buffer that outlives the job that allocated it is held for a later job: the job that
+releases it, its last reader (`held_memory` says how a free is tied to its job). So at each job boundary (a job's
+end) the bytes a rank holds are the buffers alive across that moment whose last reader runs on that rank, which is
+where a run with one process per rank holds them: an activation a stage keeps for its backward, a value waiting for
+the next stage's forward (the receiving rank holds its copy), a gradient on its way back, a fed input. Buffers
+nobody frees during the profiled step count for the rank that allocated them. Parameters, gradient accumulators
+and optimizer state live from the startup program on and are not in these figures: they are the activation memory
+the schedule decides, comparable with `ppdsl check --model`.
 """
 
 from __future__ import annotations
 
+import bisect
 import glob
 import json
 import re
 import tempfile
+from collections import Counter
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.records import JobRecord
@@ -20,14 +35,17 @@ _JOB_EVENT = re.compile(r"^(?P<type>[A-Za-z_]+)@(?P<where>r?\d+)-(?P<mb>\d+)(\[[
 
 
 @contextmanager
-def host_profiler():
-    """Profile the host while the block runs; yields a list that receives the Chrome trace events after it."""
+def host_profiler(memory: bool = False):
+    """Profile the host while the block runs (with `memory`, every allocation and free too); yields a list that
+    receives the Chrome trace events after it."""
     import paddle.profiler as profiler
 
     events: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ppdsl-profile-") as tmp:
         prof = profiler.Profiler(
-            targets=[profiler.ProfilerTarget.CPU], on_trace_ready=profiler.export_chrome_tracing(tmp)
+            targets=[profiler.ProfilerTarget.CPU],
+            on_trace_ready=profiler.export_chrome_tracing(tmp),
+            profile_memory=memory,
         )
         prof.start()
         try:
@@ -40,8 +58,14 @@ def host_profiler():
                 events.extend(data["traceEvents"] if isinstance(data, dict) else data)
 
 
-def job_records(exp: Expansion, events: list[dict]) -> list[JobRecord]:
-    """The jobs among profiler events, on the ranks the schedule puts them, times in seconds from the first."""
+def _program_name(exp: Expansion, job) -> str:
+    """The emulation's job program of a job event: `<type>@<stage>`, the optimizer `optimizer@r<rank>`."""
+    name = exp.type_names[job[3]]
+    return f"optimizer@r{job[2]}" if name == "optimizer" else f"{name}@{job[6]}"
+
+
+def _job_events(exp: Expansion, events: list[dict]) -> list[tuple[float, float, int, int, int, int, int]]:
+    """(ts, dur in µs, rank, type index, chunk, micro-batch, stage) of every job event, in time order."""
     rank_of_stage = {s: (r, c) for r, row in enumerate(exp.stage_of) for c, s in enumerate(row)}
     index = {name: t for t, name in enumerate(exp.type_names)}
     found = []
@@ -58,10 +82,16 @@ def job_records(exp: Expansion, events: list[dict]) -> list[JobRecord]:
             stage = int(where)
             rank, chunk = rank_of_stage[stage]
         found.append((float(e["ts"]), float(e["dur"]), rank, t, chunk, mb, stage))
+    found.sort()
+    return found
+
+
+def job_records(exp: Expansion, events: list[dict]) -> list[JobRecord]:
+    """The jobs among profiler events, on the ranks the schedule puts them, times in seconds from the first."""
+    found = _job_events(exp, events)
     if not found:
         return []
     t0 = min(f[0] for f in found)
-    found.sort()
     steps: dict[int, int] = {}
     out = []
     for ts, dur, rank, t, chunk, mb, stage in found:
@@ -81,3 +111,76 @@ def job_records(exp: Expansion, events: list[dict]) -> list[JobRecord]:
             )
         )
     return out
+
+
+@dataclass
+class HeldMemory:
+    """Bytes each rank holds at every job boundary of a measured step (see the module docstring)."""
+
+    samples: list[tuple[float, list[int]]]  # (seconds from the first job, bytes per rank), one per job end
+    peak: list[int]  # per rank, the largest over the samples
+
+
+def held_memory(exp: Expansion, events: list[dict]) -> HeldMemory:
+    """Per-rank held bytes at each job boundary, from a step profiled with `host_profiler(memory=True)`.
+
+    On CPU every job's interpreter frees buffers on its own garbage-collector thread, a little after the op that let
+    go of them, so the time of a free may fall in a later job, maybe another rank's. The thread does not lie: it is
+    the job's, and it frees the job's scratch, so each collector thread is the job whose allocations it frees most.
+    A buffer is then held from its allocation to the end of the job that releases it; a buffer its own job
+    releases is scratch, held at no boundary. Frees on the op threads (inside a kernel) are synchronous: the job
+    running then.
+    """
+    jobs = _job_events(exp, events)
+    if not jobs:
+        return HeldMemory([], [0] * exp.pp)
+    starts = [j[0] for j in jobs]
+    ends = [j[0] + j[1] for j in jobs]
+
+    def job_at(ts: float) -> int | None:
+        """The job running at `ts` (None between jobs)."""
+        i = bisect.bisect_right(starts, ts) - 1
+        return i if i >= 0 and ts <= ends[i] else None
+
+    mem = [e for e in events if e.get("ph") == "i" and e.get("cat") in ("Allocate", "Free")]
+    mem = [e for e in mem if "cpu" in str(e.get("args", {}).get("place", "cpu")).lower()]
+    mem.sort(key=lambda e: float(e["ts"]))
+    op_threads = {e.get("tid") for e in mem if e["cat"] == "Allocate"}
+    live: dict[str, tuple[float, int, int | None]] = {}  # address -> (allocated at, bytes, allocating job)
+    freed: list[tuple[float, int, int | None, object]] = []  # (allocated at, bytes, allocating job, freeing thread)
+    free_time: list[float] = []
+    for e in mem:
+        args, ts = e["args"], float(e["ts"])
+        if e["cat"] == "Allocate":
+            live[args["addr"]] = (ts, int(args["increase_bytes"]), job_at(ts))
+            continue
+        allocated = live.pop(args["addr"], None)
+        if allocated is not None:  # else allocated before the profile started
+            freed.append((*allocated, e.get("tid")))
+            free_time.append(ts)
+    # each collector thread is the job whose allocations it frees most
+    votes: dict[object, Counter] = {}
+    for (_, _, maker, tid), _ in zip(freed, free_time, strict=True):
+        if tid not in op_threads and maker is not None:
+            votes.setdefault(tid, Counter())[maker] += 1
+    job_of_thread = {tid: max(count, key=lambda j: (count[j], j)) for tid, count in votes.items()}
+    buffers: list[tuple[float, float, int, int]] = []  # (allocated, gone by, bytes, holding rank)
+    for (at, size, maker, tid), ts in zip(freed, free_time, strict=True):
+        holder = job_at(ts) if tid in op_threads else job_of_thread.get(tid)
+        if holder is None or holder == maker:
+            continue  # scratch of one job, or fed and freed between jobs
+        buffers.append((at, min(ts, ends[holder]), size, jobs[holder][2]))
+    buffers += [(at, float("inf"), size, jobs[maker][2]) for at, size, maker in live.values() if maker is not None]
+    # a sweep over time: a buffer counts at a boundary `end` if allocated <= end < gone
+    changes = sorted(
+        [(a, size, rank) for a, _, size, rank in buffers] + [(g, -size, rank) for _, g, size, rank in buffers]
+    )
+    held = [0] * exp.pp
+    k, samples = 0, []
+    for end in ends:
+        while k < len(changes) and changes[k][0] <= end:
+            held[changes[k][2]] += changes[k][1]
+            k += 1
+        samples.append(((end - starts[0]) / 1e6, list(held)))
+    peak = [max(sample[1][r] for sample in samples) for r in range(exp.pp)]
+    return HeldMemory(samples, peak)

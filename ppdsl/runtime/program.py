@@ -9,13 +9,16 @@ Paddle's gradient-merge pass does for auto-parallel programs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from ppdsl.runtime.model import Model, ModelContext
 
 FORWARD_ROLE, BACKWARD_ROLE, OPTIMIZE_ROLE = 0, 1, 2
 LOSS_NAME = "ppdsl.loss"
 MERGE_SUFFIX = "@GRAD@MERGE"
+UNSEEDED_STANDIN = 2**31 - 1  # the program seed used for seed 0
 
 
 @dataclass
@@ -28,6 +31,15 @@ class TrainingProgram:
     num_stages: int
     micro_batch_size: int
     accumulates: bool
+    initial: dict[str, np.ndarray] = field(default_factory=dict)  # values to set after the startup program
+
+    def run_startup(self, paddle, scope, place=None) -> None:
+        """Initialise `scope`: the startup program, then the values of eagerly built layers (`ModelContext.initial`)."""
+        place = place or paddle.CPUPlace()
+        with paddle.static.scope_guard(scope):
+            paddle.static.Executor(place).run(self.startup)
+        for name, value in self.initial.items():
+            scope.find_var(name).get_tensor().set(value, place)
 
 
 def make_optimizer(paddle, name: str, lr: float):
@@ -56,8 +68,10 @@ def build_training_program(
     from paddle.base.framework import pir_chunk_id_guard, pir_op_role_guard
 
     main, startup = paddle.static.Program(), paddle.static.Program()
-    main.random_seed = startup.random_seed = seed
-    ctx = ModelContext(paddle, micro_batch_size, num_stages)
+    # Paddle's initializers read a program seed of 0 as "unseeded" (a different initialisation in every process);
+    # `--seed 0` must be as reproducible as any other seed
+    main.random_seed = startup.random_seed = seed if seed else UNSEEDED_STANDIN
+    ctx = ModelContext(paddle, micro_batch_size, num_stages, seed)
     with paddle.static.program_guard(main, startup):
         with pir_op_role_guard(FORWARD_ROLE):
             loss = model.build(ctx)
@@ -65,7 +79,9 @@ def build_training_program(
                 # a name, so the loss can be found again in the job program that computes it
                 paddle._C_ops.set_persistable_value(loss, LOSS_NAME)
         if not train:
-            return TrainingProgram(main, startup, loss, dict(ctx.inputs), {}, num_stages, micro_batch_size, False)
+            return TrainingProgram(
+                main, startup, loss, dict(ctx.inputs), {}, num_stages, micro_batch_size, False, dict(ctx.initial)
+            )
         opt = make_optimizer(paddle, optimizer, lr)
         with pir_op_role_guard(BACKWARD_ROLE):
             params_grads = opt.backward(loss)
@@ -85,7 +101,9 @@ def build_training_program(
                     for p, acc in accumulators:
                         if param_stage[p.name] == stage:
                             paddle._C_ops.scale_(acc, 0.0, 0.0, False)  # reset for the next step
-    return TrainingProgram(main, startup, loss, dict(ctx.inputs), param_stage, num_stages, micro_batch_size, accumulate)
+    return TrainingProgram(
+        main, startup, loss, dict(ctx.inputs), param_stage, num_stages, micro_batch_size, accumulate, dict(ctx.initial)
+    )
 
 
 def _accumulate_gradients(paddle, main, startup, params_grads, param_stage):

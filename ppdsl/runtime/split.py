@@ -31,16 +31,21 @@ def split_matmul_grads(block) -> int:
     """Split every splittable `matmul_grad` into input-gradient and weight-gradient matmuls.
 
     Paddle's `_pir_split_matmul_grad_to_matmul` asserts `not has_attr("trans_x")`, but PIR names the
-    attributes `transpose_x` / `transpose_y`, so its guard never fires: filter on them here.
+    attributes `transpose_x` / `transpose_y`, so its guard never fires: filter on them here. It also folds the
+    first two dimensions of the input and the output gradient and reshapes their product to the weight's shape,
+    which is right for a 3-D input times a 2-D weight (`nn.Linear` on [micro-batch, sequence, hidden]) with static
+    dimensions, and wrong for e.g. two 3-D activations; those keep their `matmul_grad` (in backward_b).
     """
     from paddle.distributed.passes.pass_utils import _pir_split_matmul_grad_to_matmul
 
+    def splittable(op) -> bool:
+        if op.name() != "pd_op.matmul_grad" or op.attrs()["transpose_x"] or op.attrs()["transpose_y"]:
+            return False
+        x, y = list(op.operand_source(0).shape), list(op.operand_source(1).shape)
+        return len(x) == 3 and len(y) == 2 and all(d >= 0 for d in x + y)
+
     ops = block.ops
-    found = [
-        i
-        for i, op in enumerate(ops)
-        if op.name() == "pd_op.matmul_grad" and not op.attrs()["transpose_x"] and not op.attrs()["transpose_y"]
-    ]
+    found = [i for i, op in enumerate(ops) if splittable(op)]
     for i in reversed(found):
         _pir_split_matmul_grad_to_matmul(block, i)
     return len(found)

@@ -3,7 +3,8 @@
 A `PipelineTrainer` builds the training program at micro-batch size, the plan from the schedule's expansion,
 and runs steps with Paddle's standalone executor: the executor splits each fed array along dim 0 into one
 micro-batch per child scope. Checkpoints hold everything the startup program initialises (parameters,
-gradient accumulators, optimizer moments) and the step, written to a temporary file and renamed.
+gradient accumulators, optimizer moments), the next step and what run they belong to (schedule, sizes, model,
+batch), written to a temporary file and renamed; a checkpoint of another run is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.scenario import check_batch_size
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic
 from ppdsl.runtime.env import import_paddle
@@ -44,6 +46,83 @@ def rule_dicts(exp: Expansion) -> list[dict]:
         {"pattern": r.pattern, "job": r.job, "stream": r.stream, "priority": r.priority, "attrs": dict(r.attrs)}
         for r in exp.rules
     ]
+
+
+def run_identity(exp: Expansion, model_name: str, batch_size: int) -> dict:
+    """What a checkpoint must match to be resumed: the schedule, its sizes and parameters, the model, the batch."""
+    return {
+        "schedule": exp.defn.name,
+        "pp": exp.pp,
+        "vpp": exp.vpp,
+        "microbatches": exp.microbatches,
+        "params": dict(exp.params),
+        "model": model_name,
+        "batch_size": batch_size,
+    }
+
+
+def read_checkpoint(path: Path, identity: dict) -> tuple[int, dict[str, np.ndarray]]:
+    """The step and state of a checkpoint, if it belongs to the run `identity` describes; else E037."""
+    try:
+        with np.load(path) as data:
+            meta = json.loads(str(data["__meta__"])) if "__meta__" in data.files else {}
+            arrays = {k: data[k] for k in data.files if k != "__meta__"}
+    except (OSError, ValueError) as err:
+        raise DiagnosticError(
+            [Diagnostic("E037", f"cannot resume from `{path}`: {err}", help="point --resume at a --save-dir")]
+        ) from None
+    differ = [
+        f"{key} `{meta[key]}` (this run: `{value}`)"
+        for key, value in identity.items()
+        if key in meta and meta[key] != value
+    ]
+    if differ:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E037",
+                    f"checkpoint `{path}` is from another run: " + ", ".join(differ),
+                    help="resume with the schedule, sizes, model and batch size it was saved with, or start afresh "
+                    "without --resume",
+                )
+            ]
+        )
+    return int(meta.get("step", 0)), arrays
+
+
+def resume_files(directory: Path, ranks: range) -> list[Path]:
+    """The checkpoint each of `ranks` resumes from: its own `checkpoint.rank<r>.npz`, else a single-process one."""
+    directory = Path(directory)
+    return [
+        directory / f"checkpoint.rank{r}.npz"
+        if (directory / f"checkpoint.rank{r}.npz").exists()
+        else directory / CHECKPOINT
+        for r in ranks
+    ]
+
+
+def restore_state(scope, place, variables: dict[str, str], arrays: dict[str, np.ndarray], path) -> None:
+    """Set checkpoint arrays (canonical name -> array) into the scope's variables (canonical name -> variable);
+    refuse a checkpoint that lacks this model's state, has state it lacks, or has it in other shapes."""
+    problems = [f"it has `{n}`, which this model lacks" for n in sorted(set(arrays) - set(variables))]
+    problems += [f"it lacks `{n}`" for n in sorted(set(variables) - set(arrays))]
+    for name in sorted(set(arrays) & set(variables)):
+        have = tuple(np.array(scope.find_var(variables[name]).get_tensor()).shape)
+        if tuple(arrays[name].shape) != have:
+            problems.append(f"`{name}` has shape {tuple(arrays[name].shape)}, this model {have}")
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E037",
+                    f"checkpoint `{path}` does not fit this model: {problems[0]}{more}",
+                    help="resume with the model it was saved with",
+                )
+            ]
+        )
+    for name, value in arrays.items():
+        scope.find_var(variables[name]).get_tensor().set(value, place)
 
 
 def canonical_name(name: str, parameters) -> str:
@@ -74,16 +153,7 @@ class PipelineTrainer:
 
     def __post_init__(self) -> None:
         m = self.exp.microbatches
-        if self.config.batch_size % m:
-            raise DiagnosticError(
-                [
-                    Diagnostic(
-                        "E036",
-                        f"batch size {self.config.batch_size} does not split into {m} micro-batches",
-                        help=f"use a batch size divisible by {m}, e.g. {m * max(1, self.config.batch_size // m)}",
-                    )
-                ]
-            )
+        check_batch_size(self.config.batch_size, m)
         paddle = self.paddle = import_paddle()
         self.program = build_training_program(
             paddle,
@@ -105,11 +175,9 @@ class PipelineTrainer:
             microbatches=m,
         )
         self.scope = paddle.static.Scope()
-        place = paddle.CPUPlace()
-        with paddle.static.scope_guard(self.scope):
-            paddle.static.Executor(place).run(self.program.startup)
+        self.program.run_startup(paddle, self.scope)
         # one executor per scope: two executors on one scope can crash in FetchTensors
-        self.executor = paddle.static.Executor(place)
+        self.executor = paddle.static.Executor(paddle.CPUPlace())
         self.executor._set_plan(self.built.plan)
         self.state_names = startup_state_names(self.program.startup)
 
@@ -136,39 +204,38 @@ class PipelineTrainer:
             for n in self.state_names
         }
 
+    def named_state(self) -> dict[str, np.ndarray]:
+        """Everything the startup program initialises, by its variable name in this build."""
+        return {n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names}
+
     def parameters(self) -> dict[str, np.ndarray]:
         return {n: v for n, v in self.state().items() if n in self.program.param_stage}
 
-    def set_state(self, values: dict[str, np.ndarray]) -> None:
-        place = self.paddle.CPUPlace()
-        actual = {canonical_name(n, self.program.param_stage): n for n in self.state_names}
-        for name, value in values.items():
-            if name not in actual:
-                raise DiagnosticError([Diagnostic("E037", f"the checkpoint has `{name}`, which this model lacks")])
-            self.scope.find_var(actual[name]).get_tensor().set(value, place)
+    def set_state(self, values: dict[str, np.ndarray], source: str = "the checkpoint") -> None:
+        variables = {canonical_name(n, self.program.param_stage): n for n in self.state_names}
+        restore_state(self.scope, self.paddle.CPUPlace(), variables, values, source)
+
+    @property
+    def identity(self) -> dict:
+        return run_identity(self.exp, self.model.name, self.config.batch_size)
 
     def save(self, directory: str | Path) -> Path:
-        """Write the whole state and the step to DIR/checkpoint.npz, atomically."""
+        """Write the whole state, the next step and the run's identity to DIR/checkpoint.npz, atomically."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / CHECKPOINT
         with open_atomic(target) as f:
-            meta = {"step": self.step_index, "schedule": self.exp.defn.name}
+            meta = {"step": self.step_index, **self.identity}
             np.savez(f, __meta__=np.array(json.dumps(meta)), **self.state())
         return target
 
     def resume(self, directory: str | Path) -> int:
+        """Continue from DIR/checkpoint.npz (a checkpoint of this run only); the step it is at."""
         path = Path(directory) / CHECKPOINT
-        try:
-            with np.load(path) as data:
-                meta = json.loads(str(data["__meta__"]))
-                self.set_state({k: data[k] for k in data.files if k != "__meta__"})
-        except (OSError, KeyError, ValueError) as err:
-            raise DiagnosticError(
-                [Diagnostic("E037", f"cannot resume from `{path}`: {err}", help="point --resume at a --save-dir")]
-            ) from None
-        self.step_index = int(meta["step"])
-        return self.step_index
+        step, arrays = read_checkpoint(path, self.identity)
+        self.set_state(arrays, str(path))
+        self.step_index = step
+        return step
 
 
 def reference_run(
@@ -211,8 +278,8 @@ def reference_run(
     scope = paddle.static.Scope()
     exe = paddle.static.Executor(paddle.CPUPlace())
     losses = []
+    full.run_startup(paddle, scope)
     with paddle.static.scope_guard(scope):
-        exe.run(full.startup)
         for name, value in initial.items():
             var = scope.find_var(name)
             if var is not None:
@@ -239,6 +306,7 @@ class RunResult:
     started_at_step: int = 0
     profile: list | None = None  # JobRecords of the profiled steps (seconds), with profile_steps
     profiled_seconds: float = 0.0  # wall time of the profiled steps
+    memory: object | None = None  # ppdsl.runtime.profile.HeldMemory of the memory step, with memory=True
 
 
 def train(
@@ -248,23 +316,35 @@ def train(
     save_dir=None,
     save_every: int = 0,
     profile_steps: int = 0,
+    memory: bool = False,
 ) -> RunResult:
-    """Run `steps` steps; the last `profile_steps` of them under Paddle's host profiler (job timings)."""
+    """Train until the trainer has done `steps` steps in all (a resumed trainer does the rest). The last
+    `profile_steps` of them run under Paddle's host profiler (job timings). With `memory`, the bytes each rank
+    holds at each job boundary are measured on the step before those (on the first of them when every step is
+    profiled: the memory recorder slows the jobs it watches)."""
     from contextlib import ExitStack
 
-    from ppdsl.runtime.profile import host_profiler, job_records
+    from ppdsl.runtime.profile import held_memory, host_profiler, job_records
 
     losses, times = [], []
     first = trainer.step_index
-    profile_from = first + steps - min(profile_steps, steps)
-    events = None
+    todo = max(steps - first, 0)
+    timed_from = steps - min(profile_steps, todo)  # steps from here on are timing-profiled
+    memory_at = (timed_from - 1 if timed_from > first else timed_from) if memory and todo else None
+    events, memory_events = None, None
     with ExitStack() as stack:
-        while trainer.step_index < first + steps:
-            if profile_steps and events is None and trainer.step_index >= profile_from:
-                events = stack.enter_context(host_profiler())
-            t = time.perf_counter()
-            loss = trainer.step()
-            times.append(time.perf_counter() - t)
+        while trainer.step_index < steps:
+            index = trainer.step_index
+            with ExitStack() as this_step:
+                if profile_steps and events is None and index >= timed_from:
+                    events = stack.enter_context(host_profiler(memory=index == memory_at))
+                    if index == memory_at:
+                        memory_events = events
+                elif index == memory_at:
+                    memory_events = this_step.enter_context(host_profiler(memory=True))
+                t = time.perf_counter()
+                loss = trainer.step()
+                times.append(time.perf_counter() - t)
             losses.append(loss)
             if save_dir and save_every and trainer.step_index % save_every == 0:
                 trainer.save(save_dir)
@@ -277,7 +357,9 @@ def train(
     )
     if events is not None:
         result.profile = job_records(trainer.exp, events)
-        result.profiled_seconds = sum(times[-min(profile_steps, steps) :])
+        result.profiled_seconds = sum(times[-min(profile_steps, todo) :])
+    if memory_events is not None:
+        result.memory = held_memory(trainer.exp, memory_events)
     return result
 
 

@@ -154,7 +154,7 @@ class RankProcess:
         place = self.place = paddle.CPUPlace()
         self.root = paddle.static.Scope()
         self.exe = paddle.static.Executor(place)
-        self.exe.run(self.program.startup, scope=self.root)
+        self.program.run_startup(paddle, self.root, place)
         self.executors: dict[tuple, object] = {}
         self.first_step = self._resume()
         self.mb_scopes = [self.root.new_scope() for _ in range(exp.microbatches)]
@@ -166,26 +166,29 @@ class RankProcess:
         return {canonical_name(n, self.program.param_stage): n for n in startup_state_names(self.program.startup)}
 
     def _resume(self) -> int:
-        """Load this rank's checkpoint, or a single-process one, from the resume directory; the step to start at."""
+        """Load this rank's checkpoint, or a single-process one, from the resume directory; the step to start at.
+        A checkpoint of another run (schedule, sizes, model, batch) or of another model's shapes is refused."""
+        from ppdsl.runtime.train import read_checkpoint, restore_state, resume_files
+
         directory = self.spec.get("resume_dir")
         if not directory:
             return 0
-        mine, shared = Path(directory) / f"checkpoint.rank{self.rank}.npz", Path(directory) / "checkpoint.npz"
-        path = mine if mine.exists() else shared
-        names = self._state_names()
-        with np.load(path) as data:
-            meta = json.loads(str(data["__meta__"])) if "__meta__" in data.files else {"step": 0}
-            for key in data.files:
-                if key in names:
-                    self.root.find_var(names[key]).get_tensor().set(data[key], self.place)
-        return int(meta.get("step", 0))
+        path = resume_files(Path(directory), range(self.rank, self.rank + 1))[0]
+        step, arrays = read_checkpoint(path, self._identity())
+        restore_state(self.root, self.place, self._state_names(), arrays, path)
+        return step
+
+    def _identity(self) -> dict:
+        from ppdsl.runtime.train import run_identity
+
+        return run_identity(self.exp, self.model.name, self.spec["batch_size"])
 
     def save(self, step: int) -> None:
-        """This rank's whole state and the next step, written to a temporary file and renamed."""
+        """This rank's whole state, the next step and the run's identity, written to a temporary file and renamed."""
         directory = Path(self.spec["save_dir"])
         directory.mkdir(parents=True, exist_ok=True)
         state = {key: np.array(self.root.find_var(n).get_tensor()) for key, n in self._state_names().items()}
-        meta = json.dumps({"step": step, "rank": self.rank, "schedule": self.exp.defn.name})
+        meta = json.dumps({"step": step, "rank": self.rank, **self._identity()})
         _save_npz(directory / f"checkpoint.rank{self.rank}.npz", {"__meta__": np.array(meta), **state})
 
     def _build_gpu(self) -> None:
@@ -200,8 +203,7 @@ class RankProcess:
         self._build_program(p2p={(s, d): Link(s, d, g.id, (min(s, d), max(s, d))) for (s, d), g in self.groups.items()})
         place = self.place = paddle.CUDAPlace(paddle.distributed.ParallelEnv().dev_id)
         self.root = paddle.static.Scope()
-        with paddle.static.scope_guard(self.root):
-            paddle.static.Executor(place).run(self.program.startup)
+        self.program.run_startup(paddle, self.root, place)
         self.first_step = self._resume()
         self.exe = paddle.static.Executor(place)
         self.exe._set_plan(self.built.plan)
@@ -288,9 +290,10 @@ class RankProcess:
         return [losses[mb] for mb in sorted(losses)]
 
     def train(self) -> None:
+        """Train until `steps` steps in all: a resumed run does what the checkpoint has not."""
         steps, losses, times = self.spec["steps"], [], []
         every, save_dir = self.spec.get("save_every") or 0, self.spec.get("save_dir")
-        for step in range(self.first_step, self.first_step + steps):
+        for step in range(self.first_step, steps):
             t0 = time.perf_counter()
             step_losses = self.step(step)
             times.append(time.perf_counter() - t0)
@@ -299,7 +302,7 @@ class RankProcess:
             if save_dir and every and (step + 1) % every == 0:
                 self.save(step + 1)
         if save_dir:
-            self.save(self.first_step + steps)
+            self.save(max(steps, self.first_step))
         if self.transport is not None:
             self.transport.close()
         params = {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}

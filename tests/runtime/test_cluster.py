@@ -30,7 +30,7 @@ runner = CliRunner()
 
 
 def _single_process(stem, pp, m, vpp, tmp_path):
-    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
     exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)
@@ -172,22 +172,29 @@ def test_bad_launch_options(args, fragment, in_repo):
 
 
 def test_processes_checkpoint_and_resume_bit_identically(tmp_path):
-    """Every rank writes its own checkpoint atomically; resuming continues exactly where it stopped."""
+    """Every rank writes its own checkpoint atomically. A run that dies at step 2 of 3, rerun as the same command
+    with `--resume` on its checkpoints, ends at step 3 with the uninterrupted run's parameters, bit for bit."""
     _single_process("zbh1", 2, 4, 1, tmp_path)  # writes the shared step-0 checkpoint into tmp_path/init
     straight, run_a = _cluster("zbh1", 2, 4, 1, tmp_path)
     assert straight.exit_code == 0, straight.output
     want = {r: dict(np.load(run_a / f"rank{r}.npz")) for r in range(2)}
 
-    first = runner.invoke(app, _args(tmp_path, "run_b", steps=2, extra=["--save-dir", str(tmp_path / "ckpt")]))
-    assert first.exit_code == 0, first.output
     ckpt = tmp_path / "ckpt"
+    save = ["--save-dir", str(ckpt), "--save-every", "2"]
+    crash = {**os.environ, "PPDSL_INJECT_FAILURE": "rank=1,job=0,step=2"}
+    first = runner.invoke(app, _args(tmp_path, "run_b", steps=STEPS, extra=save), env=crash)
+    assert first.exit_code == 2 and "failure injected" in first.stderr, first.output
     assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint.rank0.npz", "checkpoint.rank1.npz"]
-    second = runner.invoke(app, _args(tmp_path, "run_c", steps=1, resume=ckpt))
+    second = runner.invoke(app, _args(tmp_path, "run_c", steps=STEPS, resume=ckpt, extra=save))
     assert second.exit_code == 0, second.output
     for r in range(2):
         got = np.load(tmp_path / "run_c" / f"rank{r}.npz")
         for name, value in want[r].items():
             assert np.array_equal(got[name], value), (r, name)
+    # a checkpoint of another schedule is refused before any process starts
+    other = runner.invoke(app, ["run", "1f1b", *_args(tmp_path, "run_d", steps=STEPS, resume=ckpt)[2:]])
+    assert other.exit_code == 2 and "schedule `ZBH1` (this run: `1F1B`)" in other.stderr, other.output
+    assert not (tmp_path / "run_d").exists()
 
 
 def _args(tmp_path, run, steps, resume=None, extra=()):

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reas
 
 
 def _rank_events(exp, rank, links):
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
-    from ppdsl.runtime.model import BUILTIN
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
     from ppdsl.runtime.train import job_type_dicts, rule_dicts

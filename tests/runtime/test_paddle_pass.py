@@ -55,8 +55,8 @@ def _program(vpp: int, m: int, micro_batch_size: int = 2, **kwargs):
     """One rank's training program of the built-in model (its chunks are stages 0 .. vpp-1), with roles and
     stages written in, as tests/test_runtime.py gives Paddle's passes (Paddle's VPP pass cannot place
     `embedding_grad` by itself)."""
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
-    from ppdsl.runtime.model import BUILTIN
     from ppdsl.runtime.program import build_training_program
     from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
 
@@ -169,8 +169,8 @@ def test_split_backward_attribute_reaches_a_schedule_that_declares_it(pp_pass):
 def test_plan_from_apply_pass_trains_like_ppdsls_own_run(pp_pass):
     from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
 
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
-    from ppdsl.runtime.model import BUILTIN
     from ppdsl.runtime.program import LOSS_NAME
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, canonical_name, train
 

@@ -23,6 +23,7 @@ from ppdsl.language.library import library_files
 from ppdsl.language.resolve import load, resolve_text
 
 from paths import ROOT
+from training_check import assert_trains_like_the_full_batch_run, trainer_for
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed (pip install -e '.[test]')"
@@ -51,12 +52,7 @@ def _lib(stem):
     return load(next(p for p in library_files() if p.stem == stem))
 
 
-def _trainer(exp, optimizer="sgd", model=None, batch_size=None):
-    from ppdsl.runtime.model import BUILTIN
-    from ppdsl.runtime.train import PipelineTrainer, TrainConfig
-
-    config = TrainConfig(batch_size=batch_size or 2 * exp.microbatches, lr=0.05, optimizer=optimizer, seed=3)
-    return PipelineTrainer(exp, model or BUILTIN, config)
+_trainer = trainer_for
 
 
 def test_every_library_schedule_is_tested():
@@ -65,31 +61,8 @@ def test_every_library_schedule_is_tested():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c[:4])))
 def test_schedule_trains_like_the_full_batch_run(case):
-    from ppdsl.runtime.model import BUILTIN
-    from ppdsl.runtime.train import reference_run, train
-
     stem, pp, m, vpp, *rest = case
-    exp = expand(_lib(stem), pp, m, vpp, rest[0] if rest else None)
-    trainer = _trainer(exp)
-    initial = trainer.state()
-    run = train(trainer, STEPS)
-    ref_params, ref_losses = reference_run(
-        BUILTIN,
-        num_stages=exp.nstages,
-        microbatches=m,
-        config=trainer.config,
-        steps=STEPS,
-        initial=initial,
-        batches=trainer.batch,
-    )
-    assert set(run.parameters) == set(ref_params) and ref_params
-    for name, value in ref_params.items():
-        np.testing.assert_allclose(run.parameters[name], value, atol=1e-5, rtol=0, err_msg=name)
-    assert any(not np.array_equal(initial[n], v) for n, v in ref_params.items()), "training changed nothing"
-    assert [loss.shape for loss in run.losses] == [(m,)] * STEPS
-    np.testing.assert_allclose(np.stack(run.losses), np.stack(ref_losses), atol=1e-5, rtol=0)
-    # every job of the schedule ran: one plan job per expanded job
-    assert len(trainer.built.job_names) == sum(len(j) for j in exp.jobs)
+    assert_trains_like_the_full_batch_run(expand(_lib(stem), pp, m, vpp, rest[0] if rest else None), STEPS)
 
 
 @pytest.mark.parametrize(
@@ -100,8 +73,8 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
     """On the same program (one rank's chunks), ppdsl's plan and Paddle's `apply_pass` plan run the same jobs."""
     from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
 
+    from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
-    from ppdsl.runtime.model import BUILTIN
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
     from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
@@ -144,7 +117,7 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
 
 
 def test_stream_and_priority_rules_are_set_on_ops():
-    from ppdsl.runtime.model import BUILTIN
+    from ppdsl.runtime.builtin_models import BUILTIN
 
     src = (
         'rule "pd_op.gelu" in forward { stream = "gelu_stream" priority = pp + 1 attr ppdsl_marked = true }\n'
@@ -180,7 +153,7 @@ def test_checkpoint_and_resume_are_bit_identical(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]  # no temporary files left
     resumed = _trainer(exp, optimizer="adam")
     assert resumed.resume(tmp_path) == 2
-    second = train(resumed, 2)
+    second = train(resumed, 4)  # to step 4 in all
     for name, value in first.parameters.items():
         assert np.array_equal(value, second.parameters[name]), name
     assert all(np.array_equal(a, b) for a, b in zip(first.losses[2:], second.losses, strict=True))
@@ -283,44 +256,3 @@ def test_default_run_trains(in_repo):
     assert result.exit_code == 0, result.output
     assert "1F1B" in result.stdout and "132 jobs per step" in result.stdout
     assert "simulated bubble" in result.stdout
-
-
-class _RecordingJob:
-    """Duck-typed `core.Job` that remembers its skip-GC set (the real one has no getter)."""
-
-    def __init__(self, job_type: str, mb: int):
-        self._type, self._mb, self.skip = job_type, mb, None
-
-    def type(self):
-        return self._type
-
-    def micro_batch_id(self):
-        return self._mb
-
-    def set_skip_gc_vars(self, names):
-        self.skip = set(names)
-
-
-@pytest.mark.parametrize(
-    ("stem", "pp", "m", "vpp", "split"), [("1f1b", 2, 4, 1, False), ("vpp", 2, 4, 2, False), ("zbv", 2, 4, 2, True)]
-)
-def test_skip_gc_keeps_at_least_what_paddle_keeps(stem, pp, m, vpp, split):
-    from paddle.distributed.passes.pass_utils import set_skip_gc_vars as paddles
-
-    from ppdsl.runtime.skip_gc import set_skip_gc_vars as ours
-
-    trainer = _trainer(expand(_lib(stem), pp, m, vpp))
-    programs = trainer.built.programs
-    sequence = [name.rsplit("#", 1) for name in trainer.built.job_names]
-    mine = [_RecordingJob(t, int(mb)) for t, mb in sequence]
-    theirs = [_RecordingJob(t, int(mb)) for t, mb in sequence]
-    ours(m, list(programs), list(programs.values()), mine)
-    paddles(m, list(programs), list(programs.values()), theirs)
-    assert all(a >= b for a, b in zip((j.skip for j in mine), (j.skip for j in theirs), strict=True))
-    if split:
-        # what Paddle frees too early: values of backward_b's that backward_w reads later (skip_gc.py)
-        bw_reads = set().union(
-            *(set(p.global_block().kwargs()) for n, p in programs.items() if n.startswith("backward_w"))
-        )
-        extra = set().union(*(a - b for a, b in zip((j.skip for j in mine), (j.skip for j in theirs), strict=True)))
-        assert extra & bw_reads

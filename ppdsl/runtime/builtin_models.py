@@ -1,0 +1,169 @@
+"""The built-in models: a small GPT (the default, `--model builtin`) and the MLP it replaced (`--model tiny_mlp`).
+
+Both read synthetic text with structure to learn (`synthetic_text`). Activations are [micro-batch, sequence,
+hidden] with a static micro-batch dimension and every weight gradient is a non-transposed matmul on them, which
+Paddle's backward_b / backward_w split needs; so every library schedule, zero-bubble ones included, runs on both.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ppdsl.runtime.model import Model, ModelContext
+
+
+def synthetic_text(step: int, batch_size: int, seed: int, vocab: int, seq_len: int) -> dict[str, np.ndarray]:
+    """Each token is 3 * previous + 1 (mod vocab), 10% noise; labels are the tokens shifted by one."""
+    rng = np.random.default_rng([seed, step])
+    seq = np.empty((batch_size, seq_len + 1), dtype=np.int64)
+    seq[:, 0] = rng.integers(0, vocab, batch_size)
+    for t in range(1, seq_len + 1):
+        seq[:, t] = (3 * seq[:, t - 1] + 1) % vocab
+    noise = rng.random(seq.shape) < 0.1
+    seq[noise] = rng.integers(0, vocab, int(noise.sum()))
+    return {"tokens": seq[:, :-1], "labels": seq[:, 1:]}
+
+
+# ---------------------------------------------------------------- GPT
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab: int = 64
+    seq_len: int = 16
+    hidden: int = 32
+    heads: int = 4
+    layers: int = 4  # at least one per stage: more stages than layers get one each
+    ffn: int = 4  # MLP width / hidden
+
+
+def gpt_layers(config: GPTConfig, blocks: int):
+    """The embedding, `blocks` transformer blocks and the head, as `paddle.nn` layers (build them eagerly)."""
+    import paddle
+    from paddle import nn
+
+    init = paddle.ParamAttr(initializer=nn.initializer.Normal(std=0.02))
+
+    class Embedding(nn.Layer):
+        """Token and learned position embeddings."""
+
+        def __init__(self):
+            super().__init__()
+            self.token = nn.Embedding(config.vocab, config.hidden, weight_attr=init)
+            self.position = nn.Embedding(config.seq_len, config.hidden, weight_attr=init)
+
+        def forward(self, tokens):
+            positions = paddle.arange(tokens.shape[1], dtype="int64")
+            return self.token(tokens) + self.position(positions)
+
+    class Block(nn.Layer):
+        """Pre-LayerNorm causal self-attention and GELU MLP, each with a residual connection."""
+
+        def __init__(self):
+            super().__init__()
+            h = config.hidden
+            self.ln1 = nn.LayerNorm(h)
+            self.qkv = nn.Linear(h, 3 * h, weight_attr=init)
+            self.proj = nn.Linear(h, h, weight_attr=init)
+            self.ln2 = nn.LayerNorm(h)
+            self.fc1 = nn.Linear(h, config.ffn * h, weight_attr=init)
+            self.fc2 = nn.Linear(config.ffn * h, h, weight_attr=init)
+
+        def forward(self, x):
+            mb, seq, hidden = x.shape
+            heads = config.heads
+            # [mb, seq, 3 * heads, head_dim] -> [mb, 3 * heads, seq, head_dim]; q, k, v: [mb, heads, seq, head_dim]
+            qkv = self.qkv(self.ln1(x)).reshape([mb, seq, 3 * heads, hidden // heads]).transpose([0, 2, 1, 3])
+            q, k, v = paddle.split(qkv, 3, axis=1)
+            scores = paddle.matmul(q, k, transpose_y=True) * (hidden // heads) ** -0.5
+            causal = paddle.triu(paddle.full([seq, seq], -1e9, dtype=x.dtype), diagonal=1)
+            attn = paddle.matmul(nn.functional.softmax(scores + causal, axis=-1), v)
+            x = x + self.proj(attn.transpose([0, 2, 1, 3]).reshape([mb, seq, hidden]))
+            return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+
+    class Head(nn.Layer):
+        """Final LayerNorm, the vocabulary projection and the mean next-token cross entropy."""
+
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(config.hidden)
+            self.out = nn.Linear(config.hidden, config.vocab, weight_attr=init, bias_attr=False)
+
+        def forward(self, x, labels):
+            logits = self.out(self.ln(x))
+            return nn.functional.cross_entropy(logits, labels.unsqueeze(-1)).mean()
+
+    return Embedding(), [Block() for _ in range(blocks)], Head()
+
+
+def gpt(ctx: ModelContext, config: GPTConfig = GPTConfig()):
+    """A small GPT: `config.layers` blocks (at least one per stage) spread evenly, embedding first, head last."""
+    with ctx.layers():
+        embedding, blocks, head = gpt_layers(config, max(config.layers, ctx.num_stages))
+    tokens = ctx.data("tokens", [config.seq_len], "int64")
+    labels = ctx.data("labels", [config.seq_len], "int64")
+    return ctx.pipeline(embedding, blocks, head, inputs=[tokens], head_inputs=[labels], split="uniform")
+
+
+def gpt_model(config: GPTConfig = GPTConfig(), name: str = "gpt") -> Model:
+    return Model(
+        name,
+        functools.partial(gpt, config=config),
+        functools.partial(synthetic_text, vocab=config.vocab, seq_len=config.seq_len),
+    )
+
+
+GPT = gpt_model()
+
+
+# ---------------------------------------------------------------- the MLP
+
+
+@dataclass(frozen=True)
+class MLPConfig:
+    vocab: int = 64
+    seq_len: int = 16
+    hidden: int = 32
+    layers: int = 8
+
+
+def tiny_mlp(ctx: ModelContext, config: MLPConfig = MLPConfig()):
+    """A small MLP language model: embedding, `layers` residual MLP blocks, a vocabulary head; ops placed by hand
+    (`ctx.stage`), parameters created in the program. Stage 0 holds the embedding, the last stage the head."""
+    paddle = ctx.paddle
+    create = paddle.static.create_parameter
+    init = paddle.nn.initializer.Normal(std=0.1)
+    layers = max(config.layers, ctx.num_stages)
+    with ctx.stage(0):
+        tokens = ctx.data("tokens", [config.seq_len], "int64")
+        table = create([config.vocab, config.hidden], "float32", name="embedding", default_initializer=init)
+        h = paddle.nn.functional.embedding(tokens, table)
+    for i in range(layers):
+        with ctx.stage(ctx.layer_stage(i, layers)):
+            w1 = create([config.hidden, 2 * config.hidden], "float32", name=f"block{i}.w1", default_initializer=init)
+            b1 = create([2 * config.hidden], "float32", name=f"block{i}.b1", is_bias=True)
+            w2 = create([2 * config.hidden, config.hidden], "float32", name=f"block{i}.w2", default_initializer=init)
+            b2 = create([config.hidden], "float32", name=f"block{i}.b2", is_bias=True)
+            h = h + paddle.matmul(paddle.nn.functional.gelu(paddle.matmul(h, w1) + b1), w2) + b2
+    with ctx.stage(ctx.num_stages - 1):
+        labels = ctx.data("labels", [config.seq_len], "int64")
+        head = create([config.hidden, config.vocab], "float32", name="head", default_initializer=init)
+        logits = paddle.matmul(h, head)
+        loss = paddle.nn.functional.cross_entropy(logits, paddle.unsqueeze(labels, -1)).mean()
+    return loss
+
+
+def tiny_mlp_model(config: MLPConfig = MLPConfig(), name: str = "tiny_mlp") -> Model:
+    return Model(
+        name,
+        functools.partial(tiny_mlp, config=config),
+        functools.partial(synthetic_text, vocab=config.vocab, seq_len=config.seq_len),
+    )
+
+
+TINY_MLP = tiny_mlp_model()
+
+BUILTIN = GPT  # `--model builtin`, the default
