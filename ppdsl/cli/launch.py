@@ -86,6 +86,13 @@ class ClusterResult:
     ranks: list[dict]
 
 
+def rank_environment() -> dict[str, str]:
+    """The rank processes import the ppdsl that launched them (the worker script is this package's), whatever
+    else is installed, and a `--model` module from where the command was typed, as a single-process run does."""
+    path = os.pathsep.join(p for p in (str(PACKAGE.parent), os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
+
+
 def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResult:
     """Start every rank of this node and wait; raise DiagnosticError naming the failed rank(s)."""
     run_dir = opts.run_dir
@@ -95,12 +102,8 @@ def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResul
     spec_path = run_dir / "spec.json"
     write_atomic(spec_path, json.dumps({**spec, "run_dir": str(run_dir.resolve())}, indent=1), make_parents=True)
     cmd = launch_command(opts, spec_path)
-    # the ranks import the ppdsl that launched them (the worker script is this package's), whatever else is installed
-    root = str(PACKAGE.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
     with open(run_dir / "launch.log", "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=rank_environment())
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
     errors = sorted(run_dir.glob("rank*.error"), key=lambda p: int(p.stem[4:]))
     if proc.returncode != 0 or errors:

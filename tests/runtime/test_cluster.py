@@ -223,3 +223,12 @@ def _args(tmp_path, run, steps, resume=None, extra=()):
         str(resume or tmp_path / "init"),
         *extra,
     ]
+
+
+def test_rank_processes_import_this_ppdsl_and_models_from_the_working_directory(tmp_path, monkeypatch):
+    from ppdsl.cli.launch import rank_environment
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    path = rank_environment()["PYTHONPATH"].split(os.pathsep)
+    assert path == [str(ROOT), str(tmp_path), "/elsewhere"]
