@@ -31,7 +31,8 @@ from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
 
 EPS = 1e-9
 WORK_PER_SECOND = 1.2e6  # job evaluations per second on this kind of machine: turns a time limit into work
-CP_SAT_WHOLE_MAX_JOBS = 700  # above this, CP-SAT improves windows of the schedule instead of the whole
+CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
+FRACTIONS = {"refine": 0.2, "local": 0.15, "windows": 0.6}  # of the budget left when each step starts
 
 
 @dataclass
@@ -194,9 +195,9 @@ class Search:
         self.step("list scheduling", f"{len(candidates)} policies, best {ranked[0][1].label()}" if ranked else "")
         return ranked
 
-    def refine(self, ranked: list, top: int = 2, sweeps: int = 3) -> None:
+    def refine(self, ranked: list, top: int = 2, sweeps: int = 3, fraction: float = 0.35) -> None:
         """Coordinate descent over per-rank knobs of the best policies."""
-        share = self.budget.used + 0.35 * self.budget.left()
+        share = self.budget.used + fraction * self.budget.left()
         for _, policy, orders, ev in ranked[:top]:
             policy = policy.per_rank(self.problem.pp)
             current = (total_score(ev), policy, orders, ev)
@@ -231,11 +232,11 @@ class Search:
         if offered:
             self.step("seed schedules", ", ".join(offered))
 
-    def local_search(self) -> None:
+    def local_search(self, fraction: float = 0.4) -> None:
         if self.best is None or self.reached_bound():
             return
         orders, _, origin = self.best
-        work = 0.4 * self.budget.left()
+        work = fraction * self.budget.left()
         evaluations = max(int(work / max(self.jobs, 1)), 10)
         before = self.evaluator.calls
         deadline = time.perf_counter() + 3 * work / WORK_PER_SECOND + 1
@@ -265,7 +266,15 @@ class Search:
             self.bound = max(self.bound, sol.bound if sol.status != "INFEASIBLE" else self.bound)
             self.step("CP-SAT (whole problem)", f"{sol.status.lower()}, bound {sol.bound:g}")
             return sol.status
-        found_orders, found = lns(
+        self.windows(seconds)
+        return "windows"
+
+    def windows(self, seconds: float) -> None:
+        """Large-neighbourhood search over windows of the best schedule (`lns`), for about `seconds`."""
+        if self.best is None or self.reached_bound() or not exact.available():
+            return
+        orders, _, origin = self.best
+        found_orders, found, spent = lns(
             self.evaluator,
             orders,
             seconds,
@@ -273,35 +282,58 @@ class Search:
             seed=self.seed,
             out_of_time=lambda: time.perf_counter() > self.budget.deadline,
         )
+        self.budget.spend(spent * WORK_PER_SECOND)
         self.offer(found_orders, found, origin + " + CP-SAT windows")
-        self.step("CP-SAT over windows")
-        return "windows"
+        self.step("CP-SAT over windows", f"{spent:.1f} s of work")
 
-    def merge_backwards(self) -> None:
-        """Auto split: an I directly followed by its W becomes a whole backward where that is no slower."""
+    def merge_backwards(self, evaluations: int = 64) -> None:
+        """Auto split: an I directly followed by its W becomes a whole backward where that is no slower. All of
+        them are tried at once, then halves of what did not work, and so on (a handful of evaluations when most
+        merges are harmless, as they usually are), within `evaluations` or the budget left if that is more."""
         if self.problem.split != "auto" or self.best is None:
             return
         orders, ev, origin = self.best
         p = self.problem
-        merged = [list(o) for o in orders]
-        changed = 0
-        for r, order in enumerate(merged):
-            i = 0
-            while i + 1 < len(order):
-                t, s, mb = order[i]
-                if t == BACKWARD_B and order[i + 1] == (BACKWARD_W, s, mb):
+        candidates = []
+        for order in orders:
+            for (t, s, mb), after in itertools.pairwise(order):
+                if t == BACKWARD_B and after == (BACKWARD_W, s, mb):
                     if p.cost[BACKWARD][s] <= p.cost[BACKWARD_B][s] + p.cost[BACKWARD_W][s] + EPS:
-                        trial = [list(o) for o in merged]
-                        trial[r][i : i + 2] = [(BACKWARD, s, mb)]
-                        found = self.evaluator.evaluate(trial)
-                        if found.feasible and found.makespan <= ev.makespan + EPS:
-                            merged, ev = trial, found
-                            order = merged[r]
-                            changed += 1
-                i += 1
-        if changed:
-            self.best = (merged, ev, origin)
-        self.step("whole backwards where no slower", f"{changed} I + W pairs merged")
+                        candidates.append((s, mb))
+
+        def merge(pairs: set) -> list[Order]:
+            out = []
+            for order in orders:
+                row = []
+                for t, s, mb in order:
+                    if (s, mb) in pairs and t in (BACKWARD_B, BACKWARD_W):
+                        if t == BACKWARD_B:
+                            row.append((BACKWARD, s, mb))
+                        continue
+                    row.append((t, s, mb))
+                out.append(row)
+            return out
+
+        done: set = set()
+        current = orders
+        allowed = max(evaluations, int(self.budget.left() / max(self.jobs, 1)))
+        groups = [candidates] if candidates else []
+        tried = 0
+        while groups and tried < allowed:
+            group = groups.pop()
+            trial = merge(done | set(group))
+            found = self.evaluator.evaluate(trial)
+            tried += 1
+            if found.feasible and found.makespan <= ev.makespan + EPS:
+                done |= set(group)
+                current, ev = trial, found
+            elif len(group) > 1:
+                half = len(group) // 2
+                groups += [group[half:], group[:half]]
+        self.budget.spend(tried * self.jobs)
+        if done:
+            self.best = (current, ev, origin)
+        self.step("whole backwards where no slower", f"{len(done)} I + W pairs merged")
 
 
 def synthesize(
@@ -321,19 +353,22 @@ def synthesize(
     search = Search(problem, time_limit if not exact_search else min(time_limit, 10.0), seed, progress)
     ranked = search.portfolio()
     if not search.reached_bound():
-        search.refine(ranked)
+        search.refine(ranked, fraction=FRACTIONS["refine"])
     search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
     if search.best is None:
         raise Infeasible(problem)
-    search.local_search()
+    search.local_search(FRACTIONS["local"])
     status = ""
     if exact_search:
         exact.load_cp_model()  # a clear error when OR-Tools is missing
         remaining = max(time_limit - (time.perf_counter() - t0), 1.0)
         status = search.cp_sat(remaining, whole=True, workers=workers, deterministic=workers == 1)
     elif exact.available() and not search.reached_bound():
-        share = max(search.budget.left() / WORK_PER_SECOND, 0.5)
-        status = search.cp_sat(share, whole=search.jobs <= CP_SAT_WHOLE_MAX_JOBS)
+        whole = search.jobs <= CP_SAT_WHOLE_MAX_JOBS
+        search.windows((FRACTIONS["windows"] if whole else 1.0) * search.budget.left() / WORK_PER_SECOND)
+        if whole:
+            share = max(search.budget.left() / WORK_PER_SECOND, 0.5)
+            status = search.cp_sat(share, whole=True)
     search.merge_backwards()
     orders, ev, origin = search.best
     exact_model = exact.transfers_never_queue(problem)
