@@ -33,7 +33,15 @@ def total_score(ev: Evaluation) -> tuple[float, float]:
 SECONDS_PER_DET = 6.0
 SECONDS_PER_JOB = 2.5e-6  # evaluating the result (and, when it is kept, reading the schedule again)
 SECONDS_PER_FREE_JOB = 1.7e-4
+BACKWARD_FIRST = 1  # passes alternate: forward (from the start) first, then backward
 DEPTH = 10  # jobs per rank a window aims at: more ranks than fit are split into groups of neighbouring ranks
+
+
+def passes_per_cycle(total: int, window: int) -> int:
+    size, n = min(window, total), 1
+    while size < total:
+        size, n = min(int(size * 1.5), total), n + 1
+    return n
 
 
 def groups(pp: int, size: int) -> list[set[int]]:
@@ -73,46 +81,54 @@ def lns(
     spent = SECONDS_PER_JOB * total
     size = min(window, total)
     passes = 0
+    stale = 0  # passes in a row that did not shorten the makespan
 
     def done() -> bool:
         return spent >= budget or cur_ev.makespan <= target + EPS or out_of_time()
 
     while not done():
-        improved = False
+        before = cur_ev.makespan
         step = max(size // 2, 1)
         offset = rng.randrange(step) if passes else 0
         sets = groups(problem.pp, size)
-        # the windows of one pass: a stretch of time on each group of ranks, from the start to the end
+        # the windows of one pass: stretches of time on each group of ranks, from the start to the end (or, every
+        # other pass, from the end, where the makespan is decided, to the start)
+        plan = []
         for g, ranks in enumerate(sets):
             n = sum(len(ctx.start[r]) for r in ranks)
-            for lo in range(offset, max(n - step, 1), step):
-                if done():
-                    break
-                starts = sorted(x for r in ranks for x in ctx.start[r])
-                if lo >= len(starts):
-                    break
-                t_lo = starts[lo] / statics.k if lo else float("-inf")
-                t_hi = starts[lo + size] / statics.k if lo + size < len(starts) else float("inf")
-                first, last = ctx.cut(t_lo, t_hi, None if len(sets) == 1 else ranks)
-                model = WindowModel(ctx, first, last)
-                free = len(model.free)
-                found, status = model.solve(per_window * (free / window) ** 2, seed=seed)
-                spent += SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * free
-                if found is None:
-                    continue
-                ev = evaluator.evaluate(found)
-                if total_score(ev) < total_score(cur_ev):
-                    if log is not None and ev.makespan < cur_ev.makespan - EPS:
-                        log(f"window {g}:{lo}+{size} ({status}): {cur_ev.makespan:g} -> {ev.makespan:g}")
-                    current, cur_ev = found, ev
-                    ctx = Context(statics, current, cur_ev)
-                    spent += SECONDS_PER_JOB * total
-                    improved = True
+            plan += [(lo / n, g, lo) for lo in range(offset, max(n - step, 1), step)]
+        plan.sort(reverse=passes % 2 == BACKWARD_FIRST)
+        for _, g, lo in plan:
+            ranks = sets[g]
+            if done():
+                break
+            starts = sorted(x for r in ranks for x in ctx.start[r])
+            if lo >= len(starts):
+                continue
+            t_lo = starts[lo] / statics.k if lo else float("-inf")
+            t_hi = starts[lo + size] / statics.k if lo + size < len(starts) else float("inf")
+            first, last = ctx.cut(t_lo, t_hi, None if len(sets) == 1 else ranks)
+            model = WindowModel(ctx, first, last)
+            free = len(model.free)
+            found, status = model.solve(per_window * (free / window) ** 2, seed=seed)
+            spent += SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * free
+            if found is None:
+                continue
+            ev = evaluator.evaluate(found)
+            if total_score(ev) < total_score(cur_ev):
+                if log is not None and ev.makespan < cur_ev.makespan - EPS:
+                    log(f"window {g}:{lo}+{size} ({status}): {cur_ev.makespan:g} -> {ev.makespan:g}")
+                current, cur_ev = found, ev
+                ctx = Context(statics, current, cur_ev)
+                spent += SECONDS_PER_JOB * total
         passes += 1
-        if improved:
-            size = min(window, total)  # back to cheap windows
-        elif size >= total:
-            break
-        else:
+        # larger windows while the makespan does not move (what a pass moves earlier still helps the next one),
+        # from the smallest again after the largest
+        stale = 0 if cur_ev.makespan < before - EPS else stale + 1
+        if size >= total:
+            if stale >= passes_per_cycle(total, window):
+                break  # a whole cycle of sizes found nothing
+            size = min(window, total)
+        elif stale:
             size = min(int(size * 1.5), total)
     return current, cur_ev, spent

@@ -3,8 +3,9 @@
 1. A portfolio of list-scheduling policies (`greedy.Policy`), the best refined rank by rank (per-rank admission,
    memory reserve and W lag), plus any seed schedules (the library's, at these sizes and within the limit).
 2. Local search along the critical path (`improve`).
-3. With OR-Tools: the whole problem in CP-SAT when it is small, else large-neighbourhood search over windows
-   of the schedule (`exact`, `lns`).
+3. With OR-Tools: large-neighbourhood search, CP-SAT re-solving small windows of the schedule with the rest
+   fixed (`lns`, `window`); then, when the problem is small, the whole problem in CP-SAT from the best schedule,
+   which can prove it optimal (`exact`).
 4. `--split-backward auto`: an I directly followed by its own W becomes one whole backward where that is no
    slower (fewer jobs to run).
 The search stops at the lower bound (the schedule is then optimal) or when its budget is spent. The budget is
@@ -26,13 +27,15 @@ from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
 from ppdsl.synth.improve import improve
 from ppdsl.synth.lns import lns, total_score
+from ppdsl.synth.periodic import periodic_schedules
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
 
 EPS = 1e-9
 WORK_PER_SECOND = 1.2e6  # job evaluations per second on this kind of machine: turns a time limit into work
 CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
-FRACTIONS = {"refine": 0.2, "local": 0.15, "windows": 0.6}  # of the budget left when each step starts
+PERIODIC_SECONDS_PER_DET = 4.0  # seconds of CPU per deterministic second of CP-SAT on block models
+FRACTIONS = {"periodic": 0.15, "refine": 0.2, "local": 0.15, "windows": 0.6}  # of the budget left when each step starts
 
 
 @dataclass
@@ -232,6 +235,21 @@ class Search:
         if offered:
             self.step("seed schedules", ", ".join(offered))
 
+    def periodic(self, fraction: float) -> None:
+        """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points."""
+        if self.reached_bound() or not exact.available():
+            return
+        seconds = fraction * self.budget.left() / WORK_PER_SECOND
+        found = periodic_schedules(self.problem, seconds / PERIODIC_SECONDS_PER_DET, seed=self.seed)
+        offered = []
+        for name, orders, spent in found:
+            ev = self.evaluator.evaluate(orders)
+            self.budget.spend((spent * PERIODIC_SECONDS_PER_DET) * WORK_PER_SECOND + 2 * self.jobs)
+            if ev.feasible:
+                offered.append(f"{ev.makespan:g}")
+                self.offer(orders, ev, name)
+        self.step("periodic blocks", ", ".join(offered) or "none fits")
+
     def local_search(self, fraction: float = 0.4) -> None:
         if self.best is None or self.reached_bound():
             return
@@ -352,6 +370,7 @@ def synthesize(
     t0 = time.perf_counter()
     search = Search(problem, time_limit if not exact_search else min(time_limit, 10.0), seed, progress)
     ranked = search.portfolio()
+    search.periodic(FRACTIONS["periodic"])
     if not search.reached_bound():
         search.refine(ranked, fraction=FRACTIONS["refine"])
     search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
