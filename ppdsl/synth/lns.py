@@ -37,6 +37,36 @@ BACKWARD_FIRST = 1  # passes alternate: forward (from the start) first, then bac
 DEPTH = 10  # jobs per rank a window aims at: more ranks than fit are split into groups of neighbouring ranks
 
 
+ORDER = "potential"  # windows by the idle time before critical jobs they hold, then by time
+
+
+def potential(ctx: Context, sets: list[set[int]], size: int) -> dict[tuple[int, int], int]:
+    """(group, first job) -> how much idle time before critical jobs (those whose start plus tail is the
+    makespan) the window holds: what it could take off the makespan at most."""
+    from bisect import bisect_left
+
+    idle = []
+    for r, starts in enumerate(ctx.start):
+        row, acc = [0], 0
+        for i, st in enumerate(starts):
+            if st + ctx.tail[ctx.orders[r][i]] >= ctx.makespan:
+                acc += st - (ctx.end[r][i - 1] if i else 0)
+            row.append(acc)
+        idle.append(row)
+    out = {}
+    for g, ranks in enumerate(sets):
+        starts = sorted(x for r in ranks for x in ctx.start[r])
+        for lo in range(0, len(starts), max(size // 4, 1)):
+            t_lo, t_hi = starts[lo], starts[lo + size] if lo + size < len(starts) else float("inf")
+            total = 0
+            for r in ranks:
+                a, b = bisect_left(ctx.start[r], t_lo), bisect_left(ctx.start[r], t_hi)
+                total += idle[r][b] - idle[r][a]
+            for x in range(lo, lo + max(size // 4, 1)):
+                out[(g, x)] = total
+    return out
+
+
 def passes_per_cycle(total: int, window: int) -> int:
     size, n = min(window, total), 1
     while size < total:
@@ -98,6 +128,9 @@ def lns(
             n = sum(len(ctx.start[r]) for r in ranks)
             plan += [(lo / n, g, lo) for lo in range(offset, max(n - step, 1), step)]
         plan.sort(reverse=passes % 2 == BACKWARD_FIRST)
+        if ORDER == "potential" or (ORDER == "mixed" and passes % 3 == 0):
+            gain = potential(ctx, sets, size)
+            plan.sort(key=lambda x: -gain.get((x[1], x[2]), 0))
         for _, g, lo in plan:
             ranks = sets[g]
             if done():

@@ -35,12 +35,32 @@ def kinds(problem: Problem, split: bool) -> list[Job]:
 
 
 def minimum_period(st: Statics, split: bool) -> int:
+    """The shortest period any block can have: the busiest rank's work per micro-batch, and (memory) the time
+    a micro-batch's activations are held on a rank at the least, over the rank's limit (a level at most the
+    limit holds at most limit * T of activation-time per period)."""
     p = st.problem
-    work = []
+    S = p.nstages
+    grad = BACKWARD_B if split else BACKWARD
+    types = (FORWARD, BACKWARD_B, BACKWARD_W) if split else (FORWARD, BACKWARD)
+    link = [[st.tick(max(x, 0.0)) for x in row] for row in p.link]
+    # the shortest time from a forward's start on stage s to its backward's start: the round trip beyond s
+    trip = [0] * S
+    for s in range(S - 1, -1, -1):
+        if s == S - 1:
+            trip[s] = st.cost[FORWARD][s]
+        else:
+            trip[s] = st.cost[FORWARD][s] + link[FORWARD][s] + trip[s + 1] + st.cost[grad][s + 1] + link[grad][s + 1]
+    period = 0
     for r in range(p.pp):
-        types = (FORWARD, BACKWARD_B, BACKWARD_W) if split else (FORWARD, BACKWARD)
-        work.append(sum(st.cost[t][s] for s in p.stages_of[r] for t in types))
-    return max(work)
+        period = max(period, sum(st.cost[t][s] for s in p.stages_of[r] for t in types))
+        if st.cap[r] is not None and st.cap[r] > 0:
+            held = 0
+            for s in p.stages_of[r]:
+                held += st.mem[FORWARD][s] * trip[s]
+                if split:
+                    held += max(st.mem[FORWARD][s] + st.mem[BACKWARD_B][s], 0) * st.cost[BACKWARD_B][s]
+            period = max(period, -(-held // st.cap[r]))
+    return period
 
 
 class BlockModel:
@@ -149,11 +169,17 @@ def orders_from_block(problem: Problem, offsets: dict[Job, int], period: int) ->
     return [[(t, s, mb) for _, _, (t, s), mb in sorted(row)] for row in timed]
 
 
+def planned_times(problem: Problem, offsets: dict[Job, int], period: int, k: int) -> dict[tuple[int, int, int], float]:
+    """When the repeated block runs each job (in the problem's time): a plan for `greedy`'s planned policies."""
+    return {(t, s, mb): (o + mb * period) / k for (t, s), o in offsets.items() for mb in range(problem.microbatches)}
+
+
 def periodic_schedules(
     problem: Problem, budget: float, seed: int = 0, periods: int = 2
-) -> list[tuple[str, list[Order], float]]:
-    """(name, orders, deterministic time spent) of periodic schedules for a few periods from the shortest one,
-    within `budget` seconds of CP-SAT deterministic time in all (the shortest period gets the most)."""
+) -> list[tuple[str, list[Order], float, dict]]:
+    """(name, orders, deterministic time spent, planned times) of periodic schedules for a few periods from the
+    shortest one, within `budget` seconds of CP-SAT deterministic time in all (the shortest period gets the
+    most)."""
     st = Statics(problem, problem.sequential())
     out = []
     splits = {"yes": (True,), "no": (False,), "auto": (True,)}[problem.split]
@@ -167,5 +193,6 @@ def periodic_schedules(
             offsets, status, spent = model.solve(budget * shares[i] / (sum(shares) * len(splits)), seed)
             if offsets is not None:
                 name = f"periodic block, period {period / st.k:g} ({status.lower()})"
-                out.append((name, orders_from_block(problem, offsets, period), spent))
+                plan = planned_times(problem, offsets, period, st.k)
+                out.append((name, orders_from_block(problem, offsets, period), spent, plan))
     return out

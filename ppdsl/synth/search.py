@@ -32,7 +32,7 @@ from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
 
 EPS = 1e-9
-WORK_PER_SECOND = 1.2e6  # job evaluations per second on this kind of machine: turns a time limit into work
+WORK_PER_SECOND = 1.0e6  # job evaluations per second on this kind of machine: turns a time limit into work
 CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
 PERIODIC_SECONDS_PER_DET = 4.0  # seconds of CPU per deterministic second of CP-SAT on block models
 FRACTIONS = {"periodic": 0.15, "refine": 0.2, "local": 0.15, "windows": 0.6}  # of the budget left when each step starts
@@ -165,9 +165,9 @@ class Search:
             return True
         return False
 
-    def run_policy(self, policy: Policy) -> tuple[list[Order], Evaluation] | None:
+    def run_policy(self, policy: Policy, priority: dict | None = None) -> tuple[list[Order], Evaluation] | None:
         self.budget.spend(3 * self.jobs)
-        orders = list_schedule(self.problem, policy)
+        orders = list_schedule(self.problem, policy, priority)
         if orders is None:
             return None
         ev = self.evaluator.evaluate(orders)
@@ -236,18 +236,29 @@ class Search:
             self.step("seed schedules", ", ".join(offered))
 
     def periodic(self, fraction: float) -> None:
-        """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points."""
+        """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points: as they
+        are, and as the plan of list schedules that fill the warm-up and cool-down the repetition leaves idle."""
         if self.reached_bound() or not exact.available():
             return
         seconds = fraction * self.budget.left() / WORK_PER_SECOND
         found = periodic_schedules(self.problem, seconds / PERIODIC_SECONDS_PER_DET, seed=self.seed)
         offered = []
-        for name, orders, spent in found:
+        for name, orders, spent, plan in found:
             ev = self.evaluator.evaluate(orders)
             self.budget.spend((spent * PERIODIC_SECONDS_PER_DET) * WORK_PER_SECOND + 2 * self.jobs)
             if ev.feasible:
                 offered.append(f"{ev.makespan:g}")
                 self.offer(orders, ev, name)
+            priority = {job: -t for job, t in plan.items()}
+            best = None
+            for reserve in (None, 1, 2):
+                policy = Policy(split=self.problem.split != "no", planned=True, reserve=reserve)
+                got = self.run_policy(policy, priority)
+                if got is not None and got[1].feasible and (best is None or total_score(got[1]) < total_score(best[1])):
+                    best = got
+            if best is not None:
+                offered.append(f"planned {best[1].makespan:g}")
+                self.offer(best[0], best[1], name + ", planned")
         self.step("periodic blocks", ", ".join(offered) or "none fits")
 
     def local_search(self, fraction: float = 0.4) -> None:
@@ -304,10 +315,11 @@ class Search:
         self.offer(found_orders, found, origin + " + CP-SAT windows")
         self.step("CP-SAT over windows", f"{spent:.1f} s of work")
 
-    def merge_backwards(self, evaluations: int = 64) -> None:
+    def merge_backwards(self, evaluations: int = 4) -> None:
         """Auto split: an I directly followed by its W becomes a whole backward where that is no slower. All of
         them are tried at once, then halves of what did not work, and so on (a handful of evaluations when most
-        merges are harmless, as they usually are), within `evaluations` or the budget left if that is more."""
+        merges are harmless, as they usually are), within `evaluations`, or what is left of the budget and a
+        twentieth of it if that is more."""
         if self.problem.split != "auto" or self.best is None:
             return
         orders, ev, origin = self.best
@@ -334,7 +346,7 @@ class Search:
 
         done: set = set()
         current = orders
-        allowed = max(evaluations, int(self.budget.left() / max(self.jobs, 1)))
+        allowed = max(evaluations, int((self.budget.left() + 0.05 * self.budget.total) / max(self.jobs, 1)))
         groups = [candidates] if candidates else []
         tried = 0
         while groups and tried < allowed:
