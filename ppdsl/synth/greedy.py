@@ -5,6 +5,8 @@ may not come): a backward (`I`, or a whole `B`) first, since the gradient chain 
 forward, if its rank has room for it; a deferred weight gradient (`W`) fills what is left, or runs first when a
 forward waits for the memory it frees. The knobs of a `Policy` vary this (W before F, deeper chunks first,
 reserving memory for a micro-batch's later chunks, a cap on micro-batches in flight); the search tries many.
+A planned policy follows a plan instead (a periodic block's times, `periodic`): the ready job planned first
+runs, unless it would delay a job planned before it whose input is about to arrive.
 
 Timing follows the checker exactly: a job starts when its rank is free and its input has arrived; an output
 for another rank leaves on the sender's send stream (one transfer after another) and takes the link time.

@@ -19,6 +19,7 @@ import pytest
 
 from ppdsl.language.jobtypes import BACKWARD_W
 from ppdsl.synth import exact
+from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.lns import groups, lns
 from ppdsl.synth.periodic import periodic_schedules
 from ppdsl.synth.problem import build_problem
@@ -166,7 +167,7 @@ def test_periodic_blocks_keep_the_memory_limit(case):
     evaluator = Evaluator(p)
     found = periodic_schedules(p, budget=1.0)
     assert found
-    for _, orders, _ in found:
+    for _, orders, _, _ in found:
         got = evaluator.evaluate(orders)
         assert got.feasible, got.peaks  # complete, no deadlock, and within the limit the block was solved for
         assert [sorted(o) for o in orders] == [sorted(o) for o in p.sequential()]
@@ -174,15 +175,30 @@ def test_periodic_blocks_keep_the_memory_limit(case):
 
 def test_periodic_block_finds_the_optimum():
     p = problem(4, 8, 2, "vshape", UNIFORM, 4)
-    best = min(Evaluator(p).evaluate(orders).makespan for _, orders, _ in periodic_schedules(p, budget=1.0))
+    best = min(Evaluator(p).evaluate(orders).makespan for _, orders, _, _ in periodic_schedules(p, budget=1.0))
     assert best == 59
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"pp{c[0]}-m{c[1]}-{c[3]}-mem{c[5]}")
+def test_planned_list_schedules_follow_a_block_within_the_limit(case):
+    p = problem(*case)
+    evaluator = Evaluator(p)
+    for _, orders, _, plan in periodic_schedules(p, budget=1.0):
+        for reserve in (None, 1):
+            policy = Policy(split=True, planned=True, reserve=reserve)
+            planned = list_schedule(p, policy, {job: -t for job, t in plan.items()})
+            if planned is None:
+                continue  # (a memory deadlock: the search drops such a policy)
+            got = evaluator.evaluate(planned)
+            assert got.feasible
+            assert [sorted(o) for o in planned] == [sorted(o) for o in orders]
 
 
 def test_periodic_block_beats_the_greedy_on_v_with_unequal_costs():
     p = problem(6, 24, 2, "vshape", HETERO, 8)
     evaluator = Evaluator(p)
     (_, greedy_ev), *_ = greedy(p)
-    best = min(evaluator.evaluate(orders).makespan for _, orders, _ in periodic_schedules(p, budget=1.0))
+    best = min(evaluator.evaluate(orders).makespan for _, orders, _, _ in periodic_schedules(p, budget=1.0))
     assert best < greedy_ev.makespan - 10  # 179.6 against 203.8
 
 
