@@ -5,6 +5,8 @@ may not come): a backward (`I`, or a whole `B`) first, since the gradient chain 
 forward, if its rank has room for it; a deferred weight gradient (`W`) fills what is left, or runs first when a
 forward waits for the memory it frees. The knobs of a `Policy` vary this (W before F, deeper chunks first,
 reserving memory for a micro-batch's later chunks, a cap on micro-batches in flight); the search tries many.
+A planned policy follows a plan instead (a periodic block's times, `periodic`): the ready job planned first
+runs, unless it would delay a job planned before it whose input is about to arrive.
 
 Timing follows the checker exactly: a job starts when its rank is free and its input has arrived; an output
 for another rank leaves on the sender's send stream (one transfer after another) and takes the link time.
@@ -42,6 +44,9 @@ class Policy:
     inflight: int | tuple[int | None, ...] | None = None  # at most this many micro-batches in flight on a rank
     w_lag: int | tuple[int | None, ...] | None = None  # at most this many deferred W on a rank (0: W right after I)
     seed: int | None = None  # random tie-breaking between equally ranked ready jobs
+    # Planned: the job with the best `priority` (a planned order) runs first whatever its kind, and a job does not
+    # start when it would still run as the input of a job planned before it arrives.
+    planned: bool = False
     # reserve, inflight and w_lag are one value for every rank, or a tuple of one per rank
 
     def at(self, knob: str, rank: int) -> int | None:
@@ -71,6 +76,8 @@ class Policy:
                 parts.append(text.format(value))
         if self.seed is not None:
             parts.append(f"seed {self.seed}")
+        if self.planned:
+            parts.append("planned")
         return " ".join(parts)
 
 
@@ -162,6 +169,7 @@ def list_schedule(problem: Problem, policy: Policy, priority: dict | None = None
         ready_f = None
         next_known = float("inf")  # the earliest known input still on its way
         next_b_known = float("inf")  # the same, of backward inputs
+        coming = []  # (planned) jobs whose input is on its way: (tie value, arrival)
         for s in backward_pref[r]:
             k = next_b[s]
             if k < next_f[s]:
@@ -171,8 +179,11 @@ def list_schedule(problem: Problem, policy: Policy, priority: dict | None = None
                         key = (tie(bwd, s, k), backward_pref[r].index(s))
                         if ready_b is None or key < ready_b[0]:
                             ready_b = (key, s, k)
-                    elif arrival < next_b_known:
-                        next_b_known = arrival
+                    else:
+                        if arrival < next_b_known:
+                            next_b_known = arrival
+                        if policy.planned:
+                            coming.append((tie(bwd, s, k), arrival))
         next_known = next_b_known
         for s in stages_by_pref[r]:
             k = next_f[s]
@@ -185,8 +196,11 @@ def list_schedule(problem: Problem, policy: Policy, priority: dict | None = None
                             key = (tie(FORWARD, s, k), stages_by_pref[r].index(s))
                             if ready_f is None or key < ready_f[0]:
                                 ready_f = (key, s, k)
-                    elif arrival < next_known:
-                        next_known = arrival
+                    else:
+                        if arrival < next_known:
+                            next_known = arrival
+                        if policy.planned:
+                            coming.append((tie(FORWARD, s, k), arrival))
         oldest_w = None
         if policy.split:
             for s in stages_by_pref[r]:
@@ -197,7 +211,16 @@ def list_schedule(problem: Problem, policy: Policy, priority: dict | None = None
         lag = policy.at("w_lag", r)
         must_w = lag is not None and deferred[r] > lag
         choice = None
-        if oldest_w is not None and (must_w or (policy.w_before_f and ready_b is None)):
+        if policy.planned and not must_w:
+            options = [(x[0][0], kind, x[1], x[2]) for kind, x in ((bwd, ready_b), (FORWARD, ready_f)) if x]
+            if oldest_w is not None:
+                options.append((oldest_w[0][0], BACKWARD_W, oldest_w[1], oldest_w[2]))
+            if options:
+                planned, *choice = min(options)
+                # not when it would delay a job planned before it whose input is about to arrive
+                if any(p_ < planned and now + cost[choice[0]][choice[1]] > a + EPS for p_, a in coming):
+                    choice = None
+        elif oldest_w is not None and (must_w or (policy.w_before_f and ready_b is None)):
             choice = (BACKWARD_W, oldest_w[1], oldest_w[2])
         elif ready_b is not None:
             choice = (bwd, ready_b[1], ready_b[2])
@@ -205,7 +228,7 @@ def list_schedule(problem: Problem, policy: Policy, priority: dict | None = None
             choice = (FORWARD, ready_f[1], ready_f[2])
         elif oldest_w is not None:
             choice = (BACKWARD_W, oldest_w[1], oldest_w[2])
-        if choice is not None and choice[0] != bwd and not must_w:
+        if choice is not None and choice[0] != bwd and not must_w and not policy.planned:
             arrives = next_known if choice[0] == BACKWARD_W else next_b_known
             patient = policy.w_fit if choice[0] == BACKWARD_W else policy.f_fit
             if patient and now + cost[choice[0]][choice[1]] > arrives + EPS:

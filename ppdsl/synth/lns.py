@@ -1,19 +1,22 @@
-"""Large-neighbourhood search: re-solve one time window of a schedule exactly, everything else as it is.
+"""Large-neighbourhood search: re-solve one window of a schedule exactly, everything else as it is.
 
-A window is the jobs that start within a stretch of time (on every rank). CP-SAT re-orders and re-times them,
-with the jobs outside keeping their order, under the same no-overlap, chain and memory constraints as the exact
-engine, no later than the current makespan, and as early as possible (the makespan first, then the sum of the
-window's start times: moving work earlier is what lets the next window improve the makespan). The checker's
-timing decides whether the result is kept. Windows slide over the schedule, pass after pass, while they help.
+A window is the jobs that start within a stretch of time (on every rank, or on a group of neighbouring ranks).
+`window.WindowModel` re-orders and re-times them with CP-SAT: the jobs before keep their times, the jobs after
+keep their order and are summed up by their tails, so the model's objective is the schedule's makespan (then
+the window's work as early as possible: that is what lets the next window improve the makespan). The checker's
+timing decides whether the result is kept. Windows slide over the schedule from its start to its end, pass
+after pass; a pass that finds nothing makes the windows larger.
+
+The budget is CP-SAT's deterministic time, so the same inputs give the same schedule.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
-from ppdsl.language.jobtypes import BACKWARD
-from ppdsl.synth.exact import ScheduleModel
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
+from ppdsl.synth.window import Context, Statics, WindowModel
 
 EPS = 1e-9
 
@@ -25,53 +28,140 @@ def total_score(ev: Evaluation) -> tuple[float, float]:
     return (round(ev.makespan, 9), round(sum(sum(row) for row in ev.end), 6))
 
 
+# What a window costs, in seconds of this kind of machine (the caller turns them into its work units): CP-SAT's
+# deterministic time, evaluating the result and building the model (per job of the schedule, per free job)
+SECONDS_PER_DET = 6.0
+SECONDS_PER_JOB = 2.5e-6  # evaluating the result (and, when it is kept, reading the schedule again)
+SECONDS_PER_FREE_JOB = 1.7e-4
+BACKWARD_FIRST = 1  # passes alternate: forward (from the start) first, then backward
+DEPTH = 10  # jobs per rank a window aims at: more ranks than fit are split into groups of neighbouring ranks
+
+
+ORDER = "potential"  # windows by the idle time before critical jobs they hold, then by time
+
+
+def potential(ctx: Context, sets: list[set[int]], size: int) -> dict[tuple[int, int], int]:
+    """(group, first job) -> how much idle time before critical jobs (those whose start plus tail is the
+    makespan) the window holds: what it could take off the makespan at most."""
+    from bisect import bisect_left
+
+    idle = []
+    for r, starts in enumerate(ctx.start):
+        row, acc = [0], 0
+        for i, st in enumerate(starts):
+            if st + ctx.tail[ctx.orders[r][i]] >= ctx.makespan:
+                acc += st - (ctx.end[r][i - 1] if i else 0)
+            row.append(acc)
+        idle.append(row)
+    out = {}
+    for g, ranks in enumerate(sets):
+        starts = sorted(x for r in ranks for x in ctx.start[r])
+        for lo in range(0, len(starts), max(size // 4, 1)):
+            t_lo, t_hi = starts[lo], starts[lo + size] if lo + size < len(starts) else float("inf")
+            total = 0
+            for r in ranks:
+                a, b = bisect_left(ctx.start[r], t_lo), bisect_left(ctx.start[r], t_hi)
+                total += idle[r][b] - idle[r][a]
+            for x in range(lo, lo + max(size // 4, 1)):
+                out[(g, x)] = total
+    return out
+
+
+def passes_per_cycle(total: int, window: int) -> int:
+    size, n = min(window, total), 1
+    while size < total:
+        size, n = min(int(size * 1.5), total), n + 1
+    return n
+
+
+def groups(pp: int, size: int) -> list[set[int]]:
+    """Groups of neighbouring ranks (stages live on neighbouring ranks) for windows of about `size` jobs."""
+    width = max(2, size // DEPTH)
+    if width >= pp:
+        return [set(range(pp))]
+    starts = list(range(0, pp - width + 1, max(width // 2, 1)))
+    if starts[-1] != pp - width:
+        starts.append(pp - width)
+    return [set(range(a, a + width)) for a in starts]
+
+
 def lns(
     evaluator: Evaluator,
     orders: list[Order],
     budget: float,
-    window: int = 96,
+    window: int = 30,
     target: float = 0.0,
     seed: int = 0,
     out_of_time: Callable[[], bool] = lambda: False,
-) -> tuple[list[Order], Evaluation]:
-    """Improve `orders` by windows of about `window` jobs, within `budget` seconds of CP-SAT deterministic time."""
+    per_window: float = 0.02,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[Order], Evaluation, float]:
+    """Improve `orders` by windows of about `window` jobs (growing when a pass finds nothing) within `budget`
+    seconds of work (counted, not measured: CP-SAT's deterministic time and the jobs handled); returns the
+    best schedule, its evaluation and the work spent."""
     problem = evaluator.problem
+    rng = random.Random(seed)
     current = orders
     cur_ev = evaluator.evaluate(current)
-    if not cur_ev.feasible:
-        return current, cur_ev
-    spent = 0.0
-    per_window = 0.5
-    improved = True
-    while improved and spent < budget and cur_ev.makespan > target + EPS and not out_of_time():
-        improved = False
-        jobs = sorted(
-            ((cur_ev.start[r][i], r, job) for r, order in enumerate(current) for i, job in enumerate(order)),
-            key=lambda x: (x[0], x[1]),
-        )
-        step = max(window // 2, 1)
-        for lo in range(0, max(len(jobs) - window // 2, 1), step):
-            if spent >= budget or cur_ev.makespan <= target + EPS or out_of_time():
+    total = sum(len(o) for o in current)
+    if not cur_ev.feasible or total == 0:
+        return current, cur_ev, 0.0
+    statics = Statics(problem, current)
+    ctx = Context(statics, current, cur_ev)
+    spent = SECONDS_PER_JOB * total
+    size = min(window, total)
+    passes = 0
+    stale = 0  # passes in a row that did not shorten the makespan
+
+    def done() -> bool:
+        return spent >= budget or cur_ev.makespan <= target + EPS or out_of_time()
+
+    while not done():
+        before = cur_ev.makespan
+        step = max(size // 2, 1)
+        offset = rng.randrange(step) if passes else 0
+        sets = groups(problem.pp, size)
+        # the windows of one pass: stretches of time on each group of ranks, from the start to the end (or, every
+        # other pass, from the end, where the makespan is decided, to the start)
+        plan = []
+        for g, ranks in enumerate(sets):
+            n = sum(len(ctx.start[r]) for r in ranks)
+            plan += [(lo / n, g, lo) for lo in range(offset, max(n - step, 1), step)]
+        plan.sort(reverse=passes % 2 == BACKWARD_FIRST)
+        if ORDER == "potential" or (ORDER == "mixed" and passes % 3 == 0):
+            gain = potential(ctx, sets, size)
+            plan.sort(key=lambda x: -gain.get((x[1], x[2]), 0))
+        for _, g, lo in plan:
+            ranks = sets[g]
+            if done():
                 break
-            free = {job for _, _, job in jobs[lo : lo + window]}
-            times = {job: cur_ev.start[r][i] for r, order in enumerate(current) for i, job in enumerate(order)}
-            whole = {(s, mb): t == BACKWARD for order in current for t, s, mb in order if t == BACKWARD or t == 2}
-            model = ScheduleModel(problem, whole=whole, horizon=cur_ev.makespan)
-            model.keep_order(current, free)
-            model.hint(times)
-            _earliest_in_window(model, free)
-            sol = model.solve(per_window, seed=seed)
-            spent += per_window
-            if sol.orders is None:
+            starts = sorted(x for r in ranks for x in ctx.start[r])
+            if lo >= len(starts):
                 continue
-            ev = evaluator.evaluate(sol.orders)
+            t_lo = starts[lo] / statics.k if lo else float("-inf")
+            t_hi = starts[lo + size] / statics.k if lo + size < len(starts) else float("inf")
+            first, last = ctx.cut(t_lo, t_hi, None if len(sets) == 1 else ranks)
+            model = WindowModel(ctx, first, last)
+            free = len(model.free)
+            found, status = model.solve(per_window * (free / window) ** 2, seed=seed)
+            spent += SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * free
+            if found is None:
+                continue
+            ev = evaluator.evaluate(found)
             if total_score(ev) < total_score(cur_ev):
-                current, cur_ev = sol.orders, ev
-                improved = True
-    return current, cur_ev
-
-
-def _earliest_in_window(model: ScheduleModel, free: set) -> None:
-    """Objective: the makespan first, then the free jobs as early as possible."""
-    weight = len(free) * model.horizon + 1
-    model.model.Minimize(model.makespan * weight + sum(model.start[job] for job in free if job in model.start))
+                if log is not None and ev.makespan < cur_ev.makespan - EPS:
+                    log(f"window {g}:{lo}+{size} ({status}): {cur_ev.makespan:g} -> {ev.makespan:g}")
+                current, cur_ev = found, ev
+                ctx = Context(statics, current, cur_ev)
+                spent += SECONDS_PER_JOB * total
+        passes += 1
+        # larger windows while the makespan does not move (what a pass moves earlier still helps the next one),
+        # from the smallest again after the largest
+        stale = 0 if cur_ev.makespan < before - EPS else stale + 1
+        if size >= total:
+            if stale >= passes_per_cycle(total, window):
+                break  # a whole cycle of sizes found nothing
+            size = min(window, total)
+        elif stale:
+            size = min(int(size * 1.5), total)
+    return current, cur_ev, spent

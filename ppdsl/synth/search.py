@@ -3,8 +3,9 @@
 1. A portfolio of list-scheduling policies (`greedy.Policy`), the best refined rank by rank (per-rank admission,
    memory reserve and W lag), plus any seed schedules (the library's, at these sizes and within the limit).
 2. Local search along the critical path (`improve`).
-3. With OR-Tools: the whole problem in CP-SAT when it is small, else large-neighbourhood search over windows
-   of the schedule (`exact`, `lns`).
+3. With OR-Tools: large-neighbourhood search, CP-SAT re-solving small windows of the schedule with the rest
+   fixed (`lns`, `window`); then, when the problem is small, the whole problem in CP-SAT from the best schedule,
+   which can prove it optimal (`exact`).
 4. `--split-backward auto`: an I directly followed by its own W becomes one whole backward where that is no
    slower (fewer jobs to run).
 The search stops at the lower bound (the schedule is then optimal) or when its budget is spent. The budget is
@@ -26,12 +27,15 @@ from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
 from ppdsl.synth.improve import improve
 from ppdsl.synth.lns import lns, total_score
+from ppdsl.synth.periodic import periodic_schedules
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
 
 EPS = 1e-9
-WORK_PER_SECOND = 1.2e6  # job evaluations per second on this kind of machine: turns a time limit into work
-CP_SAT_WHOLE_MAX_JOBS = 700  # above this, CP-SAT improves windows of the schedule instead of the whole
+WORK_PER_SECOND = 1.0e6  # job evaluations per second on this kind of machine: turns a time limit into work
+CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
+PERIODIC_SECONDS_PER_DET = 4.0  # seconds of CPU per deterministic second of CP-SAT on block models
+FRACTIONS = {"periodic": 0.15, "refine": 0.2, "local": 0.15, "windows": 0.6}  # of the budget left when each step starts
 
 
 @dataclass
@@ -161,9 +165,9 @@ class Search:
             return True
         return False
 
-    def run_policy(self, policy: Policy) -> tuple[list[Order], Evaluation] | None:
+    def run_policy(self, policy: Policy, priority: dict | None = None) -> tuple[list[Order], Evaluation] | None:
         self.budget.spend(3 * self.jobs)
-        orders = list_schedule(self.problem, policy)
+        orders = list_schedule(self.problem, policy, priority)
         if orders is None:
             return None
         ev = self.evaluator.evaluate(orders)
@@ -194,9 +198,9 @@ class Search:
         self.step("list scheduling", f"{len(candidates)} policies, best {ranked[0][1].label()}" if ranked else "")
         return ranked
 
-    def refine(self, ranked: list, top: int = 2, sweeps: int = 3) -> None:
+    def refine(self, ranked: list, top: int = 2, sweeps: int = 3, fraction: float = 0.35) -> None:
         """Coordinate descent over per-rank knobs of the best policies."""
-        share = self.budget.used + 0.35 * self.budget.left()
+        share = self.budget.used + fraction * self.budget.left()
         for _, policy, orders, ev in ranked[:top]:
             policy = policy.per_rank(self.problem.pp)
             current = (total_score(ev), policy, orders, ev)
@@ -231,11 +235,37 @@ class Search:
         if offered:
             self.step("seed schedules", ", ".join(offered))
 
-    def local_search(self) -> None:
+    def periodic(self, fraction: float) -> None:
+        """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points: as they
+        are, and as the plan of list schedules that fill the warm-up and cool-down the repetition leaves idle."""
+        if self.reached_bound() or not exact.available():
+            return
+        seconds = fraction * self.budget.left() / WORK_PER_SECOND
+        found = periodic_schedules(self.problem, seconds / PERIODIC_SECONDS_PER_DET, seed=self.seed)
+        offered = []
+        for name, orders, spent, plan in found:
+            ev = self.evaluator.evaluate(orders)
+            self.budget.spend((spent * PERIODIC_SECONDS_PER_DET) * WORK_PER_SECOND + 2 * self.jobs)
+            if ev.feasible:
+                offered.append(f"{ev.makespan:g}")
+                self.offer(orders, ev, name)
+            priority = {job: -t for job, t in plan.items()}
+            best = None
+            for reserve in (None, 1, 2):
+                policy = Policy(split=self.problem.split != "no", planned=True, reserve=reserve)
+                got = self.run_policy(policy, priority)
+                if got is not None and got[1].feasible and (best is None or total_score(got[1]) < total_score(best[1])):
+                    best = got
+            if best is not None:
+                offered.append(f"planned {best[1].makespan:g}")
+                self.offer(best[0], best[1], name + ", planned")
+        self.step("periodic blocks", ", ".join(offered) or "none fits")
+
+    def local_search(self, fraction: float = 0.4) -> None:
         if self.best is None or self.reached_bound():
             return
         orders, _, origin = self.best
-        work = 0.4 * self.budget.left()
+        work = fraction * self.budget.left()
         evaluations = max(int(work / max(self.jobs, 1)), 10)
         before = self.evaluator.calls
         deadline = time.perf_counter() + 3 * work / WORK_PER_SECOND + 1
@@ -265,7 +295,15 @@ class Search:
             self.bound = max(self.bound, sol.bound if sol.status != "INFEASIBLE" else self.bound)
             self.step("CP-SAT (whole problem)", f"{sol.status.lower()}, bound {sol.bound:g}")
             return sol.status
-        found_orders, found = lns(
+        self.windows(seconds)
+        return "windows"
+
+    def windows(self, seconds: float) -> None:
+        """Large-neighbourhood search over windows of the best schedule (`lns`), for about `seconds`."""
+        if self.best is None or self.reached_bound() or not exact.available():
+            return
+        orders, _, origin = self.best
+        found_orders, found, spent = lns(
             self.evaluator,
             orders,
             seconds,
@@ -273,35 +311,59 @@ class Search:
             seed=self.seed,
             out_of_time=lambda: time.perf_counter() > self.budget.deadline,
         )
+        self.budget.spend(spent * WORK_PER_SECOND)
         self.offer(found_orders, found, origin + " + CP-SAT windows")
-        self.step("CP-SAT over windows")
-        return "windows"
+        self.step("CP-SAT over windows", f"{spent:.1f} s of work")
 
-    def merge_backwards(self) -> None:
-        """Auto split: an I directly followed by its W becomes a whole backward where that is no slower."""
+    def merge_backwards(self, evaluations: int = 4) -> None:
+        """Auto split: an I directly followed by its W becomes a whole backward where that is no slower. All of
+        them are tried at once, then halves of what did not work, and so on (a handful of evaluations when most
+        merges are harmless, as they usually are), within `evaluations`, or what is left of the budget and a
+        twentieth of it if that is more."""
         if self.problem.split != "auto" or self.best is None:
             return
         orders, ev, origin = self.best
         p = self.problem
-        merged = [list(o) for o in orders]
-        changed = 0
-        for r, order in enumerate(merged):
-            i = 0
-            while i + 1 < len(order):
-                t, s, mb = order[i]
-                if t == BACKWARD_B and order[i + 1] == (BACKWARD_W, s, mb):
+        candidates = []
+        for order in orders:
+            for (t, s, mb), after in itertools.pairwise(order):
+                if t == BACKWARD_B and after == (BACKWARD_W, s, mb):
                     if p.cost[BACKWARD][s] <= p.cost[BACKWARD_B][s] + p.cost[BACKWARD_W][s] + EPS:
-                        trial = [list(o) for o in merged]
-                        trial[r][i : i + 2] = [(BACKWARD, s, mb)]
-                        found = self.evaluator.evaluate(trial)
-                        if found.feasible and found.makespan <= ev.makespan + EPS:
-                            merged, ev = trial, found
-                            order = merged[r]
-                            changed += 1
-                i += 1
-        if changed:
-            self.best = (merged, ev, origin)
-        self.step("whole backwards where no slower", f"{changed} I + W pairs merged")
+                        candidates.append((s, mb))
+
+        def merge(pairs: set) -> list[Order]:
+            out = []
+            for order in orders:
+                row = []
+                for t, s, mb in order:
+                    if (s, mb) in pairs and t in (BACKWARD_B, BACKWARD_W):
+                        if t == BACKWARD_B:
+                            row.append((BACKWARD, s, mb))
+                        continue
+                    row.append((t, s, mb))
+                out.append(row)
+            return out
+
+        done: set = set()
+        current = orders
+        allowed = max(evaluations, int((self.budget.left() + 0.05 * self.budget.total) / max(self.jobs, 1)))
+        groups = [candidates] if candidates else []
+        tried = 0
+        while groups and tried < allowed:
+            group = groups.pop()
+            trial = merge(done | set(group))
+            found = self.evaluator.evaluate(trial)
+            tried += 1
+            if found.feasible and found.makespan <= ev.makespan + EPS:
+                done |= set(group)
+                current, ev = trial, found
+            elif len(group) > 1:
+                half = len(group) // 2
+                groups += [group[half:], group[:half]]
+        self.budget.spend(tried * self.jobs)
+        if done:
+            self.best = (current, ev, origin)
+        self.step("whole backwards where no slower", f"{len(done)} I + W pairs merged")
 
 
 def synthesize(
@@ -320,20 +382,24 @@ def synthesize(
     t0 = time.perf_counter()
     search = Search(problem, time_limit if not exact_search else min(time_limit, 10.0), seed, progress)
     ranked = search.portfolio()
+    search.periodic(FRACTIONS["periodic"])
     if not search.reached_bound():
-        search.refine(ranked)
+        search.refine(ranked, fraction=FRACTIONS["refine"])
     search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
     if search.best is None:
         raise Infeasible(problem)
-    search.local_search()
+    search.local_search(FRACTIONS["local"])
     status = ""
     if exact_search:
         exact.load_cp_model()  # a clear error when OR-Tools is missing
         remaining = max(time_limit - (time.perf_counter() - t0), 1.0)
         status = search.cp_sat(remaining, whole=True, workers=workers, deterministic=workers == 1)
     elif exact.available() and not search.reached_bound():
-        share = max(search.budget.left() / WORK_PER_SECOND, 0.5)
-        status = search.cp_sat(share, whole=search.jobs <= CP_SAT_WHOLE_MAX_JOBS)
+        whole = search.jobs <= CP_SAT_WHOLE_MAX_JOBS
+        search.windows((FRACTIONS["windows"] if whole else 1.0) * search.budget.left() / WORK_PER_SECOND)
+        if whole:
+            share = max(search.budget.left() / WORK_PER_SECOND, 0.5)
+            status = search.cp_sat(share, whole=True)
     search.merge_backwards()
     orders, ev, origin = search.best
     exact_model = exact.transfers_never_queue(problem)

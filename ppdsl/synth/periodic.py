@@ -1,0 +1,198 @@
+"""Periodic schedules: one micro-batch's jobs as a block, repeated every period, found exactly with CP-SAT.
+
+In a pipeline's steady state every micro-batch goes through the same motions, one period after the one before
+(the building blocks of ZB-V and of "Pipeline Parallelism with Controllable Memory"). The block is one
+micro-batch's jobs on every stage, each at an offset from the micro-batch's first forward; micro-batch k runs
+job j at offset(j) + k * T. The model chooses the offsets for a period T:
+- a job starts after its input (the forward of the stage before, the backward of the stage after, plus the
+  link time; W after its I);
+- each rank runs one job at a time modulo T (a job and its copy one period earlier never overlap another);
+- memory: in the steady state a forward's activation is held from the forward to its backward (or I), what I
+  leaves until W; a hold longer than k periods counts k micro-batches in full, the rest as a partial hold at its
+  phase in the period; the sum never exceeds the rank's limit (the checker's level after each job is the level
+  at its start, so this is the limit the checker applies);
+- the block is as short as possible: the last micro-batch's last job ends at (m - 1) * T + the block's end.
+The orders read off the repeated block (every rank's jobs by start time) keep its memory levels, and in the
+warm-up and cool-down fewer micro-batches are in flight; the checker's timing then runs every job as soon as its
+rank and input allow, which closes the gaps the missing micro-batches leave. The period is at least the busiest
+rank's work per micro-batch; a longer one can fit a tighter memory limit, so a few are tried.
+"""
+
+from __future__ import annotations
+
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.synth.exact import load_cp_model
+from ppdsl.synth.problem import Problem
+from ppdsl.synth.schedule import Order
+from ppdsl.synth.window import Statics
+
+Job = tuple[int, int]  # (type, stage) of one micro-batch's job
+
+
+def kinds(problem: Problem, split: bool) -> list[Job]:
+    types = (FORWARD, BACKWARD_B, BACKWARD_W) if split else (FORWARD, BACKWARD)
+    return [(t, s) for s in range(problem.nstages) for t in types]
+
+
+def minimum_period(st: Statics, split: bool) -> int:
+    """The shortest period any block can have: the busiest rank's work per micro-batch, and (memory) the time
+    a micro-batch's activations are held on a rank at the least, over the rank's limit (a level at most the
+    limit holds at most limit * T of activation-time per period)."""
+    p = st.problem
+    S = p.nstages
+    grad = BACKWARD_B if split else BACKWARD
+    types = (FORWARD, BACKWARD_B, BACKWARD_W) if split else (FORWARD, BACKWARD)
+    link = [[st.tick(max(x, 0.0)) for x in row] for row in p.link]
+    # the shortest time from a forward's start on stage s to its backward's start: the round trip beyond s
+    trip = [0] * S
+    for s in range(S - 1, -1, -1):
+        if s == S - 1:
+            trip[s] = st.cost[FORWARD][s]
+        else:
+            trip[s] = st.cost[FORWARD][s] + link[FORWARD][s] + trip[s + 1] + st.cost[grad][s + 1] + link[grad][s + 1]
+    period = 0
+    for r in range(p.pp):
+        period = max(period, sum(st.cost[t][s] for s in p.stages_of[r] for t in types))
+        if st.cap[r] is not None and st.cap[r] > 0:
+            held = 0
+            for s in p.stages_of[r]:
+                held += st.mem[FORWARD][s] * trip[s]
+                if split:
+                    held += max(st.mem[FORWARD][s] + st.mem[BACKWARD_B][s], 0) * st.cost[BACKWARD_B][s]
+            period = max(period, -(-held // st.cap[r]))
+    return period
+
+
+class BlockModel:
+    """The offsets of one micro-batch's jobs for period `period` (in ticks of `st`)."""
+
+    def __init__(self, st: Statics, period: int, split: bool):
+        self.cp = load_cp_model()
+        p = self.problem = st.problem
+        self.st, self.period, self.split = st, period, split
+        model = self.model = self.cp.CpModel()
+        jobs = self.jobs = kinds(p, split)
+        S, T = p.nstages, period
+        link = [[st.tick(max(x, 0.0)) for x in row] for row in p.link]
+        horizon = sum(st.cost[t][s] for t, s in jobs) + sum(max(row) for row in link) * 2 * S + T
+        self.horizon = horizon
+        offset, phase = {}, {}
+        for job in jobs:
+            offset[job] = model.NewIntVar(0, horizon, "")
+            phase[job] = model.NewIntVar(0, T - 1, "")
+            model.AddModuloEquality(phase[job], offset[job], T)
+        self.offset = offset
+        grad = BACKWARD_B if split else BACKWARD
+
+        def cost(job: Job) -> int:
+            return st.cost[job[0]][job[1]]
+
+        model.Add(offset[(FORWARD, 0)] == 0)
+        for s in range(S):
+            f, g = (FORWARD, s), (grad, s)
+            if s > 0:
+                model.Add(offset[f] >= offset[(FORWARD, s - 1)] + cost((FORWARD, s - 1)) + link[FORWARD][s - 1])
+            model.Add(offset[g] >= offset[f] + cost(f))
+            if s < S - 1:
+                model.Add(offset[g] >= offset[(grad, s + 1)] + cost((grad, s + 1)) + link[grad][s + 1])
+            if split:
+                model.Add(offset[(BACKWARD_W, s)] >= offset[g] + cost(g))
+        # one job at a time on each rank, modulo the period
+        for r in range(p.pp):
+            intervals = []
+            for job in jobs:
+                if p.rank_of[job[1]] != r or cost(job) == 0:
+                    continue
+                d = cost(job)
+                intervals.append(model.NewIntervalVar(phase[job], d, phase[job] + d, ""))
+                intervals.append(model.NewIntervalVar(phase[job] - T, d, phase[job] - T + d, ""))
+            model.AddNoOverlap(intervals)
+        self._memory(phase)
+        self.span = model.NewIntVar(0, horizon + max(st.cost[t][s] for t, s in jobs), "span")
+        for job in jobs:
+            model.Add(self.span >= offset[job] + cost(job) + st.opt[p.rank_of[job[1]]])
+        model.Minimize(self.span)
+
+    def _memory(self, phase: dict) -> None:
+        st, p, model, T = self.st, self.problem, self.model, self.period
+        grad = BACKWARD_B if self.split else BACKWARD
+        for r in range(p.pp):
+            if st.cap[r] is None:
+                continue
+            intervals, demands, full = [], [], []
+            for s in p.stages_of[r]:
+                holds = [((FORWARD, s), (grad, s), st.mem[FORWARD][s])]
+                if self.split:
+                    holds.append(((grad, s), (BACKWARD_W, s), st.mem[FORWARD][s] + st.mem[BACKWARD_B][s]))
+                for begin, end, amount in holds:
+                    if amount <= 0:
+                        continue
+                    length = model.NewIntVar(0, self.horizon, "")
+                    model.Add(length == self.offset[end] - self.offset[begin])
+                    periods = model.NewIntVar(0, self.horizon // T + 1, "")
+                    model.AddDivisionEquality(periods, length, T)
+                    rest = model.NewIntVar(0, T - 1, "")
+                    model.Add(rest == length - periods * T)
+                    at = phase[begin]
+                    until = model.NewIntVar(0, 2 * T, "")
+                    model.Add(until == at + rest)
+                    intervals.append(model.NewIntervalVar(at, rest, until, ""))
+                    intervals.append(model.NewIntervalVar(at - T, rest, until - T, ""))
+                    demands += [amount, amount]
+                    full.append((periods, amount))
+            if intervals:
+                room = model.NewIntVar(0, st.cap[r], "")  # what the partial holds may use
+                model.Add(room == st.cap[r] - sum(k * a for k, a in full))
+                model.AddCumulative(intervals, demands, room)
+
+    def solve(self, seconds: float, seed: int = 0) -> tuple[dict[Job, int] | None, str, float]:
+        solver = self.cp.CpSolver()
+        solver.parameters.max_deterministic_time = max(seconds, 0.001)
+        solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = seed
+        solver.parameters.linearization_level = 0  # (the LP relaxation of the modulo constraints is weak and slow)
+        status = solver.Solve(self.model)
+        spent = solver.ResponseProto().deterministic_time
+        name = solver.StatusName(status)
+        if status not in (self.cp.OPTIMAL, self.cp.FEASIBLE):
+            return None, name, spent
+        return {job: solver.Value(v) for job, v in self.offset.items()}, name, spent
+
+
+def orders_from_block(problem: Problem, offsets: dict[Job, int], period: int) -> list[Order]:
+    """Every micro-batch's jobs at its block's offsets, one period apart, as each rank's order."""
+    timed: list[list[tuple[int, int, Job, int]]] = [[] for _ in range(problem.pp)]
+    for mb in range(problem.microbatches):
+        for (t, s), o in offsets.items():
+            timed[problem.rank_of[s]].append((o + mb * period, mb, (t, s), mb))
+    return [[(t, s, mb) for _, _, (t, s), mb in sorted(row)] for row in timed]
+
+
+def planned_times(problem: Problem, offsets: dict[Job, int], period: int, k: int) -> dict[tuple[int, int, int], float]:
+    """When the repeated block runs each job (in the problem's time): a plan for `greedy`'s planned policies."""
+    return {(t, s, mb): (o + mb * period) / k for (t, s), o in offsets.items() for mb in range(problem.microbatches)}
+
+
+def periodic_schedules(
+    problem: Problem, budget: float, seed: int = 0, periods: int = 2
+) -> list[tuple[str, list[Order], float, dict]]:
+    """(name, orders, deterministic time spent, planned times) of periodic schedules for a few periods from the
+    shortest one, within `budget` seconds of CP-SAT deterministic time in all (the shortest period gets the
+    most)."""
+    st = Statics(problem, problem.sequential())
+    out = []
+    splits = {"yes": (True,), "no": (False,), "auto": (True,)}[problem.split]
+    for split in splits:
+        base = minimum_period(st, split)
+        step = max(1, min(st.cost[t][s] for t, s in kinds(problem, split) if st.cost[t][s] > 0) // 2)
+        shares = [2.0**-i for i in range(periods)]
+        for i in range(periods):
+            period = base + i * step
+            model = BlockModel(st, period, split)
+            offsets, status, spent = model.solve(budget * shares[i] / (sum(shares) * len(splits)), seed)
+            if offsets is not None:
+                name = f"periodic block, period {period / st.k:g} ({status.lower()})"
+                plan = planned_times(problem, offsets, period, st.k)
+                out.append((name, orders_from_block(problem, offsets, period), spent, plan))
+    return out
