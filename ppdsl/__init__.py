@@ -174,12 +174,14 @@ def synthesize(
     memory_limit: float | None = None,
     split: str = "auto",
     exact: bool = False,
+    periodic: bool = False,
     time_limit: float | None = None,
     seed: int = 0,
 ) -> SynthOutcome:
     """The fastest schedule the search finds within `memory_limit` (activations per rank, as `check` counts
     them): `.text` is the `.sched` file, already checked (`.check`); `.result` has the makespan, the lower bound,
-    whether it is proven optimal, and how it was found. Raises DiagnosticError (S114: nothing fits the limit)."""
+    whether it is proven optimal, and how it was found. `periodic=True` writes a block repeated every period, a
+    file that holds for any number of micro-batches. Raises DiagnosticError (S114: nothing fits the limit)."""
     from ppdsl.analysis.costs import CostSpec
     from ppdsl.synth import SynthRequest, synthesize_file  # (the package `ppdsl.synth`; this is `synthesize`)
 
@@ -187,7 +189,17 @@ def synthesize(
         costs = CostSpec.read(None, costs) if isinstance(costs, (str, Path)) else CostSpec(dict(costs))
     limit = time_limit if time_limit is not None else (120.0 if exact else 10.0)
     request = SynthRequest(
-        pp, microbatches, vpp, placement, costs, memory_limit, split=split, exact=exact, time_limit=limit, seed=seed
+        pp,
+        microbatches,
+        vpp,
+        placement,
+        costs,
+        memory_limit,
+        split=split,
+        exact=exact,
+        periodic=periodic,
+        time_limit=limit,
+        seed=seed,
     )
     return synthesize_file(request)
 

@@ -97,3 +97,11 @@ def test_synth_returns_a_checked_schedule():
     with pytest.raises(ppdsl.DiagnosticError) as err:
         ppdsl.synthesize(pp=4, microbatches=8, vpp=2, placement="vshape", memory_limit=1)
     assert err.value.diagnostics[0].code == "S114"
+
+
+def test_synth_periodic_is_one_file_for_every_number_of_microbatches(tmp_path):
+    found = ppdsl.synthesize(pp=4, microbatches=8, vpp=2, placement="vshape", memory_limit=4, periodic=True)
+    path = tmp_path / "vmin.sched"
+    path.write_text(found.text)
+    # half of ZB-V's 8 activations; each micro-batch adds the busiest rank's work per micro-batch (6)
+    assert [ppdsl.check(path, pp=4, microbatches=m, vpp=2).makespan for m in (8, 9, 10)] == [59, 65, 71]

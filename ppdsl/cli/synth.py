@@ -74,6 +74,12 @@ def synth_cmd(
         float, typer.Option("--backward-b-frees", help="Part of an activation backward_b frees (the rest: W).")
     ] = 0.5,
     exact: Annotated[bool, typer.Option("--exact", help="Prove optimality with CP-SAT (or report the gap).")] = False,
+    periodic: Annotated[
+        bool,
+        typer.Option(
+            "--periodic", help="A block repeated every period, written to hold for any number of micro-batches."
+        ),
+    ] = False,
     time_limit: Annotated[
         float | None, typer.Option("--time-limit", help="Seconds of search (default 10; 120 with --exact).")
     ] = None,
@@ -95,6 +101,10 @@ def synth_cmd(
         usage_error(f"--time-limit must be positive, got {time_limit:g}")
     if workers < 1:
         usage_error(f"--workers must be positive, got {workers}")
+    if periodic and exact:
+        usage_error(
+            "--periodic and --exact do not combine: --exact proves one size's optimum, --periodic holds for all"
+        )
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
     spec = cost_spec(cost, costs)
@@ -116,6 +126,7 @@ def synth_cmd(
         split=split_backward.value,
         backward_b_frees=backward_b_frees,
         exact=exact,
+        periodic=periodic,
         time_limit=time_limit if time_limit is not None else (120.0 if exact else 10.0),
         seed=seed,
         workers=workers,

@@ -69,7 +69,7 @@ _SUMMARIES = {
     "E038": "the processes of a launch do not match the pipeline degree",
     "E039": "a model's layers cannot be placed on the pipeline stages (`ctx.pipeline`: the split, a shared weight)",
     "E040": "a rank of a multi-process run failed",
-    "E041": "`ppdsl synth --exact` needs OR-Tools, which is not installed",
+    "E041": "`ppdsl synth --exact` or `--periodic` needs OR-Tools, which is not installed",
     "E042": "a synthesized schedule does not check as it was searched (a bug in ppdsl synth)",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",

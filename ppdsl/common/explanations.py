@@ -568,9 +568,9 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2", paddle=True),
     ),
     "E041": Explanation(
-        "`ppdsl synth --exact` models the schedule in CP-SAT, OR-Tools' constraint solver, which is an optional "
-        "dependency (the `synth` extra; the `test` extra has it too). Without `--exact`, synth searches without "
-        "it, only less strongly on small problems.",
+        "`ppdsl synth --exact` models the schedule in CP-SAT, OR-Tools' constraint solver, and `--periodic` solves "
+        "its repeated block there too; OR-Tools is an optional dependency (the `synth` extra; the `test` extra has "
+        "it too). Without these options, synth searches without it, only less strongly.",
         cmd(
             "ppdsl synth --pp 2 -m 4 --exact -o found.sched",
             note="in an environment without OR-Tools",

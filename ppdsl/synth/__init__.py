@@ -7,6 +7,8 @@
     improve.py  local search along the critical path
     exact.py    the CP-SAT model (`--exact`, and the repair step of lns.py)
     lns.py      large-neighbourhood search over windows of a schedule
+    window.py   a window of a schedule as a small CP-SAT model (lns.py's repair step)
+    periodic.py one micro-batch's block repeated every period (CP-SAT): starting points, and `--periodic`
     bounds.py   lower bounds on the makespan
     seeds.py    the library's schedules as starting points
     search.py   the search: portfolio, refinement, local search, CP-SAT; its result and report
@@ -29,8 +31,9 @@ from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import MemoryModel, Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
+from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem, build_problem
-from ppdsl.synth.search import Infeasible, SynthResult, synthesize
+from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, number, problem_links, sched_text
 
@@ -52,6 +55,7 @@ class SynthRequest:
     split: str = "auto"
     backward_b_frees: float = 0.5
     exact: bool = False
+    periodic: bool = False  # a repeated block, written so that it holds for any number of micro-batches
     time_limit: float = 10.0
     seed: int = 0
     workers: int = 1
@@ -110,30 +114,43 @@ def build(request: SynthRequest) -> Problem:
 def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | None = None) -> SynthOutcome:
     """Search, write the `.sched` text, and check it; raises DiagnosticError for bad requests."""
     problem = build(request)
-    seeds = list(library_seeds(problem)) if request.library else []
+    block = None
     try:
-        result = synthesize(
-            problem, request.time_limit, request.exact, request.seed, seeds, request.workers, progress=progress
-        )
-    except Infeasible:  # (the one-at-a-time seed fits whatever `build` accepts)
-        raise DiagnosticError([Diagnostic("S114", "no schedule fits the memory limit")]) from None
-    text = sched_text(problem, result.orders, _header(request, problem, result))
+        if request.periodic:
+            result, block = periodic_search(problem, request.time_limit, request.seed)
+        else:
+            seeds = list(library_seeds(problem)) if request.library else []
+            result = synthesize(
+                problem, request.time_limit, request.exact, request.seed, seeds, request.workers, progress=progress
+            )
+    except Infeasible:  # (the one-at-a-time seed fits whatever `build` accepts; a periodic block may not)
+        message = "no periodic block fits the memory limit" if request.periodic else "no schedule fits the memory limit"
+        hint = "raise --time-limit, or drop --periodic to search every schedule" if request.periodic else None
+        raise DiagnosticError([Diagnostic("S114", message, help=hint)]) from None
+    text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
     check = verify(text, request, result)
+    if block is not None:
+        # the periodic form claims every number of micro-batches: prove one more, beyond the warm-up's length
+        verify(text, request, result, microbatches=2 * request.microbatches + problem.nstages)
     return SynthOutcome(result, text, check, request)
 
 
-def verify(text: str, request: SynthRequest, result: SynthResult) -> CheckResult:
-    """Check the written schedule with the same costs and memory; it must be valid with the search's makespan."""
+def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: int | None = None) -> CheckResult:
+    """Check the written schedule with the same costs and memory; it must be valid with the search's makespan
+    (at other `microbatches`, for a periodic schedule: valid within the limit)."""
+    m = microbatches or request.microbatches
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "synthesized.sched"
         path.write_text(text, encoding="utf-8")
         costs = None if costs_fit_in_file(result.problem) else request.costs
-        scenario = Scenario(path, request.pp, request.microbatches, request.vpp, costs=costs, memory=request.memory)
+        scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
         check = scenario.check()
-    if not check.valid or abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan):
+    wrong_makespan = microbatches is None and abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    if not check.valid or wrong_makespan:
         found = "; ".join(f"{d.code}: {d.message}" for d in check.diagnostics) or f"makespan {check.makespan}"
+        found += "" if microbatches is None else f" at microbatches={m}"
         raise DiagnosticError(
             [
                 Diagnostic(
@@ -147,7 +164,7 @@ def verify(text: str, request: SynthRequest, result: SynthResult) -> CheckResult
     return check
 
 
-def _header(request: SynthRequest, problem: Problem, result: SynthResult) -> Header:
+def _header(request: SynthRequest, problem: Problem, result: SynthResult, block: Block | None) -> Header:
     p = problem
     name = request.name or f"synth-pp{p.pp}-m{p.microbatches}-v{p.vpp}"
     costs = []
@@ -178,6 +195,13 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult) -> Hea
         f"Peak memory per rank: {', '.join(shown(round(x, 9)) for x in ev.peaks)}.",
     ]
     found = [f"Found by: {result.origin}."]
+    if block is not None:
+        outcome[0] = f"At microbatches={p.microbatches}: m" + outcome[0][1:]
+        found.append(
+            f"Periodic: one micro-batch's block repeats every {number(round(block.period / block.ticks, 9))}, so the "
+            "order holds, within the memory limit, for any number of micro-batches; each further micro-batch adds "
+            "about one period to the makespan."
+        )
     check = f"ppdsl check {request.output} --pp {p.pp} -m {p.microbatches}" + (f" --vpp {p.vpp}" if p.vpp > 1 else "")
     if not costs_fit_in_file(p) and request.cost_options:
         check += f" {request.cost_options}"

@@ -56,11 +56,11 @@ def available() -> bool:
     return True
 
 
-def load_cp_model():
+def load_cp_model(feature: str = "--exact"):
     try:
         from ortools.sat.python import cp_model
     except ImportError as err:
-        message = f"`--exact` needs OR-Tools, which is not available ({err.name or err})"
+        message = f"`{feature}` needs OR-Tools, which is not available ({err.name or err})"
         raise DiagnosticError([Diagnostic("E041", message, help=INSTALL_HINT)]) from None
     return cp_model
 

@@ -20,6 +20,8 @@ rank's work per micro-batch; a longer one can fit a tighter memory limit, so a f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.exact import load_cp_model
 from ppdsl.synth.problem import Problem
@@ -27,6 +29,7 @@ from ppdsl.synth.schedule import Order
 from ppdsl.synth.window import Statics
 
 Job = tuple[int, int]  # (type, stage) of one micro-batch's job
+MAX_PERIOD_TRIES = 16  # periods tried before giving up (a tight limit needs a longer period than the work's)
 
 
 def kinds(problem: Problem, split: bool) -> list[Job]:
@@ -169,30 +172,68 @@ def orders_from_block(problem: Problem, offsets: dict[Job, int], period: int) ->
     return [[(t, s, mb) for _, _, (t, s), mb in sorted(row)] for row in timed]
 
 
-def planned_times(problem: Problem, offsets: dict[Job, int], period: int, k: int) -> dict[tuple[int, int, int], float]:
-    """When the repeated block runs each job (in the problem's time): a plan for `greedy`'s planned policies."""
-    return {(t, s, mb): (o + mb * period) / k for (t, s), o in offsets.items() for mb in range(problem.microbatches)}
+@dataclass
+class Block:
+    """One micro-batch's jobs at their offsets, repeated every `period` (both in ticks: `ticks` per unit of
+    time), and the orders that repetition gives at the problem's sizes."""
+
+    name: str
+    offsets: dict[Job, int]
+    period: int
+    ticks: int
+    orders: list[Order]
+    spent: float  # CP-SAT deterministic time it took
+
+    def planned_times(self, microbatches: int) -> dict[tuple[int, int, int], float]:
+        """When the repeated block runs each job (in the problem's time): a plan for `greedy`'s planned
+        policies."""
+        return {
+            (t, s, mb): (o + mb * self.period) / self.ticks
+            for (t, s), o in self.offsets.items()
+            for mb in range(microbatches)
+        }
+
+    def rounds(self, rank_of: list[int], rank: int) -> list[tuple[int, Job]]:
+        """Rank `rank`'s jobs of the block as (periods of delay, job), in the order they run within a period:
+        in period n the rank runs each job for micro-batch n - delay (when that micro-batch exists)."""
+        mine = [(o // self.period, o % self.period, job) for job, o in self.offsets.items() if rank_of[job[1]] == rank]
+        # at equal times the older micro-batch (more periods of delay) runs first, as in `orders_from_block`
+        return [(delay, job) for delay, _, job in sorted(mine, key=lambda x: (x[1], -x[0], x[2]))]
 
 
 def periodic_schedules(
-    problem: Problem, budget: float, seed: int = 0, periods: int = 2
-) -> list[tuple[str, list[Order], float, dict]]:
-    """(name, orders, deterministic time spent, planned times) of periodic schedules for a few periods from the
-    shortest one, within `budget` seconds of CP-SAT deterministic time in all (the shortest period gets the
-    most)."""
+    problem: Problem, budget: float, seed: int = 0, periods: int = 2, search_longer: bool = False
+) -> list[Block]:
+    """Periodic schedules for `periods` periods from the shortest one, within `budget` seconds of CP-SAT
+    deterministic time in all (the shorter period gets twice the time of the next). With `search_longer`, a
+    period without a block does not count: longer ones are tried until `periods` have one (a tight memory limit
+    needs a period longer than the work; a period the model proves too short costs next to nothing, and the
+    step to the next one doubles every second such proof)."""
     st = Statics(problem, problem.sequential())
     out = []
     splits = {"yes": (True,), "no": (False,), "auto": (True,)}[problem.split]
     for split in splits:
-        base = minimum_period(st, split)
+        left = budget / len(splits)
+        period = minimum_period(st, split)
         step = max(1, min(st.cost[t][s] for t, s in kinds(problem, split) if st.cost[t][s] > 0) // 2)
-        shares = [2.0**-i for i in range(periods)]
-        for i in range(periods):
-            period = base + i * step
+        found = misses = tries = 0
+        while found < periods and left > 0 and tries < (MAX_PERIOD_TRIES if search_longer else periods):
+            tries += 1
             model = BlockModel(st, period, split)
-            offsets, status, spent = model.solve(budget * shares[i] / (sum(shares) * len(splits)), seed)
+            if search_longer:  # half of what is left, all of it for the last block wanted
+                seconds = left if found == periods - 1 else left / 2
+            else:  # 2/3 and 1/3 of the budget for two periods, and so on
+                seconds = budget / len(splits) * 2.0 ** -(tries - 1) / (2.0 - 2.0 ** (1 - periods))
+            offsets, status, spent = model.solve(seconds, seed)
+            left -= spent
             if offsets is not None:
-                name = f"periodic block, period {period / st.k:g} ({status.lower()})"
-                plan = planned_times(problem, offsets, period, st.k)
-                out.append((name, orders_from_block(problem, offsets, period), spent, plan))
+                found += 1
+                shortest = ", the shortest block for it" if status == "OPTIMAL" else ""
+                name = f"periodic block, period {period / st.k:g}{shortest}"
+                orders = orders_from_block(problem, offsets, period)
+                out.append(Block(name, offsets, period, st.k, orders, spent))
+            else:
+                misses += 1
+                step *= 2 if misses % 2 == 0 else 1
+            period += step
     return out

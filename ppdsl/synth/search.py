@@ -27,7 +27,7 @@ from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
 from ppdsl.synth.improve import improve
 from ppdsl.synth.lns import lns, total_score
-from ppdsl.synth.periodic import periodic_schedules
+from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
 
@@ -243,13 +243,13 @@ class Search:
         seconds = fraction * self.budget.left() / WORK_PER_SECOND
         found = periodic_schedules(self.problem, seconds / PERIODIC_SECONDS_PER_DET, seed=self.seed)
         offered = []
-        for name, orders, spent, plan in found:
-            ev = self.evaluator.evaluate(orders)
-            self.budget.spend((spent * PERIODIC_SECONDS_PER_DET) * WORK_PER_SECOND + 2 * self.jobs)
+        for block in found:
+            ev = self.evaluator.evaluate(block.orders)
+            self.budget.spend((block.spent * PERIODIC_SECONDS_PER_DET) * WORK_PER_SECOND + 2 * self.jobs)
             if ev.feasible:
                 offered.append(f"{ev.makespan:g}")
-                self.offer(orders, ev, name)
-            priority = {job: -t for job, t in plan.items()}
+                self.offer(block.orders, ev, block.name)
+            priority = {job: -t for job, t in block.planned_times(self.problem.microbatches).items()}
             best = None
             for reserve in (None, 1, 2):
                 policy = Policy(split=self.problem.split != "no", planned=True, reserve=reserve)
@@ -258,7 +258,7 @@ class Search:
                     best = got
             if best is not None:
                 offered.append(f"planned {best[1].makespan:g}")
-                self.offer(best[0], best[1], name + ", planned")
+                self.offer(best[0], best[1], block.name + ", planned")
         self.step("periodic blocks", ", ".join(offered) or "none fits")
 
     def local_search(self, fraction: float = 0.4) -> None:
@@ -408,6 +408,35 @@ def synthesize(
     )
     bound = search.bound if exact_model else lower_bound(problem)
     return SynthResult(problem, orders, ev, bound, optimal, search.steps, time.perf_counter() - t0, origin, status)
+
+
+def periodic_search(problem: Problem, time_limit: float = 10.0, seed: int = 0) -> tuple[SynthResult, Block]:
+    """The best periodic schedule (`periodic`): one micro-batch's block repeated every period, so its order holds
+    for any number of micro-batches. Periods from the shortest the costs and the limit allow; the block whose
+    orders are fastest at the problem's sizes wins.
+
+    Raises `Infeasible` when no block was found within the limit and the time.
+    """
+    t0 = time.perf_counter()
+    exact.load_cp_model("--periodic")  # a clear error when OR-Tools is missing
+    evaluator = Evaluator(problem)
+    best: tuple[Evaluation, Block] | None = None
+    steps = []
+    for block in periodic_schedules(
+        problem, time_limit / PERIODIC_SECONDS_PER_DET, seed=seed, periods=3, search_longer=True
+    ):
+        ev = evaluator.evaluate(block.orders)
+        if ev.feasible:
+            steps.append(Step(block.name, ev.makespan))
+            if best is None or ev.makespan < best[0].makespan - EPS:
+                best = (ev, block)
+    if best is None:
+        raise Infeasible(problem)
+    ev, block = best
+    bound = lower_bound(problem)
+    optimal = ev.makespan <= bound + EPS
+    result = SynthResult(problem, block.orders, ev, bound, optimal, steps, time.perf_counter() - t0, block.name)
+    return result, block
 
 
 class Infeasible(Exception):

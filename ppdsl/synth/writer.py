@@ -8,7 +8,9 @@ its docstring says which options reproduce them.
 
 The order is written per rank as job statements, runs of a repeated group folded into `repeat n { ... }`, when
 every job type keeps its micro-batches in order on every stage (the counters of the language then give each
-job its micro-batch); otherwise as a literal table.
+job its micro-batch); otherwise as a literal table. A periodic schedule (`synth --periodic`) is written as its
+block instead: a loop over periods in which each rank runs its jobs of the block, each for the micro-batch that
+is as many periods behind as the job's delay, so one file holds for any number of micro-batches.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, BUILTIN_TYPES, FORWARD
+from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 
@@ -137,9 +140,9 @@ def _fold(tokens: list[str]) -> list[tuple[int, list[str]]]:
     return merged
 
 
-def _statement(problem: Problem, t: int, s: int) -> str:
-    chunk = problem.chunk_of[s]
-    return NAMES[t] if problem.vpp == 1 else f"{NAMES[t]}(chunk = {chunk})"
+def _statement(problem: Problem, t: int, s: int, mb: str | None = None) -> str:
+    args = ([] if problem.vpp == 1 else [f"chunk = {problem.chunk_of[s]}"]) + ([] if mb is None else [f"mb = {mb}"])
+    return f"{NAMES[t]}({', '.join(args)})" if args else NAMES[t]
 
 
 def order_text(problem: Problem, orders: list[Order]) -> list[str]:
@@ -162,6 +165,28 @@ def order_text(problem: Problem, orders: list[Order]) -> list[str]:
     return lines
 
 
+def periodic_text(problem: Problem, block: Block) -> list[str]:
+    """`order { if rank == 0 { for n in 0 .. microbatches + d { ... } } ... }`: the block, period by period."""
+    lines = ["order {"]
+    for r in range(problem.pp):
+        rounds = block.rounds(problem.rank_of, r)
+        delay = max(d for d, _ in rounds)
+        lines.append(f"    {'if' if r == 0 else 'elif'} rank == {r} {{")
+        end = "microbatches" + (f" + {delay}" if delay else "")
+        lines.append(f"        for n in 0 .. {end} {{")
+        for d, (t, s) in rounds:
+            if d == 0:
+                lines.append(f"            if n < microbatches {{ {_statement(problem, t, s, 'n')} }}")
+            else:
+                job = _statement(problem, t, s, f"n - {d}")
+                lines.append(f"            if n >= {d} and n - {d} < microbatches {{ {job} }}")
+        lines.append("        }")
+        lines.append("    }")
+    lines.append("    optimizer")
+    lines.append("}")
+    return lines
+
+
 def table_text(problem: Problem, orders: list[Order]) -> list[str]:
     lines = ["table {"]
     for r, order in enumerate(orders):
@@ -176,7 +201,8 @@ def table_text(problem: Problem, orders: list[Order]) -> list[str]:
     return lines
 
 
-def sched_text(problem: Problem, orders: list[Order], header: Header) -> str:
+def sched_text(problem: Problem, orders: list[Order], header: Header, block: Block | None = None) -> str:
+    """The file; with `block`, the periodic form, which holds for any number of micro-batches."""
     used = {t for order in orders for t, _, _ in order}
     costs_in_file = costs_fit_in_file(problem)
 
@@ -197,11 +223,21 @@ def sched_text(problem: Problem, orders: list[Order], header: Header) -> str:
     ]
     sizes = f"pp={problem.pp}, vpp={problem.vpp}, microbatches={problem.microbatches}"
     lines = ['"""' + doc[0], *doc[1:], '"""', f'schedule "{header.name}"', ""]
-    lines.append(
-        f"require pp == {problem.pp} and vpp == {problem.vpp} and microbatches == {problem.microbatches} : "
-        f'"synthesized for {sizes}; run `ppdsl synth` for other sizes"'
-    )
+    if block is None:
+        lines.append(
+            f"require pp == {problem.pp} and vpp == {problem.vpp} and microbatches == {problem.microbatches} : "
+            f'"synthesized for {sizes}; run `ppdsl synth` for other sizes"'
+        )
+    else:
+        lines.append(
+            f"require pp == {problem.pp} and vpp == {problem.vpp} : "
+            f'"synthesized for pp={problem.pp}, vpp={problem.vpp} (any number of micro-batches); '
+            'run `ppdsl synth` for other sizes"'
+        )
     lines.append("")
     lines += declarations(problem, used, costs_in_file)
-    lines += order_text(problem, orders) if in_order(orders) else table_text(problem, orders)
+    if block is not None:
+        lines += periodic_text(problem, block)
+    else:
+        lines += order_text(problem, orders) if in_order(orders) else table_text(problem, orders)
     return "\n".join(lines) + "\n"

@@ -167,7 +167,8 @@ def test_periodic_blocks_keep_the_memory_limit(case):
     evaluator = Evaluator(p)
     found = periodic_schedules(p, budget=1.0)
     assert found
-    for _, orders, _, _ in found:
+    for block in found:
+        orders = block.orders
         got = evaluator.evaluate(orders)
         assert got.feasible, got.peaks  # complete, no deadlock, and within the limit the block was solved for
         assert [sorted(o) for o in orders] == [sorted(o) for o in p.sequential()]
@@ -175,7 +176,7 @@ def test_periodic_blocks_keep_the_memory_limit(case):
 
 def test_periodic_block_finds_the_optimum():
     p = problem(4, 8, 2, "vshape", UNIFORM, 4)
-    best = min(Evaluator(p).evaluate(orders).makespan for _, orders, _, _ in periodic_schedules(p, budget=1.0))
+    best = min(Evaluator(p).evaluate(b.orders).makespan for b in periodic_schedules(p, budget=1.0))
     assert best == 59
 
 
@@ -183,7 +184,8 @@ def test_periodic_block_finds_the_optimum():
 def test_planned_list_schedules_follow_a_block_within_the_limit(case):
     p = problem(*case)
     evaluator = Evaluator(p)
-    for _, orders, _, plan in periodic_schedules(p, budget=1.0):
+    for block in periodic_schedules(p, budget=1.0):
+        orders, plan = block.orders, block.planned_times(p.microbatches)
         for reserve in (None, 1):
             policy = Policy(split=True, planned=True, reserve=reserve)
             planned = list_schedule(p, policy, {job: -t for job, t in plan.items()})
@@ -198,7 +200,7 @@ def test_periodic_block_beats_the_greedy_on_v_with_unequal_costs():
     p = problem(6, 24, 2, "vshape", HETERO, 8)
     evaluator = Evaluator(p)
     (_, greedy_ev), *_ = greedy(p)
-    best = min(evaluator.evaluate(orders).makespan for _, orders, _, _ in periodic_schedules(p, budget=1.0))
+    best = min(evaluator.evaluate(b.orders).makespan for b in periodic_schedules(p, budget=1.0))
     assert best < greedy_ev.makespan - 10  # 179.6 against 203.8
 
 

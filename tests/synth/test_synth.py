@@ -123,6 +123,7 @@ def test_a_limit_below_what_any_schedule_needs_is_refused(tmp_path):
         (["--pp", "2", "-m", "4", "--cost", "fwd=1"], "names no job type `fwd`"),
         (["--pp", "2", "-m", "4", "--time-limit", "0"], "--time-limit must be positive"),
         (["--pp", "2", "-m", "4", "--backward-b-frees", "2"], "fraction of an activation"),
+        (["--pp", "2", "-m", "4", "--periodic", "--exact"], "--periodic and --exact do not combine"),
     ],
 )
 def test_bad_input_is_a_usage_error(args, message, tmp_path):
@@ -143,6 +144,57 @@ def test_exact_without_ortools_says_how_to_install(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "E041" in proc.stderr and "pip install 'ppdsl[synth]'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ periodic
+
+
+@pytest.mark.parametrize(
+    ("shape", "costs", "limit"),
+    [
+        (["--vpp", "2", "--placement", "vshape"], UNIFORM, "4"),  # half of ZB-V's memory
+        (["--vpp", "2", "--placement", "vshape"], HETERO, "6"),
+        ([], HETERO, "3"),
+        (["--split-backward", "no"], UNIFORM, "4"),
+    ],
+    ids=["v-uniform-mem4", "v-hetero-mem6", "looped-hetero-mem3", "looped-whole-backward"],
+)
+def test_a_periodic_schedule_holds_for_any_number_of_microbatches(shape, costs, limit, tmp_path):
+    out = tmp_path / "p.sched"
+    pairs = ",".join(f"{k}={v}" for k, v in costs.items())
+    args = ["--pp", "4", "-m", "8", *shape, "--cost", pairs, "--memory-limit", limit, "--periodic"]
+    result = synth(*args, "--time-limit", "2", "-o", str(out), "--format", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    text = out.read_text()
+    assert "for n in 0 .. microbatches" in text and "microbatches ==" not in text
+    vpp = 2 if "--vpp" in shape else 1
+    assert ppdsl.check(out, pp=4, microbatches=8, vpp=vpp).makespan == report["makespan"]
+    period = float(report["found_by"].split("period ")[1].split(",")[0])
+    previous = None
+    for m in (1, 3, 8, 13, 40):
+        check = ppdsl.check(out, pp=4, microbatches=m, vpp=vpp)
+        assert check.valid, (m, check.diagnostics)
+        assert max(r.peak_activations for r in check.ranks) <= float(limit)
+        if previous is not None and m > 8:
+            # in the steady state each micro-batch adds one period (less where the warm-up overlaps)
+            assert check.makespan - previous[1] <= period * (m - previous[0]) + 1e-6
+        previous = (m, check.makespan)
+    other = runner.invoke(app, ["check", str(out), "--pp", "2", "-m", "8", "--vpp", str(vpp)])
+    assert other.exit_code == 1 and "any number of micro-batches" in other.output
+
+
+def test_periodic_without_ortools_says_how_to_install(tmp_path):
+    code = (
+        "import sys; sys.modules['ortools'] = None\n"
+        "from ppdsl.cli import main\n"
+        f"sys.argv = ['ppdsl', 'synth', '--pp', '2', '-m', '2', '--periodic', '-o', {str(tmp_path / 's.sched')!r}]\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "E041" in proc.stderr and "`--periodic` needs OR-Tools" in proc.stderr
+    assert not (tmp_path / "s.sched").exists()
 
 
 # ------------------------------------------------------------------------------------------ properties
