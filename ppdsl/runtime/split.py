@@ -92,6 +92,7 @@ def assign_job_types(ops, kinds: list[str], job_types: Sequence[dict], used: set
         if len(matches) > 1:
             clashes.append(f"`{op.name()}` matches job types {', '.join(f'`{m}`' for m in matches)}")
         out.append(matches[0] if matches else kind)
+    _outputs_follow_their_values(ops, out)
     if clashes:
         raise DiagnosticError(
             [
@@ -104,6 +105,19 @@ def assign_job_types(ops, kinds: list[str], job_types: Sequence[dict], used: set
             ]
         )
     return out
+
+
+def _outputs_follow_their_values(ops, types: list[str]) -> None:
+    """A `builtin.shadow_output` only names a value (the loss, a value the model publishes): it runs in the job
+    that computes the value. Left to its region's built-in type, it would make that job read the value of a job
+    of the user's that runs after it (`job loss : forward ops "pd_op.mean" after forward`)."""
+    index = {op: i for i, op in enumerate(ops)}
+    for i, op in enumerate(ops):
+        if op.name() == "builtin.shadow_output":
+            producer = op.operand_source(0).get_defining_op()
+            j = index.get(producer) if producer is not None else None
+            if j is not None:
+                types[i] = types[j]
 
 
 def op_homes(

@@ -159,6 +159,27 @@ def test_checkpoint_and_resume_are_bit_identical(tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(first.losses[2:], second.losses, strict=True))
 
 
+LOSS_JOB = """
+schedule "LossJob"
+job loss : forward ops "pd_op.mean", "pd_op.cross_entropy_with_softmax" after forward
+order {
+    forward * (pp - rank)
+    loss * (pp - rank)
+    repeat microbatches - pp + rank { backward forward loss }
+    backward * (pp - rank)
+    optimizer
+}
+"""
+
+
+def test_a_job_type_of_the_users_that_holds_the_loss_trains_like_the_full_batch_run():
+    # the loss is published by a `shadow_output` of the forward region: it must run with the user's job that
+    # computes the loss, not in `forward`, which runs before it (this crashed Paddle's executor, SIGSEGV)
+    exp = expand(resolve_text(LOSS_JOB, "loss_job.sched"), 2, 4)
+    assert {t for t, _, _ in exp.job_tuples(1)} >= {"loss"}
+    assert_trains_like_the_full_batch_run(exp, 2)
+
+
 def test_split_backward_needs_a_splittable_model():
     from ppdsl.runtime.model import load_model
 
