@@ -24,6 +24,7 @@ from ppdsl.runtime.split import (
     ProgramKey,
     ValueFlow,
     assign_job_types,
+    check_value_order,
     classify_kinds,
     op_homes,
     split_matmul_grads,
@@ -111,6 +112,7 @@ def build_plan(
     keys = {key(r, t, c) for r in ranks for t, c, _ in orders[r]}
     every_key = {key(r, t, c) for r in range(pp) for t, c, _ in orders[r]}
     flow = value_flow(ops, op_homes(types, stages, every_key, rank_of_stage))
+    check_value_order(flow, orders, stage_of, ranks)
     order = sorted(keys, key=lambda k: (k.type == "optimizer", k.stage, program_order(k.type), k.type))
     homes = op_homes(types, stages, keys, rank_of_stage)
     if rank is None:

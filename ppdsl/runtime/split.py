@@ -196,6 +196,46 @@ def value_flow(ops, homes: list[list[ProgramKey]]) -> ValueFlow:
     return flow
 
 
+def check_value_order(flow: ValueFlow, orders, stage_of, ranks) -> None:
+    """Each job reads only values that jobs of its micro-batch computed before it on its rank (E043).
+
+    The checker proves the order against the dependencies it knows (a stage's forward after the stage before
+    it, a backward after its forward, `before` / `after` of the user's job types); which job computes which
+    value depends on how the job types' `ops` patterns split the real program, so it is checked here."""
+    pairs: dict[tuple[ProgramKey, ProgramKey], str] = {}
+    for consumer, names in flow.needs.items():
+        for name in sorted(names - flow.data):
+            for producer in flow.producers[name]:
+                if "optimizer" not in (consumer.type, producer.type):
+                    pairs.setdefault((consumer, producer), name)
+    for r in ranks:
+        position: dict[tuple[ProgramKey, int], int] = {}
+        for i, (t, c, mb) in enumerate(orders[r]):
+            if t != "optimizer":
+                position.setdefault((ProgramKey(t, stage_of[r][c]), mb), i)
+        microbatches = sorted({mb for _, mb in position})
+        for (consumer, producer), name in pairs.items():
+            for mb in microbatches:
+                reads, computes = position.get((consumer, mb)), position.get((producer, mb))
+                if reads is None or computes is None or reads > computes:
+                    continue
+                parts = name.split(".")  # `ppdsl.<index>.<op name>.<result>` (see `value_name`), or a given name
+                op = ".".join(parts[2:-1])
+                what = f"the result of `{op}`" if parts[0] == "ppdsl" and len(parts) >= 4 else f"`{name}`"
+                raise DiagnosticError(
+                    [
+                        Diagnostic(
+                            "E043",
+                            f"job `{consumer.type}` of stage {consumer.stage} reads {what}, which job "
+                            f"`{producer.type}` computes after it (rank {r}, micro-batch {mb})",
+                            help=f"a job reads only what jobs before it computed: give that op to an earlier job "
+                            f"type (the `ops` patterns of the `job` declarations), or run `{producer.type}` before "
+                            f"`{consumer.type}`",
+                        )
+                    ]
+                )
+
+
 def split_program(
     main, homes: list[list[ProgramKey]], order: list[ProgramKey], publish: frozenset[str] = frozenset()
 ) -> dict[ProgramKey, object]:

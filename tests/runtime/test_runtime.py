@@ -180,6 +180,20 @@ def test_a_job_type_of_the_users_that_holds_the_loss_trains_like_the_full_batch_
     assert_trains_like_the_full_batch_run(exp, 2)
 
 
+def test_a_job_that_reads_a_later_jobs_value_is_refused_before_anything_runs():
+    head = LOSS_JOB.replace(
+        'loss : forward ops "pd_op.mean", "pd_op.cross_entropy_with_softmax"', 'loss : forward ops "pd_op.matmul"'
+    )
+    with pytest.raises(DiagnosticError) as err:
+        _trainer(expand(resolve_text(head, "head_job.sched"), 2, 4))
+    (diagnostic,) = err.value.diagnostics
+    assert diagnostic.code == "E043"
+    assert "job `forward` of stage 0 reads the result of `pd_op.matmul`, which job `loss` computes after it" in (
+        diagnostic.message
+    )
+    assert "rank 0, micro-batch 0" in diagnostic.message
+
+
 def test_split_backward_needs_a_splittable_model():
     from ppdsl.runtime.model import load_model
 
