@@ -146,6 +146,8 @@ def pareto(args, folder: Path) -> list[Row]:
     sizes = [(2, 2), (2, 4), (4, 4), (4, 8)] if args.quick else [
         (pp, m) for pp in (2, 3, 4, 6, 8) for m in (pp, 2 * pp, 4 * pp)
     ]  # fmt: skip
+    if args.pp:
+        sizes = [(pp, m) for pp, m in sizes if pp in args.pp]
     shapes = [(1, "looped"), (2, "vshape")]
     rows: list[Row] = []
     cache: dict[tuple, tuple[float, float, bool]] = {}
@@ -233,6 +235,7 @@ def main() -> None:
     parser.add_argument("--zb-repo", default=os.environ.get("ZB_REPO"), help="clone of the zero-bubble repository")
     parser.add_argument("--time-limit", type=float, default=10.0, help="synth's --time-limit per search")
     parser.add_argument("--quick", action="store_true", help="a few sizes only")
+    parser.add_argument("--pp", type=int, nargs="*", help="only these pipeline degrees of the grid")
     parser.add_argument("--skip-exact", action="store_true")
     parser.add_argument("--skip-speed", action="store_true")
     args = parser.parse_args()
