@@ -257,27 +257,6 @@ class ScheduleModel:
         for (s, mb), lit in self.whole_lit.items():
             self.model.AddHint(lit, (BACKWARD, s, mb) in times)
 
-    def keep_order(self, orders: list[Order], free: set[Job]) -> None:
-        """Jobs outside `free` keep their order on their rank; each free job stays between its rank's fixed
-        neighbours (so a window of a schedule is re-solved, everything else as it is)."""
-        model = self.model
-        for order in orders:
-            last_fixed = None
-            pending: list[Job] = []  # free jobs since the last fixed one
-            for job in order:
-                if job not in self.start:
-                    continue
-                if job in free:
-                    if last_fixed is not None:
-                        model.Add(self.start[job] >= self.end[last_fixed])
-                    pending.append(job)
-                    continue
-                if last_fixed is not None:
-                    model.Add(self.start[job] >= self.end[last_fixed])
-                for f in pending:
-                    model.Add(self.start[job] >= self.end[f])
-                last_fixed, pending = job, []
-
     def solve(self, seconds: float, workers: int = 1, seed: int = 0, deterministic: bool = True) -> Solution:
         t0 = time.perf_counter()
         solver = self.cp.CpSolver()

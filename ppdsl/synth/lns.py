@@ -37,9 +37,6 @@ BACKWARD_FIRST = 1  # passes alternate: forward (from the start) first, then bac
 DEPTH = 10  # jobs per rank a window aims at: more ranks than fit are split into groups of neighbouring ranks
 
 
-ORDER = "potential"  # windows by the idle time before critical jobs they hold, then by time
-
-
 def potential(ctx: Context, sets: list[set[int]], size: int) -> dict[tuple[int, int], int]:
     """(group, first job) -> how much idle time before critical jobs (those whose start plus tail is the
     makespan) the window holds: what it could take off the makespan at most."""
@@ -127,10 +124,10 @@ def lns(
         for g, ranks in enumerate(sets):
             n = sum(len(ctx.start[r]) for r in ranks)
             plan += [(lo / n, g, lo) for lo in range(offset, max(n - step, 1), step)]
+        # the windows that hold the most idle time before critical jobs first; among equals, by time
         plan.sort(reverse=passes % 2 == BACKWARD_FIRST)
-        if ORDER == "potential" or (ORDER == "mixed" and passes % 3 == 0):
-            gain = potential(ctx, sets, size)
-            plan.sort(key=lambda x: -gain.get((x[1], x[2]), 0))
+        gain = potential(ctx, sets, size)
+        plan.sort(key=lambda x: -gain.get((x[1], x[2]), 0))
         for _, g, lo in plan:
             ranks = sets[g]
             if done():

@@ -26,11 +26,6 @@ class Evaluation:
     start: list[list[float]]  # [rank][step], the compute jobs only (the optimizer is last)
     end: list[list[float]]
 
-    def better_than(self, other: Evaluation | None) -> bool:
-        if other is None or not other.feasible:
-            return self.feasible
-        return self.feasible and self.makespan < other.makespan - 1e-9
-
 
 class Evaluator:
     """Evaluates orders of one problem: packs them into a reusable `Expansion` and executes it."""

@@ -133,17 +133,22 @@ def test_bad_input_is_a_usage_error(args, message, tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_exact_without_ortools_says_how_to_install(tmp_path):
+@pytest.mark.parametrize(
+    ("option", "message"), [("--exact", "`--exact` needs OR-Tools"), ("--periodic", "`--periodic`")]
+)
+def test_cp_sat_options_without_ortools_say_how_to_install(option, message, tmp_path):
+    out = tmp_path / "s.sched"
     code = (
         "import sys; sys.modules['ortools'] = None\n"
         "from ppdsl.cli import main\n"
-        f"sys.argv = ['ppdsl', 'synth', '--pp', '2', '-m', '2', '--exact', '-o', {str(tmp_path / 's.sched')!r}]\n"
+        f"sys.argv = ['ppdsl', 'synth', '--pp', '2', '-m', '2', {option!r}, '-o', {str(out)!r}]\n"
         "main()\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert "E041" in proc.stderr and "pip install 'ppdsl[synth]'" in proc.stderr
+    assert "E041" in proc.stderr and message in proc.stderr and "pip install 'ppdsl[synth]'" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not out.exists()
 
 
 # ------------------------------------------------------------------------------------------ periodic
@@ -182,19 +187,6 @@ def test_a_periodic_schedule_holds_for_any_number_of_microbatches(shape, costs, 
         previous = (m, check.makespan)
     other = runner.invoke(app, ["check", str(out), "--pp", "2", "-m", "8", "--vpp", str(vpp)])
     assert other.exit_code == 1 and "any number of micro-batches" in other.output
-
-
-def test_periodic_without_ortools_says_how_to_install(tmp_path):
-    code = (
-        "import sys; sys.modules['ortools'] = None\n"
-        "from ppdsl.cli import main\n"
-        f"sys.argv = ['ppdsl', 'synth', '--pp', '2', '-m', '2', '--periodic', '-o', {str(tmp_path / 's.sched')!r}]\n"
-        "main()\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    assert "E041" in proc.stderr and "`--periodic` needs OR-Tools" in proc.stderr
-    assert not (tmp_path / "s.sched").exists()
 
 
 # ------------------------------------------------------------------------------------------ properties
