@@ -190,13 +190,13 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
     ]
     ev = result.evaluation
     state = "optimal" if result.optimal else f"{result.gap:.1%} above it"
+    makespan = "Makespan" if block is None else f"At microbatches={p.microbatches}: makespan"
     outcome = [
-        f"Makespan {number(round(ev.makespan, 9))}; lower bound {number(round(result.lower_bound, 9))} ({state}).",
+        f"{makespan} {number(round(ev.makespan, 9))}; lower bound {number(round(result.lower_bound, 9))} ({state}).",
         f"Peak memory per rank: {', '.join(shown(round(x, 9)) for x in ev.peaks)}.",
     ]
     found = [f"Found by: {result.origin}."]
     if block is not None:
-        outcome[0] = f"At microbatches={p.microbatches}: m" + outcome[0][1:]
         found.append(
             f"Periodic: one micro-batch's block repeats every {number(round(block.period / block.ticks, 9))}, so the "
             "order holds, within the memory limit, for any number of micro-batches; each further micro-batch adds "
