@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.jobtypes import BUILTIN
@@ -170,6 +170,7 @@ class ValueFlow:
     producers: dict[str, list[ProgramKey]]
     shapes: dict[str, tuple[list[int], str]]
     data: set[str]  # inputs fed from the batch (every process has the batch)
+    computed_by: dict[str, str] = field(default_factory=dict)  # value name -> the op that computes it
 
 
 def value_flow(ops, homes: list[list[ProgramKey]]) -> ValueFlow:
@@ -189,6 +190,7 @@ def value_flow(ops, homes: list[list[ProgramKey]]) -> ValueFlow:
             name = value_name(ops, j, r)
             flow.producers[name] = homes[j]
             flow.shapes[name] = (list(value.shape), str(value.dtype).replace("paddle.", ""))
+            flow.computed_by[name] = producer.name()
             if producer.name() == "pd_op.data":
                 flow.data.add(name)
             for h in missing:
@@ -219,14 +221,12 @@ def check_value_order(flow: ValueFlow, orders, stage_of, ranks) -> None:
                 reads, computes = position.get((consumer, mb)), position.get((producer, mb))
                 if reads is None or computes is None or reads > computes:
                     continue
-                parts = name.split(".")  # `ppdsl.<index>.<op name>.<result>` (see `value_name`), or a given name
-                op = ".".join(parts[2:-1])
-                what = f"the result of `{op}`" if parts[0] == "ppdsl" and len(parts) >= 4 else f"`{name}`"
+                op = flow.computed_by[name]
                 raise DiagnosticError(
                     [
                         Diagnostic(
                             "E043",
-                            f"job `{consumer.type}` of stage {consumer.stage} reads {what}, which job "
+                            f"job `{consumer.type}` of stage {consumer.stage} reads the result of `{op}`, which job "
                             f"`{producer.type}` computes after it (rank {r}, micro-batch {mb})",
                             help=f"a job reads only what jobs before it computed: give that op to an earlier job "
                             f"type (the `ops` patterns of the `job` declarations), or run `{producer.type}` before "
