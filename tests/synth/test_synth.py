@@ -82,6 +82,12 @@ def test_v_shape_with_two_chunks(tmp_path):
     assert check.valid and check.expansion.defn.placement_kind == "vshape"
     assert max(r.peak_activations for r in check.ranks) <= 3
     assert check.makespan == json.loads(result.stdout)["makespan"]
+    # `plot` draws it like any schedule, with the makespan the search found
+    picture = tmp_path / "v.svg"
+    drawn = runner.invoke(app, ["plot", str(out), "--pp", "2", "-m", "4", "--vpp", "2", "-o", str(picture)])
+    assert drawn.exit_code == 0, drawn.output
+    assert "<svg" in picture.read_text(encoding="utf-8") and picture.stat().st_size > 10_000
+    assert f"makespan {check.makespan:g}" in drawn.stdout
 
 
 def test_same_inputs_same_file(tmp_path):
