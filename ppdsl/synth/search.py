@@ -212,18 +212,19 @@ class Search:
         for _, policy, orders, ev in ranked[:top]:
             policy = policy.per_rank(self.problem.pp)
             current = (total_score(ev), policy, orders, ev)
+            inflight = _inflight(self.problem, orders)  # of the current schedule (a pass over all its jobs)
             for _ in range(sweeps):
                 improved = False
                 for rank, knob in itertools.product(range(self.problem.pp), RANK_KNOBS):
                     if knob == "w_lag" and not policy.split:
                         continue
-                    realized = _inflight(self.problem, current[2])[rank]
-                    for trial in _neighbours(current[1], rank, knob, realized):
+                    for trial in _neighbours(current[1], rank, knob, inflight[rank]):
                         if self.budget.used > share or self.budget.out() or self.reached_bound():
                             break
                         got = self.run_policy(trial)
                         if got is not None and total_score(got[1]) < current[0]:
                             current = (total_score(got[1]), trial, *got)
+                            inflight = _inflight(self.problem, current[2])
                             improved = True
                 if not improved:
                     break
