@@ -6,7 +6,7 @@ into an `Expansion`, so a synthesized schedule's makespan is by construction the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.expansion import Expansion
@@ -53,23 +53,7 @@ class Evaluator:
         """The orders as an expansion of the probe schedule (its costs, links and memory)."""
         exp = self.base
         jobs = self.pack(orders)
-        return Expansion(
-            defn=exp.defn,
-            pp=exp.pp,
-            vpp=exp.vpp,
-            microbatches=exp.microbatches,
-            params=exp.params,
-            stage_of=exp.stage_of,
-            jobs=jobs,
-            sites=[[0] * len(j) for j in jobs],
-            cost=exp.cost,
-            latency=exp.latency,
-            bandwidth=exp.bandwidth,
-            mem_delta=exp.mem_delta,
-            memory_limit=exp.memory_limit,
-            rules=exp.rules,
-            memory_unit=exp.memory_unit,
-        )
+        return replace(exp, jobs=jobs, sites=[[0] * len(j) for j in jobs])
 
     def evaluate(self, orders: list[Order]) -> Evaluation:
         self.calls += 1
