@@ -67,8 +67,7 @@ from ppdsl.runtime.train import (  # noqa: E402
     PipelineTrainer,
     TrainConfig,
     canonical_name,
-    job_type_dicts,
-    rule_dicts,
+    plan_arguments,
     startup_state_names,
     train,
 )
@@ -328,11 +327,7 @@ def bench_pair(paddle, model: Model, mode: str, stem: str, vpp: int, args) -> di
         ours = build_plan(
             ours_prog.main,
             ours_prog.startup,
-            job_types=job_type_dicts(exp),
-            stage_of=exp.stage_of,
-            orders=[exp.job_tuples(0)],
-            rules=rule_dicts(exp),
-            microbatches=m,
+            **plan_arguments(exp),
             rank=0,
         )
         ours_build = time.perf_counter() - t0
@@ -350,11 +345,7 @@ def bench_pair(paddle, model: Model, mode: str, stem: str, vpp: int, args) -> di
     emulated = build_plan(
         ours_prog.main,
         ours_prog.startup,
-        job_types=job_type_dicts(exp),
-        stage_of=exp.stage_of,
-        orders=[exp.job_tuples(0)],
-        rules=rule_dicts(exp),
-        microbatches=m,
+        **plan_arguments(exp),
         rank=None,
     )
 
@@ -472,11 +463,7 @@ def _skip_gc_bytes(paddle, model: Model, stem: str, vpp: int, params, m: int, ar
         built = build_plan(
             program.main,
             program.startup,
-            job_types=job_type_dicts(exp),
-            stage_of=exp.stage_of,
-            orders=[exp.job_tuples(r) for r in range(exp.pp)],
-            rules=rule_dicts(exp),
-            microbatches=m,
+            **plan_arguments(exp),
         )
     sizes = _value_bytes(built.plan)
 
@@ -599,11 +586,7 @@ def bench_build(paddle, stem: str, pp: int, vpp: int, m: int, layers: int, repea
         built = build_plan(
             program.main,  # build_plan works on a clone: the same program serves every repeat
             program.startup,
-            job_types=job_type_dicts(exp),
-            stage_of=exp.stage_of,
-            orders=[exp.job_tuples(r) for r in range(pp)],
-            rules=rule_dicts(exp),
-            microbatches=m,
+            **plan_arguments(exp),
             rank=None,
         )
         runs.append(dict(built.seconds))

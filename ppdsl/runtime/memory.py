@@ -118,7 +118,7 @@ def apply_model_memory(exp: Expansion, model_spec: str | None, batch_size: int) 
     from ppdsl.runtime.model import load_model
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
-    from ppdsl.runtime.train import job_type_dicts
+    from ppdsl.runtime.train import plan_arguments
 
     paddle = import_paddle()
     model = load_model(model_spec)
@@ -133,11 +133,7 @@ def apply_model_memory(exp: Expansion, model_spec: str | None, batch_size: int) 
     built = build_plan(
         program.main,
         program.startup,
-        job_types=job_type_dicts(exp),
-        stage_of=exp.stage_of,
-        orders=[exp.job_tuples(r) for r in range(exp.pp)],
-        rules=[],
-        microbatches=exp.microbatches,
+        **plan_arguments(exp, rules=[]),
     )
     stages = stage_memory(built.programs)
     names = exp.type_names

@@ -38,7 +38,7 @@ from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.language.library import find_schedule
 from ppdsl.runtime.plan import BuiltPlan, build_plan
-from ppdsl.runtime.train import job_type_dicts, rule_dicts
+from ppdsl.runtime.train import plan_arguments
 
 PASS_NAME = "pipeline_scheduler_PPDSL"
 MODE_PREFIX = "ppdsl:"
@@ -177,11 +177,7 @@ class PipelinePPDSLPass(PipelinePassBase):
             return build_plan(
                 work,
                 None,
-                job_types=job_type_dicts(exp),
-                stage_of=stage_of,
-                orders=[exp.job_tuples(r) for r in range(exp.pp)],
-                rules=rule_dicts(exp),
-                microbatches=exp.microbatches,
+                **plan_arguments(exp, stage_of=stage_of),
                 rank=rank,
             )
         finally:

@@ -48,6 +48,19 @@ def rule_dicts(exp: Expansion) -> list[dict]:
     ]
 
 
+def plan_arguments(exp: Expansion, **overrides) -> dict:
+    """What `build_plan` takes of the schedule: its job types, stages, every rank's order, stream rules and
+    micro-batches (`overrides` replace some, e.g. the stages of a program cut per rank)."""
+    arguments = {
+        "job_types": job_type_dicts(exp),
+        "stage_of": exp.stage_of,
+        "orders": [exp.job_tuples(r) for r in range(exp.pp)],
+        "rules": rule_dicts(exp),
+        "microbatches": exp.microbatches,
+    }
+    return {**arguments, **overrides}
+
+
 def run_identity(exp: Expansion, model_name: str, batch_size: int) -> dict:
     """What a checkpoint must match to be resumed: the schedule, its sizes and parameters, the model, the batch."""
     return {
@@ -168,11 +181,7 @@ class PipelineTrainer:
         self.built = build_plan(
             self.program.main,
             self.program.startup,
-            job_types=job_type_dicts(self.exp),
-            stage_of=self.exp.stage_of,
-            orders=[self.exp.job_tuples(r) for r in range(self.exp.pp)],
-            rules=rule_dicts(self.exp),
-            microbatches=m,
+            **plan_arguments(self.exp),
         )
         self.scope = paddle.static.Scope()
         self.program.run_startup(paddle, self.scope)

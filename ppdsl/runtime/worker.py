@@ -93,7 +93,7 @@ class RankProcess:
         from ppdsl.runtime.model import load_model
         from ppdsl.runtime.plan import build_plan
         from ppdsl.runtime.program import build_training_program
-        from ppdsl.runtime.train import job_type_dicts, rule_dicts
+        from ppdsl.runtime.train import plan_arguments
 
         spec, exp = self.spec, self.exp
         self.model = load_model(spec.get("model"))
@@ -111,11 +111,7 @@ class RankProcess:
         self.built = build_plan(
             self.program.main,
             self.program.startup,
-            job_types=job_type_dicts(exp),
-            stage_of=exp.stage_of,
-            orders=[exp.job_tuples(r) for r in range(exp.pp)],
-            rules=rule_dicts(exp),
-            microbatches=exp.microbatches,
+            **plan_arguments(exp),
             rank=self.rank,
             p2p=p2p,
         )

@@ -25,7 +25,7 @@ def _rank_events(exp, rank, links):
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
-    from ppdsl.runtime.train import job_type_dicts, rule_dicts
+    from ppdsl.runtime.train import plan_arguments
 
     paddle = import_paddle()
     program = build_training_program(
@@ -34,11 +34,7 @@ def _rank_events(exp, rank, links):
     built = build_plan(
         program.main,
         program.startup,
-        job_types=job_type_dicts(exp),
-        stage_of=exp.stage_of,
-        orders=[exp.job_tuples(r) for r in range(exp.pp)],
-        rules=rule_dicts(exp),
-        microbatches=exp.microbatches,
+        **plan_arguments(exp),
         rank=rank,
         p2p=links,
     )

@@ -78,7 +78,7 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
     from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
-    from ppdsl.runtime.train import job_type_dicts, rule_dicts
+    from ppdsl.runtime.train import plan_arguments
 
     paddle = import_paddle()
     exp = expand(_lib(stem), pp, m, vpp)
@@ -104,11 +104,7 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
         ours = build_plan(
             programs[1].main,
             programs[1].startup,
-            job_types=job_type_dicts(exp),
-            stage_of=stage_of,
-            orders=[exp.job_tuples(r) for r in range(pp)],
-            rules=rule_dicts(exp),
-            microbatches=m,
+            **plan_arguments(exp, stage_of=stage_of),
             rank=rank,
         )
         got = [normal(j.type(), j.micro_batch_id()) for j in ours.plan.job_list()]
