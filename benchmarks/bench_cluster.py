@@ -194,7 +194,8 @@ def run_processes(stem: str, exp, args, init_dir: Path, run_dir: Path, model_dir
     if proc.returncode != 0:
         _progress(f"    the processes failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return {"ok": False, "exit_code": proc.returncode, "wall_seconds": wall, "stderr": proc.stderr[-2000:]}
-    ranks = [json.loads((run_dir / f"rank{r}.json").read_text()) for r in range(exp.pp)]
+    launch = max(run_dir.glob("launch-*"), key=lambda p: int(p.name.split("-")[1]))  # this launch's directory
+    ranks = [json.loads((launch / f"rank{r}.json").read_text()) for r in range(exp.pp)]
     return {"ok": True, "wall_seconds": wall, "ranks": ranks}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.files import COSTS_BYTES, read_text
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.resolve import COMM_KEYS
@@ -40,8 +41,8 @@ def load_costs(path: str | Path) -> dict:
     """A cost file written by `ppdsl calibrate` (JSON): {"costs": {type: time}, "stages": {stage: {type: time}},
     "latency": time, "bandwidth": units per time}; every key optional."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+        data = json.loads(read_text(path, COSTS_BYTES, "E008", "cost file "))
+    except ValueError as err:
         raise DiagnosticError([Diagnostic("E008", f"cannot read cost file `{path}`: {err}")]) from None
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic("E008", f"cost file `{path}` must hold a JSON object")])

@@ -8,6 +8,7 @@ import typer
 
 from ppdsl.cli.common import out
 from ppdsl.common.codes import EXIT_VALID
+from ppdsl.common.files import forget_inputs
 from ppdsl.common.version import __version__
 
 app = typer.Typer(
@@ -32,3 +33,4 @@ def main(
     ] = False,
 ) -> None:
     """Pipeline-parallel training schedules as declarative .sched files."""
+    forget_inputs()  # a new command has read nothing yet (what it reads, its outputs may not overwrite)

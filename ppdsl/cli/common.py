@@ -21,7 +21,7 @@ from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, parse_params
 from ppdsl.analysis.scenario import MemoryModel, Scenario, check_batch_size
 from ppdsl.common.codes import EXIT_USAGE, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
-from ppdsl.common.files import write_atomic
+from ppdsl.common.files import write_output
 from ppdsl.common.units import parse_size
 from ppdsl.language.library import find_schedule
 
@@ -115,17 +115,15 @@ def output_name(output: str | Path | None) -> str:
 
 
 def emit(text: str | bytes, output: str | Path | None) -> None:
-    """Write to `output` atomically, or to stdout when it is None or `-`."""
+    """Write to `output` (`ppdsl.common.files.write_output`: atomically, never over an input), or to stdout when
+    it is None or `-`."""
     if to_stdout(output):
         if isinstance(text, bytes):
             sys.stdout.buffer.write(text)
         else:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    try:
-        write_atomic(output, text)
-    except OSError as e:
-        fail([Diagnostic("E000", f"cannot write `{output}`: {e.strerror or e}", help="check the directory")])
+    diagnosed(write_output, output, text)
 
 
 def picture_format(output: Path) -> str:

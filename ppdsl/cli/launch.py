@@ -1,9 +1,11 @@
 """`ppdsl run --nproc-per-node K [--nnodes N --master HOST:PORT --node-rank R]`: one process per rank through
 `python -m paddle.distributed.launch`, Paddle's own launcher.
 
-The run directory (`--run-dir`, default `ppdsl-run/`) holds the spec every rank reads, the launcher's logs, and
-what each rank writes back (`rank<r>.json`, `rank<r>.npz`, or `rank<r>.error`). No paddle import here: the
-processes import it.
+Each launch makes a directory of its own in the run directory (`--run-dir`, default `ppdsl-run/`):
+`launch-<n>/`, the next free n, created new, so ppdsl writes only there and never deletes or overwrites a file
+of the run directory it did not make. It holds the spec every rank reads (`spec.json`), the launcher's logs
+(`launch.log`, `log/`), and what each rank writes back (`rank<r>.json`, `rank<r>.npz`, or `rank<r>.error`). No
+paddle import here: the processes import it.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import numpy as np
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.files import write_atomic
+from ppdsl.common.files import new_owned_directory, next_owned_number, write_output
 
 PACKAGE = Path(__file__).resolve().parent.parent  # ppdsl/
 WORKER = PACKAGE / "runtime" / "worker.py"
+LAUNCH_PREFIX = "launch-"  # a launch's own directory in --run-dir: launch-1, launch-2, ...
 
 
 @dataclass
@@ -64,7 +67,7 @@ def launch_command(opts: LaunchOptions, spec_path: Path) -> list[str]:
         cmd += ["--nnodes", str(opts.nnodes), "--master", str(opts.master), "--rank", str(opts.node_rank)]
     else:
         cmd += ["--host", "127.0.0.1"]
-    cmd += ["--log_dir", str(opts.run_dir / "log"), str(WORKER), str(spec_path)]
+    cmd += ["--log_dir", str(spec_path.parent / "log"), str(WORKER), str(spec_path)]
     return cmd
 
 
@@ -75,6 +78,16 @@ def dry_run_text(exp: Expansion, opts: LaunchOptions, cmd: list[str]) -> str:
         stages = ", ".join(map(str, exp.stage_of[r]))
         lines.append(f"rank {r} (node {node}, process {local}, stages {stages}): " + " ".join(map(exp.label, jobs)))
     return "\n".join(lines) + "\n"
+
+
+def next_launch_directory(run_dir: Path) -> Path:
+    """The directory the next launch into `run_dir` will make (what `--dry-run` shows)."""
+    return run_dir / f"{LAUNCH_PREFIX}{next_owned_number(run_dir, LAUNCH_PREFIX)}"
+
+
+def new_launch_directory(run_dir: Path) -> Path:
+    """A new directory for one launch's files in `run_dir`, made here (so nothing in it is the user's)."""
+    return new_owned_directory(run_dir, LAUNCH_PREFIX)
 
 
 @dataclass
@@ -93,16 +106,13 @@ def rank_environment() -> dict[str, str]:
     return {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
 
 
-def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResult:
-    """Start every rank of this node and wait; raise DiagnosticError naming the failed rank(s)."""
-    run_dir = opts.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in list(run_dir.glob("rank*.json")) + list(run_dir.glob("rank*.npz")) + list(run_dir.glob("rank*.error")):
-        stale.unlink()
+def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions, run_dir: Path) -> ClusterResult:
+    """Start every rank of this node with `run_dir` (from `new_launch_directory`) as their directory, and wait;
+    raise DiagnosticError naming the failed rank(s)."""
     spec_path = run_dir / "spec.json"
-    write_atomic(spec_path, json.dumps({**spec, "run_dir": str(run_dir.resolve())}, indent=1), make_parents=True)
+    write_output(spec_path, json.dumps({**spec, "run_dir": str(run_dir.resolve())}, indent=1))
     cmd = launch_command(opts, spec_path)
-    with open(run_dir / "launch.log", "w") as log:
+    with open(run_dir / "launch.log", "x") as log:  # "x": the directory is new, and so is everything in it
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=rank_environment())
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
     errors = sorted(run_dir.glob("rank*.error"), key=lambda p: int(p.stem[4:]))

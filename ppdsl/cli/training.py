@@ -26,7 +26,7 @@ from ppdsl.cli.app import app
 from ppdsl.cli.common import VPP, Params, diagnosed, err, out, usage_error
 from ppdsl.common.codes import EXIT_VALID
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
-from ppdsl.common.files import write_atomic
+from ppdsl.common.files import check_output, write_output
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import find_schedule
 
@@ -79,6 +79,9 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
         err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
     if not result.valid:
         return result.exit_code
+    for output in (opts.summary_json, opts.profile):  # refused now, not after the training it would record
+        if output is not None:
+            check_output(output)
     exp, sim = result.expansion, result.execution
     if opts.launch is not None:
         return _run_cluster(opts, exp, sim, out)
@@ -159,7 +162,7 @@ def _write_profile(opts: RunOptions, exp, run) -> None:
         "emulated_on_one_process": True,
     }
     trace = jobs_trace(run.profile or [], exp.pp, 1e6, meta, held_bytes=_held_track(run))
-    write_atomic(opts.profile, trace_text(trace))
+    write_output(opts.profile, trace_text(trace))
 
 
 def _held_track(run) -> list[tuple[int, float, int]]:
@@ -224,19 +227,27 @@ def _write_summary(opts: RunOptions, exp, model_name: str, run, sums) -> None:
         # activation bytes each rank holds at its fullest, measured at job boundaries (see ppdsl/runtime/profile.py)
         "peak_bytes": run.memory.peak if run.memory is not None else None,
     }
-    write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
+    write_output(opts.summary_json, json.dumps(data, indent=1) + "\n")
 
 
 def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     """One process per rank through paddle.distributed.launch (or, with --dry-run, what would run)."""
     import os
 
-    from ppdsl.cli.launch import dry_run_text, launch_command, run_cluster, validate
+    from ppdsl.cli.launch import (
+        dry_run_text,
+        launch_command,
+        new_launch_directory,
+        next_launch_directory,
+        run_cluster,
+        validate,
+    )
 
     launch = opts.launch
     validate(exp, launch)
     if launch.dry_run:
-        out.print(dry_run_text(exp, launch, launch_command(launch, launch.run_dir / "spec.json")), markup=False, end="")
+        command = launch_command(launch, next_launch_directory(launch.run_dir) / "spec.json")
+        out.print(dry_run_text(exp, launch, command), markup=False, end="")
         return EXIT_VALID
     from ppdsl.runtime.model import load_model
 
@@ -268,12 +279,13 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
         "fail": _parse_failure(os.environ.get("PPDSL_INJECT_FAILURE")),
     }
+    run_dir = new_launch_directory(launch.run_dir)
     out.print(
         f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
-        f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{launch.run_dir}`"
+        f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{run_dir}`"
     )
     with out.status("training across processes"):
-        result = run_cluster(spec, exp, launch)
+        result = run_cluster(spec, exp, launch, run_dir)
     import numpy as np  # here, not at the top: every command imports this module, and numpy costs `check` 0.1 s
 
     table = Table(title="summary", show_header=False, box=None, pad_edge=False)
@@ -305,7 +317,7 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
             # not measured here: a rank process moves values through its own buffers, not the plan's skip-GC
             "peak_bytes": None,
         }
-        write_atomic(opts.summary_json, json.dumps(data, indent=1) + "\n")
+        write_output(opts.summary_json, json.dumps(data, indent=1) + "\n")
     return EXIT_VALID
 
 

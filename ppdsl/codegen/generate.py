@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Span
+from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input
 from ppdsl.common.version import __version__
 from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
@@ -243,8 +244,8 @@ class _Locations:
 def _sha256(path: Path, text: str) -> str:
     """Of the file's bytes, which is what a staleness check reads; of the text if the file is gone."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_input(path, SCHEDULE_BYTES)
+    except InputError:
         data = text.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,11 @@ class SourceCache:
     def line(self, file: str, line: int) -> str | None:
         lines = self._texts.get(file)
         if lines is None:
+            from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input  # (files.py imports this module)
+
             try:
-                lines = Path(file).read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
+                lines = read_input(file, SCHEDULE_BYTES).decode("utf-8", errors="replace").splitlines()
+            except InputError:
                 return None
             self._texts[file] = lines
         if 1 <= line <= len(lines):

@@ -613,6 +613,36 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl synth --pp 4 -m 8 --memory-limit 4 --time-limit 1 -o found.sched"),
     ),
+    "E050": Explanation(
+        "An output (`-o`, `--summary-json`, `--profile`) names a file the command reads: its schedule, a file the "
+        "schedule includes, a cost file, a CSV, a profile. Writing it would destroy the input, so nothing is "
+        "written. The same file under another name (a symlink, a hard link) is the same file.",
+        cmd("ppdsl compile example.sched -o example.sched", files=((SCHED, GPIPE + "\n"),)),
+        cmd("ppdsl compile example.sched -o plan_example.py", files=((SCHED, GPIPE + "\n"),)),
+    ),
+    "E051": Explanation(
+        "ppdsl reads regular files only. A directory, a FIFO (a named pipe), a device (`/dev/zero`, `/dev/stdin`) "
+        "or a socket is refused before anything is read: reading one may never end, or never stop growing. Save "
+        "what a pipe or a program produces to a file first.",
+        cmd("ppdsl check /dev/zero --pp 2 -m 4"),
+        cmd("ppdsl check example.sched --pp 2 -m 4", files=((SCHED, GPIPE + "\n"),)),
+    ),
+    "E052": Explanation(
+        "Each kind of input has a size ppdsl reads at most, far above any real file of the kind: 16 MiB for a "
+        "schedule and each file it includes, 1 MiB for a cost file, 64 MiB for a PyTorch CSV or a profile. A "
+        "larger file is refused before it is read, so a wrong path cannot exhaust the memory.",
+        cmd("ppdsl check huge.sched --pp 2 -m 4", setting="a schedule file larger than 16 MiB"),
+        cmd("ppdsl check example.sched --pp 2 -m 4", files=((SCHED, GPIPE + "\n"),)),
+    ),
+    "E053": Explanation(
+        "An output is written to a regular file (replaced whole: a new file is written beside it and renamed over "
+        "it, so a failure leaves the old one), or written through to a character device or a FIFO (`/dev/null`, "
+        "`/dev/stdout`, a pipe), which are never replaced. A directory, a block device or a socket is refused, and "
+        "a write that fails (no space left on the disk, `/dev/full`) is this error: a file being replaced keeps "
+        "its old content.",
+        cmd("ppdsl compile 1f1b -o ."),
+        cmd("ppdsl compile 1f1b -o plan_1f1b.py"),
+    ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
         "not defined there. The message is the schedule's own.",

@@ -1,39 +1,467 @@
-"""Writing files so that a failure never leaves a half-written one: write beside the target, then rename.
+"""Every file ppdsl reads or writes goes through here, so that no input can hang it or exhaust its memory and no
+output can destroy something that is not the output.
 
-Every file ppdsl writes (reports, plan modules, pictures, checkpoints, a launch's spec and results) goes
-through here: the user's file is either the old one or the whole new one, and no temporary file is left behind.
+Reading (`read_text`, `read_input`): only regular files, refused before a byte is read when they are not (a FIFO,
+a device, a directory: `os.stat`, then `O_NONBLOCK` and `fstat` against a swap in between); at most a stated
+number of bytes (the `*_BYTES` caps); UTF-8, with a byte order mark accepted. Each file read is recorded, for
+the writer.
+
+Writing (`write_output`, `open_output`): a regular file or a new path is replaced atomically (an anonymous
+`O_TMPFILE` beside it, linked and renamed over it at the end: the file is the old one or the whole new one, and
+a `kill -9` leaves no temporary file); a symlink's target is what is replaced, never the link. A character
+device or a FIFO (`/dev/null`, `/dev/stdout`, a pipe) and `-` (stdout) are written through, never replaced. A
+directory, a block device or a socket is refused, as is a file the command has read (its schedule, an include,
+a cost file, a CSV, a profile): an output never overwrites an input. Failures are diagnostics (E000, E050-E053),
+never tracebacks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import os
-import tempfile
+import re
+import secrets
+import socket
+import stat
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+
+MiB = 2**20
+# How much ppdsl reads of each kind of input: far above any real file of the kind, far below what would hurt.
+SCHEDULE_BYTES = 16 * MiB  # a .sched file, and each file it includes
+COSTS_BYTES = 1 * MiB  # a cost file (`--costs`, written by `ppdsl calibrate`)
+CSV_BYTES = 64 * MiB  # a PyTorch schedule CSV (`ppdsl import`)
+PROFILE_BYTES = 64 * MiB  # a Chrome trace (`ppdsl calibrate`, `plot --measured`)
+
+# A temporary file that had to be named (no O_TMPFILE on this file system, or the short moment between linking
+# it and renaming it over the target): `.<name>.ppdsl-<host>-<pid>-<random>.tmp`, so a later write of the same
+# name recognises one whose process is gone and removes it.
+_TEMP = re.compile(r"^\.(?P<name>.+)\.ppdsl-(?P<host>[A-Za-z0-9-]*)-(?P<pid>\d+)-[0-9a-f]+\.tmp$")
+_STALE_SECONDS = 60.0  # a temporary file younger than this may still be on its way to its name
+_FD_LINK = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)/fd|dev/fd)/\d+$|^/dev/std(?:in|out|err)$")
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _size(limit: int) -> str:
+    return f"{limit // MiB} MiB" if limit % MiB == 0 else f"{limit} bytes"
+
+
+# ---------------------------------------------------------------- the inputs a command has read
+
+
+_inputs: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> the path it was read by
+
+
+def record_input(path: str | Path) -> None:
+    """Note that the command read `path` (the reader does this itself; for a file read some other way)."""
+    with contextlib.suppress(OSError, ValueError):
+        st = os.stat(path)
+        _inputs.setdefault((st.st_dev, st.st_ino), str(path))
+
+
+def forget_inputs() -> None:
+    """Start a new command: nothing read yet (each CLI invocation calls this, so commands run in one process, as
+    tests do, do not refuse each other's files)."""
+    _inputs.clear()
+
+
+def _input_at(st: os.stat_result) -> str | None:
+    """The input path that is this file, if the command read it (and the path still names it: a temporary file
+    deleted since and its inode number reused is not the same file)."""
+    path = _inputs.get((st.st_dev, st.st_ino))
+    if path is None:
+        return None
+    try:
+        now = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return path if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) else None
+
+
+# ---------------------------------------------------------------- reading
+
+
+class InputError(Exception):
+    """An input that cannot be read: `code` is E051 (not a regular file) or E052 (too large), None for an
+    ordinary failure (missing, no permission, not UTF-8), which the caller reports under its own code."""
+
+    def __init__(self, path: str | Path, reason: str, code: str | None = None, help: str = ""):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason, self.code, self.help = str(path), reason, code, help
+
+    def diagnostic(self, code: str, message: str, help: str = "") -> Diagnostic:
+        """This failure as a diagnostic: `message` says what could not be read (the reason is appended)."""
+        return Diagnostic(self.code or code, f"{message}: {self.reason}", help=self.help or help)
+
+
+def read_input(path: str | Path, limit: int) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them; raises InputError."""
+    try:
+        st = os.stat(path)  # before opening: opening a FIFO waits for a writer, a device may do anything
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, st.st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte in the path
+        raise InputError(path, getattr(err, "strerror", None) or str(err)) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)  # the file opened, which a rename since the stat may have swapped
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, st.st_mode)
+        if st.st_size > limit:
+            raise _too_large(path, limit, st.st_size)
+        try:
+            data = f.read(limit + 1)  # a file growing while it is read stops at the cap too
+        except OSError as err:
+            raise InputError(path, err.strerror or str(err)) from None
+    if len(data) > limit:
+        raise _too_large(path, limit)
+    _inputs.setdefault((st.st_dev, st.st_ino), str(path))
+    return data
+
+
+def read_input_text(path: str | Path, limit: int) -> str:
+    """The text of the regular file `path` (UTF-8, a byte order mark dropped), at most `limit` bytes; raises
+    InputError."""
+    data = read_input(path, limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise InputError(path, f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line})") from None
+
+
+def read_text(path: str | Path, limit: int, code: str = "E000", what: str = "", help: str = "") -> str:
+    """`read_input_text`, with a failure as a DiagnosticError: "cannot read <what>`path`: why" under `code` for an
+    ordinary failure (E051 / E052 for a file that is not regular or too large)."""
+    try:
+        return read_input_text(path, limit)
+    except InputError as err:
+        raise DiagnosticError([err.diagnostic(code, f"cannot read {what}`{path}`", help)]) from None
+
+
+def _not_regular(path: str | Path, mode: int) -> InputError:
+    return InputError(
+        path, f"{_kind(mode)}, not a regular file", "E051", help="ppdsl reads regular files only: copy it into one"
+    )
+
+
+def _too_large(path: str | Path, limit: int, size: int | None = None) -> InputError:
+    found = f"{size} bytes" if size is not None else "more than that"
+    return InputError(
+        path, f"larger than the {_size(limit)} ppdsl reads ({found})", "E052", help="is it the right file?"
+    )
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _write_error(path: str | Path, err: OSError, code: str = "E053") -> DiagnosticError:
+    help = {
+        errno.ENOSPC: "free some space, or write elsewhere",
+        errno.ENOENT: "create the directory first",
+        errno.EACCES: "write to a directory you may write to",
+    }.get(err.errno or 0, "check the path")
+    return DiagnosticError([Diagnostic(code, f"cannot write `{path}`: {err.strerror or err}", help=help)])
+
+
+def _refuse(path: str | Path, reason: str, code: str = "E053", help: str = "") -> DiagnosticError:
+    return DiagnosticError([Diagnostic(code, f"cannot write `{path}`: {reason}", help=help)])
+
+
+def _through_fd_link(path: str) -> bool:
+    """`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, or a symlink to one: an open file of a process, which the
+    shell redirected (`> log`); replacing what it points to would cut the redirection, so it is written through."""
+    p = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on a chain of symlinks
+        if _FD_LINK.match(p):
+            return True
+        try:
+            p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+        except OSError:
+            return False
+    return False
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where and how an output is written: `through` (opened and written in place) or replaced atomically at
+    `path` (a symlink resolved), keeping `mode` if it replaces a file."""
+
+    path: Path
+    through: bool
+    mode: int | None = None
+    shown: str = ""  # the path as the user wrote it, for messages
+
+
+def _target(path: str | Path, make_parents: bool = False) -> _Target:
+    """Decide how `path` is written, refusing (DiagnosticError) what must not be: a directory, a block device, a
+    socket, a file the command read."""
+    shown = str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except (OSError, ValueError) as err:  # ELOOP, ENOTDIR, EACCES on a directory above, a NUL byte
+        raise _write_error(
+            shown, err if isinstance(err, OSError) else OSError(errno.EINVAL, str(err)), "E000"
+        ) from None
+    if st is not None:
+        read_as = _input_at(st)
+        if read_as is not None:
+            other = os.path.abspath(read_as) != os.path.abspath(shown)
+            same = " (the same file by another name)" if other else ""
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E050",
+                        f"the output `{shown}` is the input `{read_as}`{same}: writing it would destroy what was read",
+                        help="write the output to another file",
+                    )
+                ]
+            )
+        if stat.S_ISDIR(st.st_mode):
+            raise _refuse(shown, "it is a directory", help="name a file (in that directory, say)")
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            return _Target(Path(shown), through=True, shown=shown)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(
+                shown, f"it is {_kind(st.st_mode)}", help="write a regular file, a FIFO or a character device"
+            )
+        if _through_fd_link(shown):
+            return _Target(Path(shown), through=True, shown=shown)
+    real = Path(os.path.realpath(path))  # a symlink: its target is replaced, where it lives
+    if st is None:
+        if make_parents:
+            try:
+                real.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise _write_error(real.parent, err, "E000") from None
+        if not real.parent.is_dir():
+            raise _write_error(shown, OSError(errno.ENOENT, f"no directory `{real.parent}`"), "E000")
+        if not os.access(real.parent, os.W_OK | os.X_OK):
+            raise _write_error(shown, OSError(errno.EACCES, f"the directory `{real.parent}` is not writable"), "E000")
+        return _Target(real, through=False, shown=shown)
+    if not os.access(real.parent, os.W_OK | os.X_OK):  # the new file is made beside the old one, then renamed
+        raise _write_error(shown, OSError(errno.EACCES, f"the directory `{real.parent}` is not writable"), "E000")
+    return _Target(real, through=False, mode=st.st_mode & 0o777, shown=shown)
+
+
+def check_output(path: str | Path) -> None:
+    """Refuse, before any work, an output that `write_output` would refuse now (a directory, an input of the
+    command, a missing or unwritable directory): DiagnosticError. `-` (stdout) is always fine."""
+    if str(path) != "-":
+        _target(path)
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "", socket.gethostname())[:24]
+
+
+def _temp_name(target: Path) -> Path:
+    stem = target.name[:150]  # within NAME_MAX (255) with the rest of the name
+    return target.with_name(f".{stem}.ppdsl-{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, and is another user's
+        return True
+    return True
+
+
+def clean_stale_temporaries(target: str | Path) -> list[Path]:
+    """Remove the temporary files an earlier write of `target` left when its process was killed: ppdsl's names
+    for this target, from this host, of a process that is gone, owned by this user, older than a minute."""
+    target = Path(target)
+    removed = []
+    host, now = _host(), time.time()
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMP.match(name)
+        if not m or m["name"] != target.name[:150] or m["host"] != host or _alive(int(m["pid"])):
+            continue
+        path = target.parent / name
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime > _STALE_SECONDS:
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
+def _anonymous(directory: Path) -> int | None:
+    """A file in `directory` with no name (O_TMPFILE): nothing is left of it if the process dies. None where the
+    kernel or file system has no such thing."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        return os.open(directory, flag | os.O_RDWR | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        if err.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+            return None
+        raise
+
+
+def _publish(fd: int, named: Path | None, target: Path) -> None:
+    """Give the written file its name: link the anonymous file to a temporary name beside the target, then
+    rename that over the target (a rename replaces, a link cannot)."""
+    if named is None:
+        named = _temp_name(target)
+        try:
+            os.link(f"/proc/self/fd/{fd}", named)  # linkat(AT_SYMLINK_FOLLOW): needs no privilege, unlike AT_EMPTY_PATH
+        except OSError:  # no /proc: copy what was written into a named file
+            os.lseek(fd, 0, os.SEEK_SET)
+            out = os.open(named, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            try:
+                while chunk := os.read(fd, MiB):
+                    os.write(out, chunk)
+                os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
+                os.fsync(out)
+            finally:
+                os.close(out)
+    try:
+        os.replace(named, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(named)
+        raise
+
 
 @contextlib.contextmanager
-def open_atomic(path: str | Path, make_parents: bool = False) -> Iterator[BinaryIO]:
-    """A binary file that replaces `path` when the block ends without an exception, and vanishes otherwise."""
-    path = Path(path)
-    if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _atomic(target: _Target) -> Iterator[BinaryIO]:
+    clean_stale_temporaries(target.path)
+    named = None
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make every output private to its writer
+        fd = _anonymous(target.path.parent)
+        if fd is None:
+            named = _temp_name(target.path)
+            fd = os.open(named, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        raise _write_error(target.shown, err, "E000") from None
+    try:
+        if target.mode is not None:
+            os.fchmod(fd, target.mode)  # replacing a file keeps its permissions
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            yield f
+            f.flush()
+            os.fsync(fd)
+        _publish(fd, named, target.path)
+        named = None
+    except OSError as err:
+        raise _write_error(target.shown, err) from None
+    finally:
+        os.close(fd)
+        if named is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(named)
+
+
+@contextlib.contextmanager
+def _through(target: _Target) -> Iterator[BinaryIO]:
+    path = str(target.path)
+    try:
+        # a FIFO waits here for its reader, as a shell's `>` does; O_APPEND: a redirected stdout keeps what the
+        # command printed before (and a device ignores it)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        raise _write_error(path, err, "E000") from None
+    try:
         with os.fdopen(fd, "wb") as f:
             yield f
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except OSError as err:  # /dev/full: ENOSPC; a FIFO whose reader left: EPIPE
+        raise _write_error(path, err) from None
 
 
-def write_atomic(path: str | Path, data: str | bytes, make_parents: bool = False) -> None:
-    """Write `data` (text as UTF-8) to `path` atomically."""
-    with open_atomic(path, make_parents) as f:
+@contextlib.contextmanager
+def _stdout() -> Iterator[BinaryIO]:
+    sys.stdout.flush()
+    buf = io.BytesIO()
+    yield buf
+    try:
+        sys.stdout.buffer.write(buf.getvalue())
+        sys.stdout.flush()
+    except OSError as err:
+        raise _write_error("stdout", err) from None
+
+
+@contextlib.contextmanager
+def open_output(path: str | Path, make_parents: bool = False) -> Iterator[BinaryIO]:
+    """A binary file to write the output `path` into: replaced atomically when the block ends without an exception
+    (nothing changes otherwise), or written through for a device, a FIFO or `-` (stdout). Raises DiagnosticError
+    for what it refuses and for a failed write."""
+    if str(path) == "-":
+        with _stdout() as f:
+            yield f
+        return
+    target = _target(path, make_parents)
+    with _through(target) if target.through else _atomic(target) as f:
+        yield f
+
+
+def write_output(path: str | Path, data: str | bytes, make_parents: bool = False) -> None:
+    """Write `data` (text as UTF-8) to the output `path` (see `open_output`)."""
+    with open_output(path, make_parents) as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+# the names of the first version, which only replaced files
+open_atomic = open_output
+write_atomic = write_output
+
+
+# ---------------------------------------------------------------- directories ppdsl owns
+
+
+def new_owned_directory(parent: str | Path, prefix: str) -> Path:
+    """A new directory `parent/<prefix><n>` (the next free n), made here and so ppdsl's alone: what goes in it
+    may be written and replaced freely, and nothing else in `parent` is touched."""
+    parent = Path(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(1000):  # another launch may take the same number at once: mkdir decides
+            candidate = parent / f"{prefix}{next_owned_number(parent, prefix)}"
+            try:
+                candidate.mkdir()
+                return candidate
+            except FileExistsError:
+                continue
+    except OSError as err:
+        raise _write_error(parent, err, "E000") from None
+    raise _refuse(parent, f"no free name `{prefix}<n>`", "E000")
+
+
+def next_owned_number(parent: str | Path, prefix: str) -> int:
+    """The n `new_owned_directory` would use now: one more than any `<prefix><n>` in `parent`."""
+    numbers = [0]
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            if name.startswith(prefix) and name[len(prefix) :].isdigit():
+                numbers.append(int(name[len(prefix) :]))
+    return max(numbers) + 1

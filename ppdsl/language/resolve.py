@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input_text, read_text
 from ppdsl.language import ast, types
 from ppdsl.language.ir import (
     Function,
@@ -48,13 +49,7 @@ MAX_INCLUDE_DEPTH = 16
 def load(path: str | Path) -> ScheduleDef:
     """Read, parse and resolve a `.sched` file (and what it includes)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise DiagnosticError(
-            [Diagnostic("E000", f"cannot read `{path}`: {_reason(err)}", help="check the path")]
-        ) from None
-    return resolve_text(text, str(path))
+    return resolve_text(read_text(path, SCHEDULE_BYTES, help="check the path"), str(path))
 
 
 def _reason(err: Exception) -> str:
@@ -144,13 +139,13 @@ class _Resolver:
                 self.error("E005", f"`{item.path}` includes itself", item.span, help="remove the cycle")
                 continue
             try:
-                inc_text = target.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
+                inc_text = read_input_text(target, SCHEDULE_BYTES)
+            except InputError as err:
                 self.error(
-                    "E005",
-                    f"cannot include `{item.path}`: {_reason(err)}",
+                    err.code or "E005",
+                    f"cannot include `{item.path}`: {err.reason}",
                     item.span,
-                    help="paths are relative to the including file",
+                    help=err.help or "paths are relative to the including file",
                 )
                 continue
             try:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.common.files import CSV_BYTES, read_text
 
 _ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
 _OVERLAP = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
@@ -72,12 +73,7 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
 
 def import_torch_csv(path: str | Path, name: str | None = None, placement: str | None = None) -> str:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise DiagnosticError(
-            [Diagnostic("E000", f"cannot read `{path}`: {getattr(e, 'strerror', None) or e}")]
-        ) from None
+    text = read_text(path, CSV_BYTES)
     return torch_csv_to_sched(text, str(path), name or path.stem, placement)
 
 

@@ -28,12 +28,14 @@ from typing import Any
 
 from ppdsl.analysis.records import JobRecord
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.files import PROFILE_BYTES, read_text
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT, unit_name
 from ppdsl.reports.simulate import Simulation
 
 COMPUTE_TID, SEND_TID = 0, 1
 RECV_TID_BASE = 2  # + source rank: one receive track per sender (see `build_trace`)
 HELD_COUNTER = "held bytes"  # the counter track of measured memory (`jobs_trace`)
+PROFILE_HELP = "give a Chrome trace written by `ppdsl trace` or `ppdsl run --profile`"
 
 
 def _metadata(ranks: int, links: Iterable[tuple[int, int]] = ()) -> list[dict[str, Any]]:
@@ -188,7 +190,7 @@ def _bad(path: str | Path, message: str) -> DiagnosticError:
             Diagnostic(
                 "E009",
                 f"cannot read profile `{path}`: {message}",
-                help="give a Chrome trace written by `ppdsl trace` or `ppdsl run --profile`",
+                help=PROFILE_HELP,
             )
         ]
     )
@@ -202,8 +204,8 @@ def read_trace(path: str | Path) -> Profile:
     time. Raises DiagnosticError (E009) when the file is not such a trace.
     """
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+        data = json.loads(read_text(path, PROFILE_BYTES, "E009", "profile ", help=PROFILE_HELP))
+    except ValueError as err:
         raise _bad(path, str(err)) from None
     meta: dict[str, Any] = {}
     if isinstance(data, dict):

@@ -70,7 +70,7 @@ def _cluster(stem, pp, m, vpp, tmp_path, *extra, env=None):
         *extra,
     ]
     result = runner.invoke(app, args, env=env)
-    return result, run_dir
+    return result, run_dir / "launch-1"  # the launch's own directory in the (new) run directory
 
 
 @pytest.mark.parametrize(
