@@ -33,6 +33,7 @@ from ppdsl.cli.common import (
     out,
     usage_error,
 )
+from ppdsl.common.files import check_output
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import library_files
 
@@ -108,6 +109,7 @@ def synth_cmd(
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
     spec = cost_spec(cost, costs)
+    diagnosed(check_output, output)  # a bad output is refused now, not after the search
     cost_options = " ".join(([f"--cost {shlex.quote(cost)}"] if cost else []) + ([f"--costs {costs}"] if costs else []))
     memory_options = ""
     if model is not None:

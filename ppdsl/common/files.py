@@ -85,6 +85,17 @@ def forget_inputs() -> None:
     _inputs.clear()
 
 
+def _short(path: str) -> str:
+    """`path` relative to the working directory when it is inside it (an include is recorded absolute)."""
+    if not os.path.isabs(path):
+        return path
+    with contextlib.suppress(ValueError):
+        relative = os.path.relpath(path)
+        if not relative.startswith(os.pardir):
+            return relative
+    return path
+
+
 def _input_at(st: os.stat_result) -> str | None:
     """The input path that is this file, if the command read it (and the path still names it: a temporary file
     deleted since and its inode number reused is not the same file)."""
@@ -95,7 +106,7 @@ def _input_at(st: os.stat_result) -> str | None:
         now = os.stat(path)
     except (OSError, ValueError):
         return None
-    return path if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) else None
+    return _short(path) if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) else None
 
 
 # ---------------------------------------------------------------- reading

@@ -1,0 +1,219 @@
+"""Through the command line, no output destroys a file: not an input of the command (its schedule, an include,
+a cost file, a CSV, a profile), not a device, not the user's files in a run directory; and no input hangs or
+exhausts the memory (a FIFO, /dev/zero)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ppdsl.cli import app
+
+runner = CliRunner()
+CSV = "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n"
+COSTS = json.dumps({"costs": {"forward": 1.0, "backward": 2.0}})
+GPIPE = "order { forward * microbatches  backward * microbatches  optimizer }\n"
+
+
+def invoke(*args: str, seconds: float = 60):
+    """The command's result; a command still running after `seconds` fails the test instead of hanging it."""
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("result", runner.invoke(app, list(args))), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"`ppdsl {' '.join(args)}` still running after {seconds} s"
+    result = box["result"]
+    assert "Traceback" not in result.output + result.stderr, result.stderr
+    return result
+
+
+@pytest.fixture
+def inputs(tmp_path, monkeypatch):
+    """A directory holding one input of every kind: a schedule including another, a CSV, a cost file, a trace
+    (also as a .png name, which `plot --measured` reads)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.sched").write_text(GPIPE)
+    (tmp_path / "main.sched").write_text('include "parts.sched"\n')
+    (tmp_path / "parts.sched").write_text(GPIPE)
+    (tmp_path / "s.csv").write_text(CSV)
+    (tmp_path / "c.json").write_text(COSTS)
+    assert runner.invoke(app, ["trace", "1f1b", "--pp", "2", "-m", "2", "-o", "p.json"]).exit_code == 0
+    (tmp_path / "t.png").write_bytes((tmp_path / "p.json").read_bytes())
+    return tmp_path
+
+
+OVER_INPUT = [
+    ("compile", ["compile", "x.sched", "-o", "x.sched"], "x.sched"),
+    ("compile-include", ["compile", "main.sched", "-o", "parts.sched"], "parts.sched"),
+    ("expand", ["expand", "x.sched", "--pp", "2", "-m", "2", "-o", "x.sched"], "x.sched"),
+    ("trace", ["trace", "x.sched", "--pp", "2", "-m", "2", "-o", "x.sched"], "x.sched"),
+    ("trace-costs", ["trace", "1f1b", "--pp", "2", "-m", "2", "--costs", "c.json", "-o", "c.json"], "c.json"),
+    ("import", ["import", "s.csv", "-o", "s.csv"], "s.csv"),
+    ("calibrate", ["calibrate", "p.json", "-o", "p.json"], "p.json"),
+    ("plot-measured", ["plot", "1f1b", "--pp", "2", "-m", "2", "--measured", "t.png", "-o", "t.png"], "t.png"),
+    (
+        "synth-costs",
+        ["synth", "--pp", "2", "-m", "4", "--costs", "c.json", "--time-limit", "1", "-o", "c.json"],
+        "c.json",
+    ),
+    ("run-summary", ["run", "x.sched", "--pp", "2", "-m", "2", "--summary-json", "x.sched"], "x.sched"),
+    ("run-profile", ["run", "main.sched", "--pp", "2", "-m", "2", "--profile", "parts.sched"], "parts.sched"),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "victim"), OVER_INPUT, ids=[c[0] for c in OVER_INPUT])
+def test_an_output_over_an_input_is_refused_and_the_input_kept(name, args, victim, inputs):
+    before = {p.name: p.read_bytes() for p in inputs.iterdir()}
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert f"error[E050]: the output `{victim}` is the input `{victim}`" in result.stderr
+    assert {p.name: p.read_bytes() for p in inputs.iterdir()} == before, "a file changed or appeared"
+
+
+def test_an_output_through_a_symlink_to_the_input_is_refused(inputs):
+    (inputs / "alias.py").symlink_to("x.sched")
+    result = invoke("compile", "x.sched", "-o", "alias.py")
+    assert result.exit_code == 2
+    assert "error[E050]: the output `alias.py` is the input `x.sched` (the same file by another name)" in result.stderr
+    assert (inputs / "x.sched").read_text() == GPIPE and (inputs / "alias.py").is_symlink()
+
+
+def _char_device(tmp_path: Path) -> str:
+    """A null device in tmp_path where one may be made (as root, a test should not lean on the real /dev/null),
+    else /dev/null."""
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        with open(node, "wb"):
+            pass
+        return str(node)
+    except OSError:
+        if node.exists():
+            node.unlink()
+        return "/dev/null"
+
+
+DEVICE_OUTPUTS = [
+    ("compile", ["compile", "1f1b"]),
+    ("expand", ["expand", "1f1b", "--pp", "2", "-m", "2"]),
+    ("trace", ["trace", "1f1b", "--pp", "2", "-m", "2"]),
+    ("import", ["import", "s.csv"]),
+    ("calibrate", ["calibrate", "p.json"]),
+    ("synth", ["synth", "--pp", "2", "-m", "4", "--time-limit", "1", "--no-library"]),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), DEVICE_OUTPUTS, ids=[c[0] for c in DEVICE_OUTPUTS])
+def test_a_device_output_is_written_through_and_stays_a_device(name, args, inputs):
+    device = _char_device(inputs)
+    result = invoke(*args, "-o", device)
+    assert result.exit_code == 0, result.stderr
+    assert stat.S_ISCHR(os.stat(device).st_mode), f"{device} is no longer a character device"
+
+
+def test_dev_full_is_a_clean_error(inputs):
+    result = invoke("compile", "1f1b", "-o", "/dev/full")
+    assert result.exit_code == 2
+    assert "error[E053]: cannot write `/dev/full`: No space left on device" in result.stderr
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_a_directory_output_is_a_clean_error(inputs):
+    (inputs / "out").mkdir()
+    result = invoke("expand", "1f1b", "--pp", "2", "-m", "2", "-o", "out")
+    assert result.exit_code == 2 and "error[E053]: cannot write `out`: it is a directory" in result.stderr
+
+
+def test_an_unwritable_summary_is_refused_before_training(inputs):
+    """`--summary-json` into a missing directory fails in a second, not after the run (no paddle is needed)."""
+    result = invoke("run", "x.sched", "--pp", "2", "-m", "2", "--summary-json", "no/such/dir/s.json", seconds=10)
+    assert result.exit_code == 2 and "error[E000]: cannot write `no/such/dir/s.json`: no directory" in result.stderr
+    assert "training" not in result.stdout
+
+
+# ---------------------------------------------------------------- inputs that are not regular files
+
+
+def test_a_fifo_schedule_is_refused_at_once(inputs):
+    os.mkfifo(inputs / "pipe.sched")
+    result = invoke("check", "pipe.sched", "--pp", "2", "-m", "2", seconds=10)
+    assert result.exit_code == 2 and "error[E051]: cannot read `pipe.sched`: a FIFO" in result.stderr
+
+
+def test_an_included_fifo_or_device_is_refused_at_once(inputs):
+    os.mkfifo(inputs / "pipe.sched")
+    (inputs / "a.sched").write_text('include "pipe.sched"\n' + GPIPE)
+    (inputs / "b.sched").write_text('include "/dev/zero"\n' + GPIPE)
+    result = invoke("check", "a.sched", "--pp", "2", "-m", "2", seconds=10)
+    assert result.exit_code == 2 and "error[E051]: cannot include `pipe.sched`: a FIFO" in result.stderr
+    assert "a.sched:1" in result.stderr
+    result = invoke("check", "b.sched", "--pp", "2", "-m", "2", seconds=10)
+    assert result.exit_code == 2 and "error[E051]: cannot include `/dev/zero`: a character device" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["import", "/dev/zero"],
+        ["calibrate", "/dev/zero", "-o", "-"],
+        ["check", "1f1b", "--pp", "2", "-m", "2", "--costs", "/dev/zero"],
+    ],
+    ids=["import", "calibrate", "costs"],
+)
+def test_dev_zero_as_any_input_is_refused_at_once(args, inputs):
+    result = invoke(*args, seconds=10)
+    assert result.exit_code == 2 and "`/dev/zero`: a character device, not a regular file" in result.stderr
+
+
+def test_a_csv_with_a_byte_order_mark_imports(inputs):
+    (inputs / "bom.csv").write_bytes(b"\xef\xbb\xbf" + CSV.encode())
+    result = invoke("import", "bom.csv", "-o", "bom.sched")
+    assert result.exit_code == 0, result.stderr
+    assert invoke("check", "bom.sched", "--pp", "2", "-m", "2").exit_code == 0
+
+
+# ---------------------------------------------------------------- the run directory
+
+
+USERS = {"ranking.json": b'{"mine": 1}\n', "launch.log": b"my log\n", "spec.json": b"my spec\n", "rank0.npz": b"x"}
+
+
+def test_a_dry_run_names_a_new_launch_directory_and_touches_nothing(inputs):
+    run_dir = inputs / "run"
+    run_dir.mkdir()
+    for name, data in USERS.items():
+        (run_dir / name).write_bytes(data)
+    (run_dir / "launch-1").mkdir()
+    result = invoke("run", "1f1b", "--pp", "2", "-m", "2", "--nproc-per-node", "2", "--run-dir", "run", "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    assert f"{Path('run') / 'launch-2' / 'spec.json'}" in result.stdout
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == USERS
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted([*USERS, "launch-1"])
+
+
+def test_a_launch_keeps_the_users_files_in_the_run_directory(inputs):
+    """A real two-process run: every file it writes is in run/launch-1, and the user's `ranking.json`,
+    `launch.log`, `spec.json`, `rank0.npz` are byte-identical afterwards."""
+    pytest.importorskip("paddle")
+    run_dir = inputs / "run"
+    run_dir.mkdir()
+    for name, data in USERS.items():
+        (run_dir / name).write_bytes(data)
+    result = invoke(
+        "run", "1f1b", "--pp", "2", "-m", "2", "--steps", "1", "--batch-size", "4",
+        "--nproc-per-node", "2", "--run-dir", "run", "--summary-json", "summary.json", seconds=120,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output + result.stderr
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == USERS
+    launch = run_dir / "launch-1"
+    assert {"spec.json", "launch.log", "rank0.json", "rank1.json", "rank0.npz", "rank1.npz"} <= {
+        p.name for p in launch.iterdir()
+    }
+    assert json.loads((launch / "spec.json").read_text())["run_dir"] == str(launch.resolve())
+    assert json.loads((inputs / "summary.json").read_text())["losses"]
