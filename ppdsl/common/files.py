@@ -46,7 +46,8 @@ PROFILE_BYTES = 64 * MiB  # a Chrome trace (`ppdsl calibrate`, `plot --measured`
 # name recognises one whose process is gone and removes it.
 _TEMP = re.compile(r"^\.(?P<name>.+)\.ppdsl-(?P<host>[A-Za-z0-9-]*)-(?P<pid>\d+)-[0-9a-f]+\.tmp$")
 _STALE_SECONDS = 60.0  # a temporary file younger than this may still be on its way to its name
-_FD_LINK = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)/fd|dev/fd)/\d+$|^/dev/std(?:in|out|err)$")
+_FD_LINK = re.compile(r"^/(?:proc/(?P<pid>self|thread-self|\d+)/fd|dev/fd)/(?P<fd>\d+)$|^/dev/std(?P<std>in|out|err)$")
+_STD_FDS = {"in": 0, "out": 1, "err": 2}
 
 
 def _kind(mode: int) -> str:
@@ -199,18 +200,23 @@ def _refuse(path: str | Path, reason: str, code: str = "E053", help: str = "") -
     return DiagnosticError([Diagnostic(code, f"cannot write `{path}`: {reason}", help=help)])
 
 
-def _through_fd_link(path: str) -> bool:
-    """`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, or a symlink to one: an open file of a process, which the
-    shell redirected (`> log`); replacing what it points to would cut the redirection, so it is written through."""
+def _fd_link(path: str) -> int | None:
+    """For `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N` (or a symlink to one), an open file of a process, which
+    the shell redirected (`> log`): N if it is this process's (written through that descriptor, whose offset the
+    command's other output shares), -1 for another process's, None for any other path. Replacing what such a
+    path points to would cut the redirection."""
     p = os.path.abspath(path)
     for _ in range(40):  # the kernel's own limit on a chain of symlinks
-        if _FD_LINK.match(p):
-            return True
+        m = _FD_LINK.match(p)
+        if m and m["std"]:
+            return _STD_FDS[m["std"]]
+        if m:
+            return int(m["fd"]) if m["pid"] in (None, "self", "thread-self", str(os.getpid())) else -1
         try:
             p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
         except OSError:
-            return False
-    return False
+            return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -222,6 +228,7 @@ class _Target:
     through: bool
     mode: int | None = None
     shown: str = ""  # the path as the user wrote it, for messages
+    fd: int | None = None  # written through this open descriptor of the process (`/dev/stdout`)
 
 
 def _target(path: str | Path, make_parents: bool = False) -> _Target:
@@ -252,14 +259,15 @@ def _target(path: str | Path, make_parents: bool = False) -> _Target:
             )
         if stat.S_ISDIR(st.st_mode):
             raise _refuse(shown, "it is a directory", help="name a file (in that directory, say)")
+        fd = _fd_link(shown)
+        if fd is not None:
+            return _Target(Path(shown), through=True, shown=shown, fd=None if fd < 0 else fd)
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
             return _Target(Path(shown), through=True, shown=shown)
         if not stat.S_ISREG(st.st_mode):
             raise _refuse(
                 shown, f"it is {_kind(st.st_mode)}", help="write a regular file, a FIFO or a character device"
             )
-        if _through_fd_link(shown):
-            return _Target(Path(shown), through=True, shown=shown)
     real = Path(os.path.realpath(path))  # a symlink: its target is replaced, where it lives
     if st is None:
         if make_parents:
@@ -396,11 +404,16 @@ def _atomic(target: _Target) -> Iterator[BinaryIO]:
 
 @contextlib.contextmanager
 def _through(target: _Target) -> Iterator[BinaryIO]:
-    path = str(target.path)
+    path = target.shown
     try:
-        # a FIFO waits here for its reader, as a shell's `>` does; O_APPEND: a redirected stdout keeps what the
-        # command printed before (and a device ignores it)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
+        if target.fd is not None:
+            sys.stdout.flush()  # what the command printed before comes first
+            sys.stderr.flush()
+            fd = os.dup(target.fd)
+        else:
+            # a FIFO waits here for its reader, as a shell's `>` does; O_APPEND: another process's redirected
+            # output keeps what it holds (and a device ignores it)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as err:
         raise _write_error(path, err, "E000") from None
     try:

@@ -84,19 +84,19 @@ def test_an_output_through_a_symlink_to_the_input_is_refused(inputs):
     assert (inputs / "x.sched").read_text() == GPIPE and (inputs / "alias.py").is_symlink()
 
 
-def _char_device(tmp_path: Path) -> str:
-    """A null device in tmp_path where one may be made (as root, a test should not lean on the real /dev/null),
-    else /dev/null."""
-    node = tmp_path / "null"
+def char_device(tmp_path: Path, name: str) -> str:
+    """/dev/null or /dev/full made in tmp_path where allowed (as root, a wrong writer would turn the real one into a
+    regular file and break the machine), else the real one."""
+    node = tmp_path / name
     try:
-        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-        with open(node, "wb"):
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, {"null": 3, "full": 7}[name]))
+        with open(node, "wb"):  # a file system mounted nodev refuses to open it
             pass
         return str(node)
     except OSError:
         if node.exists():
             node.unlink()
-        return "/dev/null"
+        return f"/dev/{name}"
 
 
 DEVICE_OUTPUTS = [
@@ -111,17 +111,18 @@ DEVICE_OUTPUTS = [
 
 @pytest.mark.parametrize(("name", "args"), DEVICE_OUTPUTS, ids=[c[0] for c in DEVICE_OUTPUTS])
 def test_a_device_output_is_written_through_and_stays_a_device(name, args, inputs):
-    device = _char_device(inputs)
+    device = char_device(inputs, "null")
     result = invoke(*args, "-o", device)
     assert result.exit_code == 0, result.stderr
     assert stat.S_ISCHR(os.stat(device).st_mode), f"{device} is no longer a character device"
 
 
 def test_dev_full_is_a_clean_error(inputs):
-    result = invoke("compile", "1f1b", "-o", "/dev/full")
+    full = char_device(inputs, "full")
+    result = invoke("compile", "1f1b", "-o", full)
     assert result.exit_code == 2
-    assert "error[E053]: cannot write `/dev/full`: No space left on device" in result.stderr
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert f"error[E053]: cannot write `{full}`: No space left on device" in result.stderr
+    assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
 def test_a_directory_output_is_a_clean_error(inputs):

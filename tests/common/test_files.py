@@ -122,36 +122,36 @@ def test_a_missing_file_takes_the_callers_code(tmp_path):
 # ---------------------------------------------------------------- writing: what is at the target
 
 
-def _char_device(tmp_path):
-    """A character device to write to: a null device made in tmp_path where allowed (as root, writing to the real
-    /dev/null must not be what the test relies on), else /dev/null itself."""
-    node = tmp_path / "null"
+def char_device(tmp_path, name: str) -> str:
+    """/dev/null or /dev/full made in tmp_path where allowed (as root, a wrong writer would turn the real one into a
+    regular file and break the machine), else the real one."""
+    node = tmp_path / name
     try:
-        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-        with open(node, "wb") as f:  # a file system mounted nodev refuses to open it
-            f.write(b"")
-        return node
-    except (OSError, AttributeError):
-        with_node = node.exists()
-        if with_node:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, {"null": 3, "full": 7}[name]))
+        with open(node, "wb"):  # a file system mounted nodev refuses to open it
+            pass
+        return str(node)
+    except OSError:
+        if node.exists():
             node.unlink()
-        return "/dev/null"
+        return f"/dev/{name}"
 
 
 def test_a_character_device_is_written_through_and_stays_a_device(tmp_path):
-    device = _char_device(tmp_path)
+    device = char_device(tmp_path, "null")
     before = set(os.listdir(os.path.dirname(device)))
     write_output(device, "plan text\n")
     assert stat.S_ISCHR(os.stat(device).st_mode)
     assert set(os.listdir(os.path.dirname(device))) == before, "no temporary file beside a device"
 
 
-def test_dev_full_is_a_clean_error():
+def test_dev_full_is_a_clean_error(tmp_path):
+    full = char_device(tmp_path, "full")
     with pytest.raises(DiagnosticError) as err:
-        write_output("/dev/full", "x" * 10000)
+        write_output(full, "x" * 10000)
     assert codes(err.value) == ["E053"]
-    assert err.value.diagnostics[0].message == "cannot write `/dev/full`: No space left on device"
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert err.value.diagnostics[0].message == f"cannot write `{full}`: No space left on device"
+    assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
 def test_a_fifo_is_written_through_to_its_reader(tmp_path):
@@ -327,3 +327,22 @@ def test_an_owned_directory_is_new_and_never_one_of_the_users(tmp_path):
     second = new_owned_directory(tmp_path, "launch-")
     assert (first.name, second.name) == ("launch-3", "launch-4")
     assert os.listdir(tmp_path / "launch-2") == []
+
+
+REDIRECTED = """
+from ppdsl.common.files import write_output
+print("before", flush=True)
+write_output("/dev/stdout", "data\\n")
+print("after")
+"""
+
+
+def test_dev_stdout_redirected_to_a_file_is_written_through_the_redirection(tmp_path):
+    """`-o /dev/stdout > log`: the data lands between what the command printed, in the shell's file, which is
+    never replaced (a rename would cut the redirection)."""
+    log = tmp_path / "log"
+    with open(log, "w") as f:
+        inode = os.fstat(f.fileno()).st_ino
+        subprocess.run([sys.executable, "-c", REDIRECTED], stdout=f, check=True, timeout=30)
+    assert log.read_text() == "before\ndata\nafter\n"
+    assert log.stat().st_ino == inode and sorted(os.listdir(tmp_path)) == ["log"]
