@@ -566,10 +566,10 @@ EXPLANATIONS: dict[str, Explanation] = {
     ),
     "E040": Explanation(
         "A rank of a multi-process run raised an error or the launcher stopped; the message is that rank's error "
-        "(its file `rank<r>.error` and the launcher's logs in the run directory have the details). A receive that "
-        "waits longer than `--comm-timeout` stops the run naming the rank, the job and the peer. Each rank is its "
-        "own process: a `--model` module must be importable there too (the current directory and `PYTHONPATH` "
-        "are).",
+        "(its file `rank<r>.error` and the launcher's logs in the launch's directory, `launch-<n>/` in the run "
+        "directory, have the details). A receive that waits longer than `--comm-timeout` stops the run naming the"
+        " rank, the job and the peer. Each rank is its own process: a `--model` module must be importable there "
+        "too (the current directory and `PYTHONPATH` are).",
         cmd(
             "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --comm-timeout 0.001",
             note="no activation crosses a link within a millisecond: the first receive gives up",

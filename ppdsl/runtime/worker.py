@@ -1,9 +1,9 @@
-"""The program `paddle.distributed.launch` starts once per rank: `python worker.py RUN_DIR/spec.json`.
+"""The program `paddle.distributed.launch` starts once per rank: `python worker.py RUN_DIR/launch-<n>/spec.json`.
 
-It trains the rank's share of the pipeline (ppdsl.runtime.cluster) and writes, atomically, into the run
-directory: `rank<r>.npz` (the parameters of its stages), `rank<r>.json` (losses if it holds the loss, step
-and communication times) or, when it fails, `rank<r>.error` with what went wrong. A failing rank exits
-non-zero; the launcher then stops the others.
+It trains the rank's share of the pipeline (ppdsl.runtime.cluster) and writes, atomically, into that launch's
+directory (the spec's `run_dir`): `rank<r>.npz` (the parameters of its stages), `rank<r>.json` (losses if it
+holds the loss, step and communication times) or, when it fails, `rank<r>.error` with what went wrong. A failing
+rank exits non-zero; the launcher then stops the others.
 """
 
 from __future__ import annotations
