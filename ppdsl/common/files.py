@@ -219,6 +219,21 @@ def _fd_link(path: str) -> int | None:
     return None
 
 
+def _foreign_link_in_shared_directory(path: str) -> bool:
+    """A symlink another user made in a sticky world-writable directory (/tmp): the kernel would not follow it for
+    us (fs.protected_symlinks), and resolving it here must not either, or anyone could aim a root's `-o /tmp/x`
+    at any file."""
+    try:
+        link = os.lstat(path)
+        if not stat.S_ISLNK(link.st_mode):
+            return False
+        parent = os.stat(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return False
+    shared = parent.st_mode & stat.S_ISVTX and parent.st_mode & stat.S_IWOTH
+    return bool(shared) and link.st_uid not in (parent.st_uid, os.geteuid())
+
+
 @dataclass(frozen=True)
 class _Target:
     """Where and how an output is written: `through` (opened and written in place) or replaced atomically at
@@ -235,6 +250,12 @@ def _target(path: str | Path, make_parents: bool = False) -> _Target:
     """Decide how `path` is written, refusing (DiagnosticError) what must not be: a directory, a block device, a
     socket, a file the command read."""
     shown = str(path)
+    if _foreign_link_in_shared_directory(shown):
+        raise _refuse(
+            shown,
+            "it is another user's symlink in a shared directory",
+            help="remove the link or write elsewhere: following it could overwrite any file",
+        )
     try:
         st = os.stat(path)
     except FileNotFoundError:

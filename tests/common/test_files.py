@@ -346,3 +346,24 @@ def test_dev_stdout_redirected_to_a_file_is_written_through_the_redirection(tmp_
         subprocess.run([sys.executable, "-c", REDIRECTED], stdout=f, check=True, timeout=30)
     assert log.read_text() == "before\ndata\nafter\n"
     assert log.stat().st_ino == inode and sorted(os.listdir(tmp_path)) == ["log"]
+
+
+def test_another_users_symlink_in_a_shared_directory_is_not_followed(tmp_path):
+    """As root, `-o /tmp/x` where another user planted /tmp/x -> /etc/passwd must not replace /etc/passwd."""
+    if os.geteuid() != 0:
+        pytest.skip("making another user's symlink needs root")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0")
+    planted = shared / "out.json"
+    planted.symlink_to(victim)
+    os.lchown(planted, 12345, 12345)
+    with pytest.raises(DiagnosticError) as err:
+        write_output(planted, "{}")
+    assert codes(err.value) == ["E053"] and "another user's symlink" in err.value.diagnostics[0].message
+    assert victim.read_text() == "root:x:0:0"
+    os.lchown(planted, 0, 0)  # one's own link is followed
+    write_output(planted, "{}")
+    assert victim.read_text() == "{}" and planted.is_symlink()
