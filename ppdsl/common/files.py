@@ -371,27 +371,30 @@ def _anonymous(directory: Path) -> int | None:
 
 def _publish(fd: int, named: Path | None, target: Path) -> None:
     """Give the written file its name: link the anonymous file to a temporary name beside the target, then
-    rename that over the target (a rename replaces, a link cannot)."""
-    if named is None:
-        named = _temp_name(target)
-        try:
-            os.link(f"/proc/self/fd/{fd}", named)  # linkat(AT_SYMLINK_FOLLOW): needs no privilege, unlike AT_EMPTY_PATH
-        except OSError:  # no /proc: copy what was written into a named file
-            os.lseek(fd, 0, os.SEEK_SET)
-            out = os.open(named, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            try:
-                while chunk := os.read(fd, MiB):
-                    os.write(out, chunk)
-                os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
-                os.fsync(out)
-            finally:
-                os.close(out)
+    rename that over the target (a rename replaces, a link cannot). The temporary name never outlives a failure."""
+    anonymous = named is None
+    named = _temp_name(target) if named is None else named
     try:
+        if anonymous:
+            try:
+                os.link(f"/proc/self/fd/{fd}", named)  # linkat(AT_SYMLINK_FOLLOW): no privilege, unlike AT_EMPTY_PATH
+            except OSError:  # no /proc: copy what was written into a named file
+                _copy(fd, named)
         os.replace(named, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(named)
         raise
+
+
+def _copy(fd: int, named: Path) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(named, "xb") as out, os.fdopen(os.dup(fd), "rb") as src:
+        while chunk := src.read(MiB):
+            out.write(chunk)
+        os.fchmod(out.fileno(), os.fstat(fd).st_mode & 0o777)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 @contextlib.contextmanager

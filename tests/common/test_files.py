@@ -367,3 +367,12 @@ def test_another_users_symlink_in_a_shared_directory_is_not_followed(tmp_path):
     os.lchown(planted, 0, 0)  # one's own link is followed
     write_output(planted, "{}")
     assert victim.read_text() == "{}" and planted.is_symlink()
+
+
+def test_without_proc_the_anonymous_file_is_copied_to_its_name(tmp_path, monkeypatch):
+    def no_proc(src, dst, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", src)
+
+    monkeypatch.setattr(os, "link", no_proc)
+    write_output(tmp_path / "out.json", "[1]")
+    assert (tmp_path / "out.json").read_text() == "[1]" and sorted(os.listdir(tmp_path)) == ["out.json"]
