@@ -8,11 +8,16 @@ processes import it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +26,13 @@ import numpy as np
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import write_atomic
+from ppdsl.runtime.lifeline import PARENT_PID, STOP_SIGNALS, RankStatus, status_path
 
 PACKAGE = Path(__file__).resolve().parent.parent  # ppdsl/
 WORKER = PACKAGE / "runtime" / "worker.py"
+LIFELINE = PACKAGE / "runtime" / "lifeline.py"  # the launcher's and each rank's guard (see that module)
+STOP_GRACE_SECONDS = 4.0  # after SIGTERM, the launcher stops its ranks; what is left after this gets SIGKILL
+POLL_SECONDS = 0.2
 
 
 @dataclass
@@ -59,12 +68,15 @@ def validate(exp: Expansion, opts: LaunchOptions) -> None:
 
 
 def launch_command(opts: LaunchOptions, spec_path: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(opts.nproc_per_node)]
+    """Paddle's launcher under a guard, each rank under one (ppdsl/runtime/lifeline.py: none outlives ppdsl)."""
+    cmd = [sys.executable, str(LIFELINE), "launcher", "--"]
+    cmd += [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(opts.nproc_per_node)]
     if opts.nnodes > 1:
         cmd += ["--nnodes", str(opts.nnodes), "--master", str(opts.master), "--rank", str(opts.node_rank)]
     else:
         cmd += ["--host", "127.0.0.1"]
-    cmd += ["--log_dir", str(opts.run_dir / "log"), str(WORKER), str(spec_path)]
+    cmd += ["--log_dir", str(opts.run_dir / "log"), str(LIFELINE), "rank", str(opts.run_dir), "--"]
+    cmd += [sys.executable, "-u", str(WORKER), str(spec_path)]
     return cmd
 
 
@@ -102,24 +114,16 @@ def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResul
     spec_path = run_dir / "spec.json"
     write_atomic(spec_path, json.dumps({**spec, "run_dir": str(run_dir.resolve())}, indent=1), make_parents=True)
     cmd = launch_command(opts, spec_path)
-    with open(run_dir / "launch.log", "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=rank_environment())
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
-    errors = sorted(run_dir.glob("rank*.error"), key=lambda p: int(p.stem[4:]))
-    if proc.returncode != 0 or errors:
-        diags = [
-            Diagnostic("E040", p.read_text().split("\n\n")[0], help=f"details in {p} and {run_dir / 'log'}")
-            for p in errors
-        ]
-        if not diags:
-            diags = [
-                Diagnostic(
-                    "E040",
-                    f"the launcher exited with {proc.returncode} and no rank reported an error",
-                    help=f"see {run_dir / 'launch.log'} and {run_dir / 'log'}",
-                )
-            ]
-        raise DiagnosticError(diags)
+    started = time.time()
+    with open(run_dir / "launch.log", "w") as log:
+        returncode, stopped_by = _supervise(cmd, log)
+    statuses = _statuses(run_dir, local, started)
+    if stopped_by is not None:
+        raise DiagnosticError([_stopped_diagnostic(stopped_by, statuses, run_dir)])
+    errors = [r for r in local if (run_dir / f"rank{r}.error").exists()]
+    if returncode != 0 or errors:
+        raise DiagnosticError([failure_diagnostic(run_dir, local, statuses, returncode)])
     reports = [json.loads((run_dir / f"rank{r}.json").read_text()) for r in local]
     params: dict[str, np.ndarray] = {}
     for r in local:
@@ -129,3 +133,119 @@ def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResul
     steps = max(len(rep["step_seconds"]) for rep in reports)
     slowest = [max(rep["step_seconds"][i] for rep in reports if i < len(rep["step_seconds"])) for i in range(steps)]
     return ClusterResult(losses, slowest, {rep["rank"]: rep["comm_seconds"] for rep in reports}, params, reports)
+
+
+@contextlib.contextmanager
+def _stop_requests() -> Iterator[list[int]]:
+    """SIGTERM, SIGINT and SIGHUP to ppdsl, recorded (in the list yielded) instead of ending it at once, so that it
+    can stop the launcher and the ranks first. Outside the main thread, where handlers cannot be set, nothing."""
+    received: list[int] = []
+    previous = {}
+    try:
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, lambda signum, _frame: received.append(signum))
+    except ValueError:
+        pass
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _supervise(cmd: list[str], log) -> tuple[int, int | None]:
+    """Run the launcher in a session of its own and wait for it; stop it (and so every rank) on a stop signal.
+    Returns (the launcher's exit status, the stop signal or None)."""
+    env = {**rank_environment(), PARENT_PID: str(os.getpid())}
+    with _stop_requests() as received:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        while True:
+            try:
+                return proc.wait(timeout=POLL_SECONDS), None
+            except subprocess.TimeoutExpired:
+                pass
+            if received:
+                end_launcher(proc)
+                return proc.returncode, received[0]
+
+
+def end_launcher(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM to the launcher's process group (it then stops each rank's session), SIGKILL after `grace` seconds;
+    a rank still running then is killed by the kernel as its guard dies (see ppdsl/runtime/lifeline.py)."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _statuses(run_dir: Path, local: range, started: float) -> dict[int, RankStatus | None]:
+    """Each rank's status from its guard, this launch's only (an older file in the run directory is ignored)."""
+    found = {r: RankStatus.read(status_path(run_dir, r)) for r in local}
+    return {r: s if s is not None and s.time >= started else None for r, s in found.items()}
+
+
+def _at_step(status: RankStatus | None) -> str:
+    if status is None or status.step is None:
+        return "before its first step"
+    return f"at step {status.step}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _stopped_diagnostic(signum: int, statuses: dict[int, RankStatus | None], run_dir: Path) -> Diagnostic:
+    steps = sorted({s.step for s in statuses.values() if s is not None and s.step is not None})
+    where = f" at step {steps[-1]}" if steps else " before the first step"
+    return Diagnostic(
+        "E073",
+        f"stopped by {_signal_name(signum)}{where}: the launcher and every rank of this node were ended",
+        help=f"rerun the same command to start again (with --resume if it saved checkpoints); logs in {run_dir}",
+    )
+
+
+def failure_diagnostic(
+    run_dir: Path, local: range, statuses: dict[int, RankStatus | None], returncode: int
+) -> Diagnostic:
+    """One message that names the rank that failed first, then what followed. A rank that died by itself (a
+    signal, an exit without an error file) is the cause: the others' errors ("Connection reset by peer") are
+    what its death did to them. Else the first error written; ranks the launcher then stopped come last."""
+    causes, failures, stopped = [], [], []
+    for r in local:
+        status, error = statuses[r], run_dir / f"rank{r}.error"
+        when = status.time if status is not None else math.inf
+        if error.exists():
+            first = error.read_text(errors="replace").split("\n\n")[0].strip()
+            failures.append((when, r, first))
+        elif status is None or status.state != "ended":
+            causes.append((math.inf, r, f"rank {r} ended without a report (its guard process was killed)"))
+        elif status.stopped_by is not None:
+            stopped.append(r)
+        elif status.returncode:
+            code = status.returncode
+            how = f"killed by signal {-code}, {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+            causes.append((when, r, f"rank {r} died ({how}) {_at_step(status)}"))
+    events = sorted(causes) + sorted(failures)
+    if not events:
+        return Diagnostic(
+            "E040",
+            f"the launcher exited with {returncode} and no rank reported an error",
+            help=f"see {run_dir / 'launch.log'} and {run_dir / 'log'}",
+        )
+    (_, first_rank, text), *then = events
+    parts = [text]
+    for _, r, later in then:
+        prefix = f"rank {r} failed: "
+        parts.append(f"rank {r} then failed: {later.removeprefix(prefix)}" if later.startswith(prefix) else later)
+    if stopped:
+        parts.append(f"the launcher then stopped rank(s) {', '.join(map(str, stopped))}")
+    details = run_dir / f"rank{first_rank}.error"
+    where = f"{details} and " if details.exists() else ""
+    return Diagnostic("E040", "; ".join(parts), help=f"details in {where}{run_dir / 'log'}")

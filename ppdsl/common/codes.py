@@ -72,6 +72,7 @@ _SUMMARIES = {
     "E041": "`ppdsl synth --exact` or `--periodic` needs OR-Tools, which is not installed",
     "E042": "a synthesized schedule does not check as it was searched (a bug in ppdsl synth)",
     "E043": "a job reads a value that a later job of its micro-batch computes",
+    "E073": "a multi-process run was stopped by a signal (SIGTERM, SIGINT, SIGHUP)",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",
