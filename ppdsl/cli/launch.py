@@ -9,11 +9,14 @@ processes import it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -44,6 +47,7 @@ class LaunchOptions:
     run_dir: Path = Path("ppdsl-run")
     comm_timeout: float = 20.0
     dry_run: bool = False
+    rendezvous_timeout: float = 60.0  # until every rank of this node is past the rendezvous (init and groups)
 
 
 def validate(exp: Expansion, opts: LaunchOptions) -> None:
@@ -63,8 +67,72 @@ def validate(exp: Expansion, opts: LaunchOptions) -> None:
         problems.append(Diagnostic("E038", "several nodes need --master HOST:PORT", help="the rendezvous address"))
     if not 0 <= opts.node_rank < max(opts.nnodes, 1):
         problems.append(Diagnostic("E038", f"--node-rank {opts.node_rank} is not in 0 .. {opts.nnodes - 1}"))
+    if opts.master:  # an empty one is a missing one (above)
+        problems += master_problems(opts.master)
+    for flag, seconds in (("--comm-timeout", opts.comm_timeout), ("--rendezvous-timeout", opts.rendezvous_timeout)):
+        if not (math.isfinite(seconds) and seconds > 0):
+            problems.append(Diagnostic("E007", f"{flag} must be a positive number of seconds, got {seconds}"))
     if problems:
         raise DiagnosticError(problems)
+
+
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # a host name's part between dots (RFC 1123)
+_MASTER_HELP = "`--master HOST:PORT`: a host name or IPv4 address, and a port from 1 to 65535 (`10.0.0.1:8090`)"
+
+
+def master_problems(master: str) -> list[Diagnostic]:
+    """What is wrong with a `--master` value, before the launcher (which would only log it) sees it."""
+    host, colon, port = master.rpartition(":")
+    if not colon:
+        return [Diagnostic("E070", f"`--master {master}` has no port", help=_MASTER_HELP)]
+    wrong = []
+    if not host:
+        wrong.append("no host")
+    elif len(host) > 253 or not all(_LABEL.fullmatch(label) for label in host.split(".")):
+        wrong.append(f"host `{host}` is not a host name or IPv4 address")
+    if not port:
+        wrong.append("no port")
+    elif not (port.isascii() and port.isdecimal() and 1 <= int(port) <= 65535):
+        wrong.append(f"port `{port}` is not a number from 1 to 65535")
+    return [Diagnostic("E070", f"`--master {master}`: {', and '.join(wrong)}", help=_MASTER_HELP)] if wrong else []
+
+
+def check_master_port(opts: LaunchOptions) -> None:
+    """Node 0 hosts the rendezvous (Paddle's launcher starts its server there, on every interface): a port that
+    is taken would make it talk to whatever holds the port and wait forever. Probed by binding it, as the
+    server will; a host that is not this machine's is another node's business."""
+    if opts.nnodes < 2 or opts.master is None:
+        return
+    host, _, port_text = opts.master.rpartition(":")
+    port = int(port_text)
+    try:
+        address = socket.gethostbyname(host)
+    except (OSError, UnicodeError) as e:
+        raise DiagnosticError(
+            [Diagnostic("E070", f"`--master {opts.master}`: host `{host}` does not resolve ({e})", help=_MASTER_HELP)]
+        ) from None
+    if opts.node_rank != 0:
+        return
+    with socket.socket() as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:  # not an address of this machine
+            return
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is not busy
+        try:
+            probe.bind(("", port))
+        except OSError as e:
+            why = "is in use by another process" if e.errno == errno.EADDRINUSE else f"cannot be used ({e.strerror})"
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E071",
+                        f"port {port} of `--master {opts.master}` {why}",
+                        help="node 0 serves the rendezvous there: pick a free port for every node's --master",
+                    )
+                ]
+            ) from None
 
 
 def launch_command(opts: LaunchOptions, spec_path: Path) -> list[str]:
@@ -107,6 +175,7 @@ def rank_environment() -> dict[str, str]:
 
 def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResult:
     """Start every rank of this node and wait; raise DiagnosticError naming the failed rank(s)."""
+    check_master_port(opts)  # before anything is written
     run_dir = opts.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in list(run_dir.glob("rank*.json")) + list(run_dir.glob("rank*.npz")) + list(run_dir.glob("rank*.error")):
@@ -117,10 +186,12 @@ def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResul
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
     started = time.time()
     with open(run_dir / "launch.log", "w") as log:
-        returncode, stopped_by = _supervise(cmd, log)
+        returncode, stopped_by, rendezvous_done = _supervise(cmd, log, opts, local, started)
     statuses = _statuses(run_dir, local, started)
     if stopped_by is not None:
         raise DiagnosticError([_stopped_diagnostic(stopped_by, statuses, run_dir)])
+    if not rendezvous_done:
+        raise DiagnosticError([_rendezvous_diagnostic(opts, statuses, local)])
     errors = [r for r in local if (run_dir / f"rank{r}.error").exists()]
     if returncode != 0 or errors:
         raise DiagnosticError([failure_diagnostic(run_dir, local, statuses, returncode)])
@@ -153,20 +224,29 @@ def _stop_requests() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-def _supervise(cmd: list[str], log) -> tuple[int, int | None]:
-    """Run the launcher in a session of its own and wait for it; stop it (and so every rank) on a stop signal.
-    Returns (the launcher's exit status, the stop signal or None)."""
+def _supervise(cmd: list[str], log, opts: LaunchOptions, local: range, started: float):
+    """Run the launcher in a session of its own and wait for it; stop it (and so every rank) on a stop signal or
+    when this node's ranks are not all past the rendezvous within `--rendezvous-timeout`.
+    Returns (the launcher's exit status, the stop signal or None, whether the rendezvous completed)."""
     env = {**rank_environment(), PARENT_PID: str(os.getpid())}
     with _stop_requests() as received:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + opts.rendezvous_timeout
+        ready = False
         while True:
             try:
-                return proc.wait(timeout=POLL_SECONDS), None
+                return proc.wait(timeout=POLL_SECONDS), None, True
             except subprocess.TimeoutExpired:
                 pass
             if received:
                 end_launcher(proc)
-                return proc.returncode, received[0]
+                return proc.returncode, received[0], True
+            if not ready:
+                statuses = _statuses(opts.run_dir, local, started)
+                ready = all(s is not None for s in statuses.values())  # "ready", or already ended
+                if not ready and time.monotonic() > deadline:
+                    end_launcher(proc)
+                    return proc.returncode, None, False
 
 
 def end_launcher(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
@@ -209,6 +289,21 @@ def _stopped_diagnostic(signum: int, statuses: dict[int, RankStatus | None], run
         f"stopped by {_signal_name(signum)}{where}: the launcher and every rank of this node were ended",
         help=f"rerun the same command to start again (with --resume if it saved checkpoints); logs in {run_dir}",
     )
+
+
+def _rendezvous_diagnostic(opts: LaunchOptions, statuses: dict[int, RankStatus | None], local: range) -> Diagnostic:
+    waiting = [r for r in local if statuses[r] is None]
+    ranks = ", ".join(map(str, waiting))
+    if opts.nnodes > 1:
+        message = (
+            f"the rendezvous at `{opts.master}` did not complete within {opts.rendezvous_timeout:g} s "
+            f"(--rendezvous-timeout): rank(s) {ranks} of node {opts.node_rank} still waited for the other nodes"
+        )
+        fix = f"start the same `ppdsl run` with every --node-rank from 0 to {opts.nnodes - 1}, one per node"
+    else:
+        message = f"rank(s) {ranks} did not start within {opts.rendezvous_timeout:g} s (--rendezvous-timeout)"
+        fix = "a loaded machine starts Paddle slowly: raise --rendezvous-timeout"
+    return Diagnostic("E072", message, help=f"{fix}; the launcher's log is {opts.run_dir / 'launch.log'}")
 
 
 def failure_diagnostic(

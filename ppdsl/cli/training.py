@@ -390,6 +390,10 @@ def run_cmd(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="With --nproc-per-node: print the command and every rank's jobs.")
     ] = False,
+    rendezvous_timeout: Annotated[
+        float,
+        typer.Option("--rendezvous-timeout", help="Seconds for every rank of this node to meet its peers."),
+    ] = 60.0,
 ) -> None:
     """Train with the schedule's plan: every stage emulated on this machine, Paddle's standalone executor."""
     options = RunOptions(
@@ -422,6 +426,7 @@ def run_cmd(
             run_dir,
             comm_timeout=comm_timeout,
             dry_run=dry_run,
+            rendezvous_timeout=rendezvous_timeout,
         )
     elif dry_run:
         usage_error("--dry-run goes with --nproc-per-node")

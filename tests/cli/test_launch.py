@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +18,68 @@ from ppdsl.cli.launch import end_launcher, failure_diagnostic
 from ppdsl.runtime.lifeline import RankStatus
 
 runner = CliRunner()
+TWO_NODES = ["run", "1f1b", "--pp", "2", "-m", "4", "--nproc-per-node", "1", "--nnodes", "2"]
+
+
+@pytest.mark.parametrize(
+    ("master", "fragment"),
+    [
+        (":99999", "`--master :99999`: no host, and port `99999` is not a number from 1 to 65535"),
+        ("10.0.0.1:99999", "port `99999` is not a number from 1 to 65535"),
+        ("10.0.0.1:abc", "port `abc` is not a number from 1 to 65535"),
+        ("host:", "`--master host:`: no port"),
+        (":8090", "`--master :8090`: no host"),
+        ("10.0.0.1:0", "port `0` is not a number"),
+        ("10.0.0.1", "`--master 10.0.0.1` has no port"),
+        ("my host:8090", "host `my host` is not a host name or IPv4 address"),
+        ("10.0.0.1: 8090", "port ` 8090` is not a number"),
+        ("a..b:8090", "host `a..b` is not a host name"),
+        ("10.0.0.1:٨٠٩٠", "is not a number from 1 to 65535"),  # digits, but not ASCII ones
+    ],
+)
+def test_a_bad_master_is_refused_before_launch(master, fragment, tmp_path, in_repo):
+    run_dir = tmp_path / "run"
+    result = runner.invoke(app, [*TWO_NODES, "--master", master, "--run-dir", str(run_dir)])
+    assert result.exit_code == 2, result.output
+    assert "error[E070]" in result.stderr and fragment in result.stderr, result.stderr
+    assert not run_dir.exists(), "nothing may be written for a launch refused up front"
+
+
+def test_good_masters_pass(in_repo):
+    for master in ("10.0.0.1:8090", "node-0.cluster.example:1", "localhost:65535"):
+        result = runner.invoke(app, [*TWO_NODES, "--master", master, "--dry-run"])
+        assert result.exit_code == 0, (master, result.stderr)
+
+
+def test_an_empty_master_is_a_missing_one(in_repo):
+    result = runner.invoke(app, [*TWO_NODES, "--master", "", "--dry-run"])
+    assert result.exit_code == 2
+    assert "several nodes need --master" in result.stderr and "E070" not in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--rendezvous-timeout", "--comm-timeout"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_timeouts_must_be_positive_and_finite(flag, value, in_repo):
+    result = runner.invoke(
+        app, ["run", "1f1b", "--pp", "2", "-m", "4", "--nproc-per-node", "2", flag, value, "--dry-run"]
+    )
+    assert result.exit_code == 2
+    assert f"{flag} must be a positive number of seconds" in result.stderr
+
+
+def test_a_taken_rendezvous_port_is_refused_at_once(tmp_path, in_repo):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        t0 = time.monotonic()
+        result = runner.invoke(
+            app, [*TWO_NODES, "--master", f"127.0.0.1:{port}", "--node-rank", "0", "--run-dir", str(tmp_path / "r")]
+        )
+    assert time.monotonic() - t0 < 10
+    assert result.exit_code == 2, result.output
+    assert f"error[E071]: port {port} of `--master 127.0.0.1:{port}` is in use by another process" in result.stderr
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize(

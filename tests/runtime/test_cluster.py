@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -236,7 +237,7 @@ def test_rank_processes_import_this_ppdsl_and_models_from_the_working_directory(
     assert path == [str(ROOT), str(tmp_path), "/elsewhere"]
 
 
-# ---------------------------------------------------------------- stopping and dying
+# ---------------------------------------------------------------- stopping, dying, peers that never come
 
 
 def _tagged(tag: str) -> list[int]:
@@ -322,3 +323,19 @@ def test_the_rank_that_died_first_is_named(tmp_path):
     assert result.exit_code == 2
     assert "error[E040]: rank 1 died (killed by signal 9, SIGKILL) at step 1" in result.stderr, result.stderr
     assert "rank 0 failed" not in result.stderr
+
+
+def test_a_peer_that_never_comes_is_a_timeout(tmp_path):
+    """Node 0 of two, and no node 1: before, this waited forever."""
+    with socket.socket() as s:  # a port free now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["run", "1f1b", "--pp", "2", "-m", "4", "--batch-size", "8", "--nproc-per-node", "1", "--nnodes", "2"]
+    args += ["--master", f"127.0.0.1:{port}", "--node-rank", "0", "--rendezvous-timeout", "5"]
+    t0 = time.monotonic()
+    result = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "run")])
+    took = time.monotonic() - t0
+    assert result.exit_code == 2, result.output
+    assert f"error[E072]: the rendezvous at `127.0.0.1:{port}` did not complete within 5 s" in result.stderr
+    assert took < 15, f"took {took:.1f} s"
+    assert not subprocess.run(["pgrep", "-f", f"master 127.0.0.1:{port}"], capture_output=True).stdout
