@@ -207,7 +207,7 @@ def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions) -> ClusterResul
 
 
 @contextlib.contextmanager
-def _stop_requests() -> Iterator[list[int]]:
+def stop_requests() -> Iterator[list[int]]:
     """SIGTERM, SIGINT and SIGHUP to ppdsl, recorded (in the list yielded) instead of ending it at once, so that it
     can stop the launcher and the ranks first. Outside the main thread, where handlers cannot be set, nothing."""
     received: list[int] = []
@@ -229,7 +229,7 @@ def _supervise(cmd: list[str], log, opts: LaunchOptions, local: range, started: 
     when this node's ranks are not all past the rendezvous within `--rendezvous-timeout`.
     Returns (the launcher's exit status, the stop signal or None, whether the rendezvous completed)."""
     env = {**rank_environment(), PARENT_PID: str(os.getpid())}
-    with _stop_requests() as received:
+    with stop_requests() as received:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + opts.rendezvous_timeout
         ready = False

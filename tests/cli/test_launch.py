@@ -4,6 +4,7 @@ a taken port, the failure-injection variable), and how the ranks' ends become on
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ppdsl.cli import app
-from ppdsl.cli.launch import end_launcher, failure_diagnostic
+from ppdsl.cli.launch import end_launcher, failure_diagnostic, stop_requests
 from ppdsl.runtime.lifeline import RankStatus
 
 runner = CliRunner()
@@ -182,3 +183,17 @@ def test_a_launcher_that_ignores_sigterm_is_killed_after_the_grace_period():
     end_launcher(proc, grace=0.5)
     assert proc.returncode == -signal.SIGKILL
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_stop_signals_are_recorded_while_the_launcher_runs_and_restored_after(sig):
+    """Each of the three becomes a request to stop the launcher (the multi-process test sends SIGTERM), not
+    ppdsl's sudden end; afterwards the previous handler is back."""
+    before = signal.getsignal(sig)
+    with stop_requests() as received:
+        os.kill(os.getpid(), sig)
+        deadline = time.monotonic() + 5
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert received == [sig]
+    assert signal.getsignal(sig) is before
