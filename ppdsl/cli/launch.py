@@ -224,7 +224,7 @@ def stop_requests() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-def _supervise(cmd: list[str], log, opts: LaunchOptions, local: range, started: float):
+def _supervise(cmd: list[str], log, opts: LaunchOptions, local: range, started: float) -> tuple[int, int | None, bool]:
     """Run the launcher in a session of its own and wait for it; stop it (and so every rank) on a stop signal or
     when this node's ranks are not all past the rendezvous within `--rendezvous-timeout`.
     Returns (the launcher's exit status, the stop signal or None, whether the rendezvous completed)."""
