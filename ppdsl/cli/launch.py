@@ -10,11 +10,19 @@ paddle import here: the processes import it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import math
 import os
+import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +31,14 @@ import numpy as np
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import new_owned_directory, next_owned_number, write_output
+from ppdsl.runtime.lifeline import PARENT_PID, STOP_SIGNALS, RankStatus, status_path
 
 PACKAGE = Path(__file__).resolve().parent.parent  # ppdsl/
 WORKER = PACKAGE / "runtime" / "worker.py"
+LIFELINE = PACKAGE / "runtime" / "lifeline.py"  # the launcher's and each rank's guard (see that module)
 LAUNCH_PREFIX = "launch-"  # a launch's own directory in --run-dir: launch-1, launch-2, ...
+STOP_GRACE_SECONDS = 4.0  # after SIGTERM, the launcher stops its ranks; what is left after this gets SIGKILL
+POLL_SECONDS = 0.2
 
 
 @dataclass
@@ -38,6 +50,7 @@ class LaunchOptions:
     run_dir: Path = Path("ppdsl-run")
     comm_timeout: float = 20.0
     dry_run: bool = False
+    rendezvous_timeout: float = 60.0  # until every rank of this node is past the rendezvous (init and groups)
 
 
 def validate(exp: Expansion, opts: LaunchOptions) -> None:
@@ -57,17 +70,85 @@ def validate(exp: Expansion, opts: LaunchOptions) -> None:
         problems.append(Diagnostic("E038", "several nodes need --master HOST:PORT", help="the rendezvous address"))
     if not 0 <= opts.node_rank < max(opts.nnodes, 1):
         problems.append(Diagnostic("E038", f"--node-rank {opts.node_rank} is not in 0 .. {opts.nnodes - 1}"))
+    if opts.master:  # an empty one is a missing one (above)
+        problems += master_problems(opts.master)
+    for flag, seconds in (("--comm-timeout", opts.comm_timeout), ("--rendezvous-timeout", opts.rendezvous_timeout)):
+        if not (math.isfinite(seconds) and seconds > 0):
+            problems.append(Diagnostic("E007", f"{flag} must be a positive number of seconds, got {seconds}"))
     if problems:
         raise DiagnosticError(problems)
 
 
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # a host name's part between dots (RFC 1123)
+_MASTER_HELP = "`--master HOST:PORT`: a host name or IPv4 address, and a port from 1 to 65535 (`10.0.0.1:8090`)"
+
+
+def master_problems(master: str) -> list[Diagnostic]:
+    """What is wrong with a `--master` value, before the launcher (which would only log it) sees it."""
+    host, colon, port = master.rpartition(":")
+    if not colon:
+        return [Diagnostic("E070", f"`--master {master}` has no port", help=_MASTER_HELP)]
+    wrong = []
+    if not host:
+        wrong.append("no host")
+    elif len(host) > 253 or not all(_LABEL.fullmatch(label) for label in host.split(".")):
+        wrong.append(f"host `{host}` is not a host name or IPv4 address")
+    if not port:
+        wrong.append("no port")
+    elif not (port.isascii() and port.isdecimal() and 1 <= int(port) <= 65535):
+        wrong.append(f"port `{port}` is not a number from 1 to 65535")
+    return [Diagnostic("E070", f"`--master {master}`: {', and '.join(wrong)}", help=_MASTER_HELP)] if wrong else []
+
+
+def check_master_port(opts: LaunchOptions) -> None:
+    """Node 0 hosts the rendezvous (Paddle's launcher starts its server there, on every interface): a port that
+    is taken would make it talk to whatever holds the port and wait forever. Probed by binding it, as the
+    server will; a host that is not this machine's is another node's business."""
+    if opts.nnodes < 2 or opts.master is None:
+        return
+    host, _, port_text = opts.master.rpartition(":")
+    port = int(port_text)
+    try:
+        address = socket.gethostbyname(host)
+    except (OSError, UnicodeError) as e:
+        raise DiagnosticError(
+            [Diagnostic("E070", f"`--master {opts.master}`: host `{host}` does not resolve ({e})", help=_MASTER_HELP)]
+        ) from None
+    if opts.node_rank != 0:
+        return
+    with socket.socket() as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:  # not an address of this machine
+            return
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is not busy
+        try:
+            probe.bind(("", port))
+        except OSError as e:
+            why = "is in use by another process" if e.errno == errno.EADDRINUSE else f"cannot be used ({e.strerror})"
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E071",
+                        f"port {port} of `--master {opts.master}` {why}",
+                        help="node 0 serves the rendezvous there: pick a free port for every node's --master",
+                    )
+                ]
+            ) from None
+
+
 def launch_command(opts: LaunchOptions, spec_path: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(opts.nproc_per_node)]
+    """Paddle's launcher under a guard, each rank under one (ppdsl/runtime/lifeline.py: none outlives ppdsl)."""
+    cmd = [sys.executable, str(LIFELINE), "launcher", "--"]
+    cmd += [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(opts.nproc_per_node)]
     if opts.nnodes > 1:
         cmd += ["--nnodes", str(opts.nnodes), "--master", str(opts.master), "--rank", str(opts.node_rank)]
     else:
         cmd += ["--host", "127.0.0.1"]
-    cmd += ["--log_dir", str(spec_path.parent / "log"), str(WORKER), str(spec_path)]
+    launch_dir = spec_path.parent
+    cmd += ["--log_dir", str(launch_dir / "log"), str(LIFELINE), "rank", str(launch_dir), "--"]
+    cmd += [sys.executable, "-u", str(WORKER), str(spec_path)]
     return cmd
 
 
@@ -108,28 +189,22 @@ def rank_environment() -> dict[str, str]:
 
 def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions, run_dir: Path) -> ClusterResult:
     """Start every rank of this node with `run_dir` (from `new_launch_directory`) as their directory, and wait;
-    raise DiagnosticError naming the failed rank(s)."""
+    raise DiagnosticError naming the failed rank(s). Check the port (`check_master_port`) before making `run_dir`."""
     spec_path = run_dir / "spec.json"
     write_output(spec_path, json.dumps({**spec, "run_dir": str(run_dir.resolve())}, indent=1))
     cmd = launch_command(opts, spec_path)
-    with open(run_dir / "launch.log", "x") as log:  # "x": the directory is new, and so is everything in it
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=rank_environment())
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
-    errors = sorted(run_dir.glob("rank*.error"), key=lambda p: int(p.stem[4:]))
-    if proc.returncode != 0 or errors:
-        diags = [
-            Diagnostic("E040", p.read_text().split("\n\n")[0], help=f"details in {p} and {run_dir / 'log'}")
-            for p in errors
-        ]
-        if not diags:
-            diags = [
-                Diagnostic(
-                    "E040",
-                    f"the launcher exited with {proc.returncode} and no rank reported an error",
-                    help=f"see {run_dir / 'launch.log'} and {run_dir / 'log'}",
-                )
-            ]
-        raise DiagnosticError(diags)
+    started = time.time()
+    with open(run_dir / "launch.log", "x") as log:  # "x": the directory is new, and so is everything in it
+        returncode, stopped_by, rendezvous_done = _supervise(cmd, log, opts, run_dir, local, started)
+    statuses = _statuses(run_dir, local, started)
+    if stopped_by is not None:
+        raise DiagnosticError([_stopped_diagnostic(stopped_by, statuses, run_dir)])
+    if not rendezvous_done:
+        raise DiagnosticError([_rendezvous_diagnostic(opts, run_dir, statuses, local)])
+    errors = [r for r in local if (run_dir / f"rank{r}.error").exists()]
+    if returncode != 0 or errors:
+        raise DiagnosticError([failure_diagnostic(run_dir, local, statuses, returncode)])
     reports = [json.loads((run_dir / f"rank{r}.json").read_text()) for r in local]
     params: dict[str, np.ndarray] = {}
     for r in local:
@@ -139,3 +214,147 @@ def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions, run_dir: Path) 
     steps = max(len(rep["step_seconds"]) for rep in reports)
     slowest = [max(rep["step_seconds"][i] for rep in reports if i < len(rep["step_seconds"])) for i in range(steps)]
     return ClusterResult(losses, slowest, {rep["rank"]: rep["comm_seconds"] for rep in reports}, params, reports)
+
+
+@contextlib.contextmanager
+def stop_requests() -> Iterator[list[int]]:
+    """SIGTERM, SIGINT and SIGHUP to ppdsl, recorded (in the list yielded) instead of ending it at once, so that it
+    can stop the launcher and the ranks first. Outside the main thread, where handlers cannot be set, nothing."""
+    received: list[int] = []
+    previous = {}
+    try:
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, lambda signum, _frame: received.append(signum))
+    except ValueError:
+        pass
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _supervise(
+    cmd: list[str], log, opts: LaunchOptions, run_dir: Path, local: range, started: float
+) -> tuple[int, int | None, bool]:
+    """Run the launcher in a session of its own and wait for it; stop it (and so every rank) on a stop signal or
+    when this node's ranks are not all past the rendezvous within `--rendezvous-timeout`.
+    Returns (the launcher's exit status, the stop signal or None, whether the rendezvous completed)."""
+    env = {**rank_environment(), PARENT_PID: str(os.getpid())}
+    with stop_requests() as received:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + opts.rendezvous_timeout
+        ready = False
+        while True:
+            try:
+                return proc.wait(timeout=POLL_SECONDS), None, True
+            except subprocess.TimeoutExpired:
+                pass
+            if received:
+                end_launcher(proc)
+                return proc.returncode, received[0], True
+            if not ready:
+                statuses = _statuses(run_dir, local, started)
+                ready = all(s is not None for s in statuses.values())  # "ready", or already ended
+                if not ready and time.monotonic() > deadline:
+                    end_launcher(proc)
+                    return proc.returncode, None, False
+
+
+def end_launcher(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM to the launcher's process group (it then stops each rank's session), SIGKILL after `grace` seconds;
+    a rank still running then is killed by the kernel as its guard dies (see ppdsl/runtime/lifeline.py)."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _statuses(run_dir: Path, local: range, started: float) -> dict[int, RankStatus | None]:
+    """Each rank's status from its guard, this launch's only (an older file in the run directory is ignored)."""
+    found = {r: RankStatus.read(status_path(run_dir, r)) for r in local}
+    return {r: s if s is not None and s.time >= started else None for r, s in found.items()}
+
+
+def _at_step(status: RankStatus | None) -> str:
+    if status is None or status.step is None:
+        return "before its first step"
+    return f"at step {status.step}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _stopped_diagnostic(signum: int, statuses: dict[int, RankStatus | None], run_dir: Path) -> Diagnostic:
+    steps = sorted({s.step for s in statuses.values() if s is not None and s.step is not None})
+    where = f" at step {steps[-1]}" if steps else " before the first step"
+    return Diagnostic(
+        "E073",
+        f"stopped by {_signal_name(signum)}{where}: the launcher and every rank of this node were ended",
+        help=f"rerun the same command to start again (with --resume if it saved checkpoints); logs in {run_dir}",
+    )
+
+
+def _rendezvous_diagnostic(
+    opts: LaunchOptions, run_dir: Path, statuses: dict[int, RankStatus | None], local: range
+) -> Diagnostic:
+    waiting = [r for r in local if statuses[r] is None]
+    ranks = ", ".join(map(str, waiting))
+    if opts.nnodes > 1:
+        message = (
+            f"the rendezvous at `{opts.master}` did not complete within {opts.rendezvous_timeout:g} s "
+            f"(--rendezvous-timeout): rank(s) {ranks} of node {opts.node_rank} still waited for the other nodes"
+        )
+        fix = f"start the same `ppdsl run` with every --node-rank from 0 to {opts.nnodes - 1}, one per node"
+    else:
+        message = f"rank(s) {ranks} did not start within {opts.rendezvous_timeout:g} s (--rendezvous-timeout)"
+        fix = "a loaded machine starts Paddle slowly: raise --rendezvous-timeout"
+    return Diagnostic("E072", message, help=f"{fix}; the launcher's log is {run_dir / 'launch.log'}")
+
+
+def failure_diagnostic(
+    run_dir: Path, local: range, statuses: dict[int, RankStatus | None], returncode: int
+) -> Diagnostic:
+    """One message that names the rank that failed first, then what followed. A rank that died by itself (a
+    signal, an exit without an error file) is the cause: the others' errors ("Connection reset by peer") are
+    what its death did to them. Else the first error written; ranks the launcher then stopped come last."""
+    causes, failures, stopped = [], [], []
+    for r in local:
+        status, error = statuses[r], run_dir / f"rank{r}.error"
+        when = status.time if status is not None else math.inf
+        if error.exists():
+            first = error.read_text(errors="replace").split("\n\n")[0].strip()
+            failures.append((when, r, first))
+        elif status is None or status.state != "ended":
+            causes.append((math.inf, r, f"rank {r} ended without a report (its guard process was killed)"))
+        elif status.stopped_by is not None:
+            stopped.append(r)
+        elif status.returncode:
+            code = status.returncode
+            how = f"killed by signal {-code}, {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+            causes.append((when, r, f"rank {r} died ({how}) {_at_step(status)}"))
+    events = sorted(causes) + sorted(failures)
+    if not events:
+        return Diagnostic(
+            "E040",
+            f"the launcher exited with {returncode} and no rank reported an error",
+            help=f"see {run_dir / 'launch.log'} and {run_dir / 'log'}",
+        )
+    (_, first_rank, text), *then = events
+    parts = [text]
+    for _, r, later in then:
+        prefix = f"rank {r} failed: "
+        parts.append(f"rank {r} then failed: {later.removeprefix(prefix)}" if later.startswith(prefix) else later)
+    if stopped:
+        parts.append(f"the launcher then stopped rank(s) {', '.join(map(str, stopped))}")
+    details = run_dir / f"rank{first_rank}.error"
+    where = f"{details} and " if details.exists() else ""
+    return Diagnostic("E040", "; ".join(parts), help=f"details in {where}{run_dir / 'log'}")

@@ -235,6 +235,7 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     import os
 
     from ppdsl.cli.launch import (
+        check_master_port,
         dry_run_text,
         launch_command,
         new_launch_directory,
@@ -277,8 +278,9 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
         "save_dir": str(opts.save_dir.resolve()) if opts.save_dir else None,
         "save_every": opts.save_every,
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
-        "fail": _parse_failure(os.environ.get("PPDSL_INJECT_FAILURE")),
+        "fail": _parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
     }
+    check_master_port(launch)  # before the launch's directory is made
     run_dir = new_launch_directory(launch.run_dir)
     out.print(
         f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
@@ -321,14 +323,42 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     return EXIT_VALID
 
 
-def _parse_failure(text: str | None) -> dict | None:
+FAILURE_VARIABLE = "PPDSL_INJECT_FAILURE"
+FAILURE_MODES = ("raise", "hang", "exit", "kill")
+
+
+def _parse_failure(text: str | None, pp: int) -> dict | None:
+    """The testing hook `rank=R,job=J[,step=S][,mode=raise|hang|exit|kill]`: rank R fails before its J-th job of
+    step S. Anything else is refused, rather than failing some rank the value did not name."""
     if not text:
         return None
-    fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    fields: dict[str, str] = {}
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        if not eq or key not in ("rank", "job", "step", "mode") or key in fields:
+            fields = {}
+            break
+        fields[key] = value.strip()
+    numbers_ok = all(fields.get(k, "0").isdecimal() for k in ("rank", "job", "step"))
+    if (
+        not {"rank", "job"} <= fields.keys()
+        or not numbers_ok
+        or fields.get("mode", "raise") not in FAILURE_MODES
+        or int(fields["rank"]) >= pp
+    ):
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"{FAILURE_VARIABLE}={text!r} is not `rank=R,job=J[,step=S][,mode=M]` with R < {pp}",
+                    help=f"modes: {', '.join(FAILURE_MODES)}; unset the variable to run without a failure",
+                )
+            ]
+        )
     return {
-        "rank": int(fields.get("rank", 0)),
-        "job": int(fields.get("job", 0)),
-        "step": int(fields.get("step", 0)),
+        "rank": int(fields["rank"]),
+        "job": int(fields["job"]),
+        "step": int(fields.get("step", "0")),
         "mode": fields.get("mode", "raise"),
     }
 
@@ -374,6 +404,10 @@ def run_cmd(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="With --nproc-per-node: print the command and every rank's jobs.")
     ] = False,
+    rendezvous_timeout: Annotated[
+        float,
+        typer.Option("--rendezvous-timeout", help="Seconds for every rank of this node to meet its peers."),
+    ] = 60.0,
 ) -> None:
     """Train with the schedule's plan: every stage emulated on this machine, Paddle's standalone executor."""
     options = RunOptions(
@@ -399,7 +433,14 @@ def run_cmd(
         from ppdsl.cli.launch import LaunchOptions
 
         options.launch = LaunchOptions(
-            nproc_per_node, nnodes, master, node_rank, run_dir, comm_timeout=comm_timeout, dry_run=dry_run
+            nproc_per_node,
+            nnodes,
+            master,
+            node_rank,
+            run_dir,
+            comm_timeout=comm_timeout,
+            dry_run=dry_run,
+            rendezvous_timeout=rendezvous_timeout,
         )
     elif dry_run:
         usage_error("--dry-run goes with --nproc-per-node")

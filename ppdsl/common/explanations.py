@@ -643,6 +643,60 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl compile 1f1b -o ."),
         cmd("ppdsl compile 1f1b -o plan_1f1b.py"),
     ),
+    "E070": Explanation(
+        "`--master HOST:PORT` is the rendezvous address every node of a multi-node run meets at: a host name or "
+        "IPv4 address, a colon, and a TCP port from 1 to 65535. It is checked before any process starts, for "
+        "Paddle's launcher would only write its error to the run directory's `launch.log`.",
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 10.0.0.1:99999 --dry-run"),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 10.0.0.1:8090 --dry-run"),
+    ),
+    "E071": Explanation(
+        "Node 0 of a multi-node run serves the rendezvous on the port of `--master` (on every interface), so "
+        "that port must be free there; a port another process holds would make the launcher talk to that "
+        "process and wait forever. Node 0 tries the port before it starts anything.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0",
+            note="while another process listens on port 8090",
+            setting="port 8090 in use",
+            paddle=True,
+        ),
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8091 --node-rank 0",
+            note="and the same with --node-rank 1 on the other node",
+            paddle=True,
+        ),
+    ),
+    "E072": Explanation(
+        "Every rank of this node must be past the rendezvous (all nodes met, the process groups made) within "
+        "`--rendezvous-timeout` seconds (default 60) of the launch; otherwise ppdsl stops the launcher and its "
+        "ranks rather than wait forever. Usually a node was not started, or with another `--master` or "
+        "`--nnodes`; on a very loaded machine Paddle itself may need longer to start.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0 "
+            "--rendezvous-timeout 5",
+            note="no node 1 is ever started",
+            paddle=True,
+        ),
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0",
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 1",
+            note="the two commands at once, one on each node",
+            paddle=True,
+        ),
+    ),
+    "E073": Explanation(
+        "`ppdsl run --nproc-per-node` received SIGTERM, SIGINT (Ctrl-C) or SIGHUP. It stopped Paddle's launcher "
+        "and every rank process of this node (SIGTERM, then SIGKILL after a few seconds), and says at which step. "
+        "Had ppdsl itself been killed (SIGKILL), the ranks end as well: each process is tied to its parent's "
+        "life. Checkpoints written so far (`--save-dir`) are whole; continue with `--resume`.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100000",
+            note="stopped with Ctrl-C",
+            setting="a signal sent while it runs",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100", paddle=True),
+    ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
         "not defined there. The message is the schedule's own.",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -51,7 +52,8 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 class RankProcess:
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, on_ready=None):
+        """`on_ready()` is called once the rank has met its peers (the launcher's rendezvous is over)."""
         os.environ.setdefault("GLOG_minloglevel", "2")
         import paddle
         import paddle.distributed as dist
@@ -80,6 +82,8 @@ class RankProcess:
         for direction, link in ring_links([r for r, _ in self.exp.rank_of_stage()]).items():
             self.groups[direction] = dist.new_group(list(link.ranks))
             dist.barrier()
+        if on_ready is not None:
+            on_ready()
         from ppdsl.runtime.env import import_paddle
 
         self.paddle = import_paddle()
@@ -251,9 +255,7 @@ class RankProcess:
         for job in self.jobs:
             t_start = time.perf_counter()
             if fail.get("rank") == self.rank and fail.get("step", 0) == step and fail.get("job") == job.step:
-                if fail.get("mode") == "hang":
-                    time.sleep(3600)
-                raise RuntimeError(f"failure injected before `{job.label}`")
+                _inject_failure(fail.get("mode", "raise"), job.label)
             name, program, outputs, data_ops = self.programs[job.key]
             scope = self.root if job.key.type == "optimizer" else self.mb_scopes[job.mb]
             rows = slice(job.mb * size, (job.mb + 1) * size)
@@ -285,11 +287,14 @@ class RankProcess:
             marks.append((t_start, t_ready, t_run, t_ran, time.perf_counter()))
         return [losses[mb] for mb in sorted(losses)]
 
-    def train(self) -> None:
-        """Train until `steps` steps in all: a resumed run does what the checkpoint has not."""
+    def train(self, on_step=None) -> None:
+        """Train until `steps` steps in all: a resumed run does what the checkpoint has not. `on_step(step)` is
+        called as each step starts (the guard records it: the step a rank died at)."""
         steps, losses, times = self.spec["steps"], [], []
         every, save_dir = self.spec.get("save_every") or 0, self.spec.get("save_dir")
         for step in range(self.first_step, steps):
+            if on_step is not None:
+                on_step(step)
             t0 = time.perf_counter()
             step_losses = self.step(step)
             times.append(time.perf_counter() - t0)
@@ -324,14 +329,28 @@ class RankProcess:
         write_atomic(self.run_dir / f"rank{self.rank}.json", json.dumps(report))
 
 
+def _inject_failure(mode: str, label: str) -> None:
+    """The testing hook PPDSL_INJECT_FAILURE (parsed by `ppdsl run`): fail the way a real rank can."""
+    if mode == "hang":
+        time.sleep(3600)
+    if mode == "exit":  # leaves without a word, as a crash in native code or a sys.exit in a model would
+        os._exit(3)
+    if mode == "kill":  # as the OOM killer or `kill -9` would
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"failure injected before `{label}`")
+
+
 def main(argv: list[str]) -> int:
+    from ppdsl.runtime.lifeline import worker_setup
+
+    progress = worker_setup()  # first: a rank whose guard is gone must not start training
     spec = json.loads(Path(argv[0]).read_text())
     run_dir = Path(spec["run_dir"])
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
     try:
-        process = RankProcess(spec)
+        process = RankProcess(spec, on_ready=progress.ready)
         rank = process.rank
-        process.train()
+        process.train(on_step=progress.step)
     except BaseException as err:  # report which rank failed and why, then let the launcher stop the rest
         message = f"rank {rank} failed: {type(err).__name__}: {err}"
         write_atomic(run_dir / f"rank{rank}.error", message + "\n\n" + traceback.format_exc())

@@ -9,6 +9,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
 import time
 
@@ -188,7 +192,7 @@ def test_processes_checkpoint_and_resume_bit_identically(tmp_path):
     second = runner.invoke(app, _args(tmp_path, "run_c", steps=STEPS, resume=ckpt, extra=save))
     assert second.exit_code == 0, second.output
     for r in range(2):
-        got = np.load(tmp_path / "run_c" / f"rank{r}.npz")
+        got = np.load(tmp_path / "run_c" / "launch-1" / f"rank{r}.npz")
         for name, value in want[r].items():
             assert np.array_equal(got[name], value), (r, name)
     # a checkpoint of another schedule is refused before any process starts
@@ -232,3 +236,108 @@ def test_rank_processes_import_this_ppdsl_and_models_from_the_working_directory(
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     path = rank_environment()["PYTHONPATH"].split(os.pathsep)
     assert path == [str(ROOT), str(tmp_path), "/elsewhere"]
+
+
+# ---------------------------------------------------------------- stopping, dying, peers that never come
+
+
+def _tagged(tag: str) -> list[int]:
+    """Every process whose environment carries PPDSL_TEST_TAG=tag: ppdsl, the launcher, the guards, the ranks."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                zombie = f.read().rsplit(") ", 1)[1].startswith("Z")
+        except OSError:
+            continue
+        if f"PPDSL_TEST_TAG={tag}".encode() in environ and not zombie:
+            found.append(int(entry))
+    return found
+
+
+def _start_long_run(tmp_path, tag: str) -> subprocess.Popen:
+    """A 2-process run of many steps, in a session of its own, once both ranks are training."""
+    env = {
+        **os.environ,
+        "PPDSL_TEST_TAG": tag,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = ["run", "1f1b", "--pp", "2", "-m", "4", "--batch-size", "8", "--steps", "100000", "--nproc-per-node", "2"]
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ppdsl.cli", *args, "--run-dir", str(run_dir)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not all((run_dir / "launch-1" / f"rank{r}.status").exists() for r in range(2)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the ranks never got ready"
+        time.sleep(0.2)
+    time.sleep(1)  # into the training steps
+    assert len(_tagged(tag)) >= 6, "ppdsl, the launcher, two guards and two ranks"
+    return proc
+
+
+def _gone_within(tag: str, seconds: float) -> float:
+    t0 = time.monotonic()
+    while _tagged(tag):
+        assert time.monotonic() - t0 < seconds, f"still running after {seconds} s: {_tagged(tag)}"
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_to_ppdsl_ends_the_launcher_and_every_rank(sig, tmp_path):
+    """Before: SIGTERM or SIGKILL of `ppdsl` left the launcher and both ranks training."""
+    tag = f"stop-{sig.name}-{os.getpid()}"
+    proc = _start_long_run(tmp_path, tag)
+    try:
+        proc.send_signal(sig)
+        took = _gone_within(tag, 10)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        for pid in _tagged(tag):
+            os.kill(pid, signal.SIGKILL)
+    print(f"{sig.name}: every process gone after {took:.2f} s")
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 2
+        # under load the ranks may not have reached their first step yet: either way the message says where
+        assert re.search(r"error\[E073\]: stopped by SIGTERM (at step \d+|before the first step)", stderr), stderr
+        assert "Traceback" not in stderr
+
+
+def test_the_rank_that_died_first_is_named(tmp_path):
+    """Rank 1 SIGKILLs itself in step 1; before, the message blamed rank 0 ("communication failed")."""
+    _single_process("1f1b", 2, 4, 1, tmp_path)
+    env = {**os.environ, "PPDSL_INJECT_FAILURE": "rank=1,job=2,step=1,mode=kill"}
+    result, _ = _cluster("1f1b", 2, 4, 1, tmp_path, env=env)
+    assert result.exit_code == 2
+    assert "error[E040]: rank 1 died (killed by signal 9, SIGKILL) at step 1" in result.stderr, result.stderr
+    assert "rank 0 failed" not in result.stderr
+
+
+def test_a_peer_that_never_comes_is_a_timeout(tmp_path):
+    """Node 0 of two, and no node 1: before, this waited forever."""
+    with socket.socket() as s:  # a port free now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["run", "1f1b", "--pp", "2", "-m", "4", "--batch-size", "8", "--nproc-per-node", "1", "--nnodes", "2"]
+    args += ["--master", f"127.0.0.1:{port}", "--node-rank", "0", "--rendezvous-timeout", "5"]
+    t0 = time.monotonic()
+    result = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "run")])
+    took = time.monotonic() - t0
+    assert result.exit_code == 2, result.output
+    assert f"error[E072]: the rendezvous at `127.0.0.1:{port}` did not complete within 5 s" in result.stderr
+    assert took < 15, f"took {took:.1f} s"
+    assert not subprocess.run(["pgrep", "-f", f"master 127.0.0.1:{port}"], capture_output=True).stdout

@@ -1,0 +1,199 @@
+"""`ppdsl run --nproc-per-node` before and after its processes: what is refused before anything starts (`--master`,
+a taken port, the failure-injection variable), and how the ranks' ends become one message naming the first."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from ppdsl.cli import app
+from ppdsl.cli.launch import end_launcher, failure_diagnostic, stop_requests
+from ppdsl.runtime.lifeline import RankStatus
+
+runner = CliRunner()
+TWO_NODES = ["run", "1f1b", "--pp", "2", "-m", "4", "--nproc-per-node", "1", "--nnodes", "2"]
+
+
+@pytest.mark.parametrize(
+    ("master", "fragment"),
+    [
+        (":99999", "`--master :99999`: no host, and port `99999` is not a number from 1 to 65535"),
+        ("10.0.0.1:99999", "port `99999` is not a number from 1 to 65535"),
+        ("10.0.0.1:abc", "port `abc` is not a number from 1 to 65535"),
+        ("host:", "`--master host:`: no port"),
+        (":8090", "`--master :8090`: no host"),
+        ("10.0.0.1:0", "port `0` is not a number"),
+        ("10.0.0.1", "`--master 10.0.0.1` has no port"),
+        ("my host:8090", "host `my host` is not a host name or IPv4 address"),
+        ("10.0.0.1: 8090", "port ` 8090` is not a number"),
+        ("a..b:8090", "host `a..b` is not a host name"),
+        ("10.0.0.1:٨٠٩٠", "is not a number from 1 to 65535"),  # digits, but not ASCII ones
+    ],
+)
+def test_a_bad_master_is_refused_before_launch(master, fragment, tmp_path, in_repo):
+    run_dir = tmp_path / "run"
+    result = runner.invoke(app, [*TWO_NODES, "--master", master, "--run-dir", str(run_dir)])
+    assert result.exit_code == 2, result.output
+    assert "error[E070]" in result.stderr and fragment in result.stderr, result.stderr
+    assert not run_dir.exists(), "nothing may be written for a launch refused up front"
+
+
+def test_good_masters_pass(in_repo):
+    for master in ("10.0.0.1:8090", "node-0.cluster.example:1", "localhost:65535"):
+        result = runner.invoke(app, [*TWO_NODES, "--master", master, "--dry-run"])
+        assert result.exit_code == 0, (master, result.stderr)
+
+
+def test_an_empty_master_is_a_missing_one(in_repo):
+    result = runner.invoke(app, [*TWO_NODES, "--master", "", "--dry-run"])
+    assert result.exit_code == 2
+    assert "several nodes need --master" in result.stderr and "E070" not in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--rendezvous-timeout", "--comm-timeout"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_timeouts_must_be_positive_and_finite(flag, value, in_repo):
+    result = runner.invoke(
+        app, ["run", "1f1b", "--pp", "2", "-m", "4", "--nproc-per-node", "2", flag, value, "--dry-run"]
+    )
+    assert result.exit_code == 2
+    assert f"{flag} must be a positive number of seconds" in result.stderr
+
+
+def test_a_taken_rendezvous_port_is_refused_at_once(tmp_path, in_repo):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        t0 = time.monotonic()
+        result = runner.invoke(
+            app, [*TWO_NODES, "--master", f"127.0.0.1:{port}", "--node-rank", "0", "--run-dir", str(tmp_path / "r")]
+        )
+    assert time.monotonic() - t0 < 10
+    assert result.exit_code == 2, result.output
+    assert f"error[E071]: port {port} of `--master 127.0.0.1:{port}` is in use by another process" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1",
+        "garbage",
+        "rank=1",
+        "job=2",
+        "rank=x,job=1",
+        "rank=1,job=1,mode=explode",
+        "rank=9,job=1",
+        "rank=1,job=1,colour=red",
+        "rank=1,rank=0,job=1",
+        "rank=-1,job=1",
+    ],
+)
+def test_a_malformed_failure_injection_is_a_clean_error(value, tmp_path, in_repo):
+    """Only `rank=R,job=J[,step=S][,mode=M]` acts; before, any value failed rank 0 (or raised a traceback)."""
+    result = runner.invoke(
+        app,
+        ["run", "1f1b", "--pp", "2", "-m", "4", "--nproc-per-node", "2", "--run-dir", str(tmp_path / "r")],
+        env={"PPDSL_INJECT_FAILURE": value},
+    )
+    assert result.exit_code == 2, result.output
+    assert "error[E007]: PPDSL_INJECT_FAILURE=" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "r").exists(), "no process may start"
+
+
+# ---------------------------------------------------------------- naming the first rank to fail
+
+
+def _rank(run_dir, rank, *, state="ended", step=3, returncode=1, stopped_by=None, at=100.0, error=None):
+    status = {
+        "rank": rank,
+        "state": state,
+        "step": step,
+        "returncode": returncode,
+        "stopped_by": stopped_by,
+        "time": at,
+    }
+    (run_dir / f"rank{rank}.status").write_text(json.dumps(status))
+    if error is not None:
+        (run_dir / f"rank{rank}.error").write_text(f"rank {rank} failed: {error}\n\nTraceback ...")
+
+
+def _message(run_dir, ranks=range(2), returncode=1):
+    statuses = {r: RankStatus.read(run_dir / f"rank{r}.status") for r in ranks}
+    diag = failure_diagnostic(run_dir, ranks, statuses, returncode)
+    assert diag.code == "E040"
+    return diag.message
+
+
+def test_a_killed_rank_is_named_before_the_survivor_it_broke(tmp_path):
+    """The survivor's error may even carry the earlier time: a rank that died by itself is still the cause."""
+    _rank(tmp_path, 0, at=100.0, error="RuntimeError: rank 0: communication failed: Connection reset by peer")
+    _rank(tmp_path, 1, step=7, returncode=-9, at=100.2)
+    assert _message(tmp_path) == (
+        "rank 1 died (killed by signal 9, SIGKILL) at step 7; "
+        "rank 0 then failed: RuntimeError: rank 0: communication failed: Connection reset by peer"
+    )
+
+
+def test_a_rank_that_exits_without_a_word_is_the_cause(tmp_path):
+    _rank(tmp_path, 0, returncode=-15, stopped_by=15, at=101.0)
+    _rank(tmp_path, 1, step=None, returncode=3, at=100.0)
+    assert (
+        _message(tmp_path)
+        == "rank 1 died (exited with status 3) before its first step; the launcher then stopped rank(s) 0"
+    )
+
+
+def test_of_two_errors_the_first_written_is_the_cause(tmp_path):
+    _rank(tmp_path, 0, at=100.5, error="CommTimeout: rank 0 waited 20 s")
+    _rank(tmp_path, 1, at=100.1, error="ValueError: bad batch")
+    assert (
+        _message(tmp_path)
+        == "rank 1 failed: ValueError: bad batch; rank 0 then failed: CommTimeout: rank 0 waited 20 s"
+    )
+
+
+def test_a_rank_whose_guard_was_killed_is_named(tmp_path):
+    _rank(tmp_path, 0, at=100.5, error="RuntimeError: Connection reset by peer")
+    assert _message(tmp_path).startswith("rank 1 ended without a report (its guard process was killed); rank 0 then")
+
+
+def test_no_rank_to_blame_names_the_launcher(tmp_path):
+    _rank(tmp_path, 0, returncode=0)
+    _rank(tmp_path, 1, returncode=0)
+    assert _message(tmp_path, returncode=7) == "the launcher exited with 7 and no rank reported an error"
+
+
+def test_a_launcher_that_ignores_sigterm_is_killed_after_the_grace_period():
+    """The launcher's group gets SIGTERM, then SIGKILL: a stop never waits on a process that will not end."""
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline() == "up\n"
+    t0 = time.monotonic()
+    end_launcher(proc, grace=0.5)
+    assert proc.returncode == -signal.SIGKILL
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_stop_signals_are_recorded_while_the_launcher_runs_and_restored_after(sig):
+    """Each of the three becomes a request to stop the launcher (the multi-process test sends SIGTERM), not
+    ppdsl's sudden end; afterwards the previous handler is back."""
+    before = signal.getsignal(sig)
+    with stop_requests() as received:
+        os.kill(os.getpid(), sig)
+        deadline = time.monotonic() + 5
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert received == [sig]
+    assert signal.getsignal(sig) is before
