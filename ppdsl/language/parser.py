@@ -13,22 +13,13 @@ from lark.parsers.lalr_analysis import Shift
 from lark.utils import TextSlice
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
-from ppdsl.language import ast
+from ppdsl.language import ast, grammar_tables
 
 MAX_SYNTAX_ERRORS = 10
 
 
-@functools.lru_cache(maxsize=1)
 def _parser() -> Lark:
-    return Lark.open_from_package(
-        "ppdsl.language",
-        "sched.lark",
-        ("",),
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=False,
-        cache=True,  # the LALR tables are built once per grammar version and kept in the temp dir
-    )
+    return grammar_tables.parser()
 
 
 # Labelled bad inputs (lark's `match_examples`): the parser state they fail in tells which mistake it is.
