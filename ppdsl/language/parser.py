@@ -149,6 +149,8 @@ _STATEMENT_START = {"let", "repeat", "for", "if", ";"}  # and any other name: a 
 
 def parse(text: str, file: str = "<string>") -> ast.SchedFile:
     """Parse a `.sched` text; raise DiagnosticError with the syntax errors found, each mistake once."""
+    if "\0" in text:
+        raise DiagnosticError([_nul_byte(text, file)])
     parser = _parser()
     try:
         tree = parser.parse(text)
@@ -168,6 +170,20 @@ def parse(text: str, file: str = "<string>") -> ast.SchedFile:
             raise DiagnosticError([Diagnostic("E001", "a number has too many digits", span)]) from None
         raise
     return ast.SchedFile(path=file, text=text, items=items)
+
+
+def _nul_byte(text: str, file: str) -> Diagnostic:
+    """A NUL byte, even in a comment, is refused: no text file holds one (it is a binary or damaged file), and
+    Python, terminals and C tools stop at it, so it would break what ppdsl writes from the file (a plan module)."""
+    at = text.index("\0")
+    line = text.count("\n", 0, at) + 1
+    col = at - text.rfind("\n", 0, at)
+    return Diagnostic(
+        "E001",
+        "the file contains a NUL byte",
+        Span(file, line, col, line, col + 1),
+        help="a `.sched` file is text: remove the NUL byte (editors show it as `^@`)",
+    )
 
 
 def _too_deep(file: str) -> Diagnostic:
