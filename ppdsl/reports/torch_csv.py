@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.language.sched_text import sched_docstring_text, sched_string
 
 _ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
 _OVERLAP = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
@@ -73,7 +74,7 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
 def import_torch_csv(path: str | Path, name: str | None = None, placement: str | None = None) -> str:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's export starts with a byte-order mark
     except (OSError, UnicodeDecodeError) as e:
         raise DiagnosticError(
             [Diagnostic("E000", f"cannot read `{path}`: {getattr(e, 'strerror', None) or e}")]
@@ -146,11 +147,12 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
 
     out = [
         '"""',
-        f"{name}: imported from PyTorch pipelining compute-only CSV `{Path(file).name}`.",
+        f"{sched_docstring_text(name)}: imported from PyTorch pipelining compute-only CSV "
+        f"`{sched_docstring_text(Path(file).name)}`.",
         "",
         "Re-export with `ppdsl expand --format torch-csv`.",
         '"""',
-        f'schedule "{name}"',
+        f"schedule {sched_string(name)}",
         "",
         f'require pp == {pp} : "this table was written for pp = {pp}"',
         f'require vpp == {vpp} : "this table was written for vpp = {vpp}"',
