@@ -96,7 +96,7 @@ class RankProcess:
         from ppdsl.runtime.train import plan_arguments
 
         spec, exp = self.spec, self.exp
-        self.model = load_model(spec.get("model"))
+        self.model = load_model(spec.get("model"), spec.get("model_dir"))
         self.mb_size = spec["batch_size"] // exp.microbatches
         self.program = build_training_program(
             self.paddle,
@@ -324,7 +324,16 @@ class RankProcess:
         write_atomic(self.run_dir / f"rank{self.rank}.json", json.dumps(report))
 
 
+def _drop_script_folder() -> None:
+    """Run as a script, this folder (ppdsl/runtime) is first on sys.path, where its `profile.py` shadows the
+    standard library's: take it off before paddle is imported. ppdsl is on PYTHONPATH (`rank_environment`)."""
+    here = Path(__file__).resolve().parent
+    if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == here:
+        del sys.path[0]
+
+
 def main(argv: list[str]) -> int:
+    _drop_script_folder()
     spec = json.loads(Path(argv[0]).read_text())
     run_dir = Path(spec["run_dir"])
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
