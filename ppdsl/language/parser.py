@@ -472,27 +472,30 @@ class _ToAst(Transformer):
         job = None
         if rest and isinstance(rest[0], Token):
             job = str(rest.pop(0))
-        stream = None
+        stream = stream_span = None
         priority = None
-        attrs = []
-        for kind, value in rest:
+        attrs, attr_spans = [], []
+        for kind, value, span in rest:
             if kind == "stream":
-                stream = value
+                stream, stream_span = value, span
             elif kind == "priority":
                 priority = value
             else:
                 attrs.append(value)
-        return ast.Rule(pattern, job, stream, priority, tuple(attrs), self._span(meta))
+                attr_spans.append(span)
+        span = self._span(meta)
+        return ast.Rule(pattern, job, stream, priority, tuple(attrs), span, stream_span, tuple(attr_spans))
 
     def rule_stream(self, meta, children):
-        return ("stream", _unquote(children[0]))
+        return ("stream", _unquote(children[0]), self._span(meta))
 
     def rule_priority(self, meta, children):
-        return ("priority", children[0])
+        return ("priority", children[0], self._span(meta))
 
     def rule_attr(self, meta, children):
         name, value = children
-        return ("attr", (str(name), value.value if isinstance(value, (ast.Num, ast.Bool)) else value))
+        value = value.value if isinstance(value, (ast.Num, ast.Bool)) else value
+        return ("attr", (str(name), value), self._span(meta))
 
     def str_lit(self, meta, children):
         return _unquote(children[0])
