@@ -1,5 +1,5 @@
 """`ppdsl run --nproc-per-node K [--nnodes N --master HOST:PORT --node-rank R]`: one process per rank through
-`python -m paddle.distributed.launch`, Paddle's own launcher.
+Paddle's own launcher, `paddle.distributed.launch`.
 
 Each launch makes a directory of its own in the run directory (`--run-dir`, default `ppdsl-run/`):
 `launch-<n>/`, the next free n, created new, so ppdsl writes only there and never deletes or overwrites a file
@@ -39,6 +39,12 @@ LIFELINE = PACKAGE / "runtime" / "lifeline.py"  # the launcher's and each rank's
 LAUNCH_PREFIX = "launch-"  # a launch's own directory in --run-dir: launch-1, launch-2, ...
 STOP_GRACE_SECONDS = 4.0  # after SIGTERM, the launcher stops its ranks; what is left after this gets SIGKILL
 POLL_SECONDS = 0.2
+# `python -m paddle.distributed.launch` would put the current directory first on the launcher's sys.path, so a
+# `json.py` there would run in it: the module is run from `-c` with that first entry (`""`, the cwd) removed.
+LAUNCHER = (
+    "import runpy, sys; sys.path[:1] = filter(None, sys.path[:1]); "
+    'runpy.run_module("paddle.distributed.launch", run_name="__main__", alter_sys=True)'
+)
 
 
 @dataclass
@@ -141,7 +147,7 @@ def check_master_port(opts: LaunchOptions) -> None:
 def launch_command(opts: LaunchOptions, spec_path: Path) -> list[str]:
     """Paddle's launcher under a guard, each rank under one (ppdsl/runtime/lifeline.py: none outlives ppdsl)."""
     cmd = [sys.executable, str(LIFELINE), "launcher", "--"]
-    cmd += [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(opts.nproc_per_node)]
+    cmd += [sys.executable, "-c", LAUNCHER, "--nproc_per_node", str(opts.nproc_per_node)]
     if opts.nnodes > 1:
         cmd += ["--nnodes", str(opts.nnodes), "--master", str(opts.master), "--rank", str(opts.node_rank)]
     else:
@@ -182,8 +188,9 @@ class ClusterResult:
 
 def rank_environment() -> dict[str, str]:
     """The rank processes import the ppdsl that launched them (the worker script is this package's), whatever
-    else is installed, and a `--model` module from where the command was typed, as a single-process run does."""
-    path = os.pathsep.join(p for p in (str(PACKAGE.parent), os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    else is installed. Not the current directory: a `json.py` there would run in every rank; the `--model`
+    module is found there by `load_model`, after everything else (the spec's `model_dir`)."""
+    path = os.pathsep.join(p for p in (str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
 
 

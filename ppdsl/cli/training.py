@@ -267,6 +267,8 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
         "microbatches": exp.microbatches,
         "params": opts.params or [],
         "model": opts.model,
+        # where the command was typed: each rank finds a `--model` module there (runtime/model.py: load_model)
+        "model_dir": os.getcwd(),
         "batch_size": opts.batch_size,
         "lr": opts.lr,
         "optimizer": opts.optimizer,

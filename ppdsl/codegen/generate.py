@@ -14,6 +14,7 @@ import hashlib
 import math
 import os
 import re
+import shlex
 import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,7 +32,9 @@ from ppdsl.language.lowering import (
     LINE_LENGTH,
     OrderCompiler,
     expression_compiler,
+    py_path,
     py_str,
+    py_text,
     readable_expr,
     readable_name,
 )
@@ -115,9 +118,10 @@ def py_fstring(text: str, fields: str) -> str:
 
 
 def py_comment(text: str, indent: int = 0) -> str:
-    """`# text`, wrapped to the line length (for prose: docstrings and declarations' explanations)."""
+    """`# text`, wrapped to the line length (for prose: docstrings and declarations' explanations), every
+    character that could end the comment or disguise the code escaped (`py_text`)."""
     width = LINE_LENGTH - indent - 2
-    return "\n".join(" " * indent + "# " + line for line in textwrap.wrap(text, width))
+    return "\n".join(" " * indent + "# " + line for line in textwrap.wrap(py_text(text), width))
 
 
 FILTERS = {
@@ -127,6 +131,7 @@ FILTERS = {
     "pycall": py_call,
     "pyfstring": py_fstring,
     "pycomment": py_comment,
+    "pytext": py_text,
     "docstring": lambda text: _docstring_text(text, wrap=False),
 }
 
@@ -236,9 +241,10 @@ class _Locations:
         return (Path(self.shown_root).parent / relative).as_posix()
 
     def __call__(self, span: Span | None) -> str:
+        """`file:line`, the file as `py_path` shows it: what the plan's comments, docstrings and messages carry."""
         if span is None:
-            return self.shown_root
-        return f"{self.path(span.file)}:{span.line}"
+            return py_path(self.shown_root)
+        return f"{py_path(self.path(span.file))}:{span.line}"
 
 
 def _sha256(path: Path, text: str) -> str:
@@ -251,13 +257,19 @@ def _sha256(path: Path, text: str) -> str:
 
 
 def _docstring_text(text: str, wrap: bool = True) -> str:
-    """`text` safe inside a docstring (backslashes and triple quotes escaped), wrapped to the line length."""
-    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    return "\n".join(textwrap.wrap(text, LINE_LENGTH - 4)) if wrap and text else text
+    """`text` as the source of a docstring whose value is `text` again, wrapped to the line length: backslashes,
+    quotes that could end it (two in a row, a last one) and characters that are not printable (`py_text`) escaped."""
+    lines = textwrap.wrap(text, LINE_LENGTH - 4) if wrap else [text]
+    return "\n".join(_docstring_line(line) for line in lines)
+
+
+def _docstring_line(text: str) -> str:
+    text = py_text(text.replace("\\", "\\\\"))  # backslashes first: py_text's escapes are meant as escapes
+    return re.sub(r'"(?="|$)|(?<=")"', r'\\"', text)
 
 
 def _command(source: str, sizes: Scenario | None) -> str:
-    words = ["ppdsl", "compile", source]
+    words = ["ppdsl", "compile", shlex.quote(source)]  # a command to paste into a shell
     if sizes is not None:
         words += ["--pp", str(sizes.pp), "-m", str(sizes.microbatches), "--vpp", str(sizes.vpp)]
         for key, value in (sizes.params or {}).items():

@@ -697,6 +697,29 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100", paddle=True),
     ),
+    "E055": Explanation(
+        "A rule's `attr` changes how the ops it matches are run, never what they compute: it takes only the "
+        "communication and scheduling attributes Paddle's own pipeline passes set (`use_calc_stream`, "
+        "`dynamic_shape`, `force_record_event`, `event_to_record`). Any other attribute, a softmax's `axis` or "
+        "gelu's `approximate`, would train another model than the one `check` proved; the stream and the "
+        'priority are the rule\'s own `stream = "..."` and `priority = ...`.',
+        sched('rule "pd_op.softmax" { attr axis = 1 }\n' + GPIPE, "--pp 2 -m 2"),
+        sched('rule "pd_op.send_v2" { attr use_calc_stream = true }\n' + GPIPE, "--pp 2 -m 2"),
+    ),
+    "E056": Explanation(
+        "Each attribute a rule may set has the type Paddle gives it: `use_calc_stream`, `dynamic_shape` and "
+        "`force_record_event` are `true` or `false`, `event_to_record` a string. Paddle has no setter for a real "
+        "number, and a value of another type than the op's crashes it.",
+        sched('rule "pd_op.send_v2" { attr use_calc_stream = 1 }\n' + GPIPE, "--pp 2 -m 2"),
+        sched('rule "pd_op.send_v2" { attr use_calc_stream = true }\n' + GPIPE, "--pp 2 -m 2"),
+    ),
+    "E057": Explanation(
+        "A rule's `stream` is a template over the matched op's attributes: `send_stream_{ring_id}`. A field names "
+        "an attribute (no `.x`, `[i]` or `!r`); its width and precision are at most 32 (`{ring_id:>4}`), and the "
+        "name at most 128 characters; braces pair up, `{{` and `}}` are literal braces.",
+        sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3000000000}" }\n' + GPIPE, "--pp 2 -m 2"),
+        sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3}" }\n' + GPIPE, "--pp 2 -m 2"),
+    ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
         "not defined there. The message is the schedule's own.",

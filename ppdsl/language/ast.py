@@ -217,6 +217,9 @@ class Rule:
     priority: Expr | None
     attrs: tuple[tuple[str, bool | int | float | str], ...]
     span: Span
+    # where each item is written, for diagnostics about it: the stream's, then each attr's (in `attrs` order)
+    stream_span: Span | None = None
+    attr_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True)

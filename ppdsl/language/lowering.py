@@ -72,6 +72,22 @@ def readable_expr(src: str) -> str:
     return _EXPONENT.sub(r"\1e\2", pyast.unparse(tree))  # `1e+20` as ruff format writes it, `1e20`
 
 
+def py_text(text: str) -> str:
+    """`text` safe in a Python comment: each character Python or a reader could take for something else escaped
+    as in a string literal (`\\n`, `\\x00`, `\\u2028`, `\\u202e`), the rest as it is. Not printable means a line break,
+    a control or format character, a lone surrogate: what could end a comment, make the file unreadable (NUL), or
+    show the code differently from what it is (bidi overrides)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+
+
+def py_path(path: str) -> str:
+    """A path as the plan's comments, docstrings and messages show it: as it is when every character is printable,
+    else its `repr` string literal (`'dir\\n/x.sched'`), so no character of it is ever raw in the plan."""
+    return path if path.isprintable() else repr(path)
+
+
 def py_str(text: str) -> str:
     """A Python string literal for `text`, double-quoted unless that would need escapes (as ruff format does)."""
     literal = repr(text)
@@ -887,14 +903,15 @@ class OrderCompiler:
             above = max(above, previous[1])
         room = LINE_LENGTH - 4 * indent
         for line in lines[above : span.line - 1]:
-            for part in textwrap.wrap(line.strip().lstrip("#").strip(), room - 2) or [""]:
+            for part in textwrap.wrap(py_text(line.strip().lstrip("#").strip()), room - 2) or [""]:
                 self._emit(indent, f"# {part}".rstrip(), 0)
-        trailing = f"  # {self.location(span)}"
+        where = py_text(self.location(span))
+        trailing = f"  # {where}"
         if code is not None and text == site_text(self.file_texts.get(span.file, ""), span):
             if len(code) + len(trailing) <= room:
                 return code + trailing
         text = re.sub(r"\s{2,}#", "  #", text)  # a source comment, pulled in from its alignment column
-        comment = f"# {self.location(span)}: {text}".rstrip()
+        comment = f"# {where}: {py_text(text)}".rstrip()
         if len(comment) > room:
             comment = comment[: room - 3].rstrip() + "..."
         self._emit(indent, comment, 0)

@@ -13,22 +13,13 @@ from lark.parsers.lalr_analysis import Shift
 from lark.utils import TextSlice
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
-from ppdsl.language import ast
+from ppdsl.language import ast, grammar_tables
 
 MAX_SYNTAX_ERRORS = 10
 
 
-@functools.lru_cache(maxsize=1)
 def _parser() -> Lark:
-    return Lark.open_from_package(
-        "ppdsl.language",
-        "sched.lark",
-        ("",),
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=False,
-        cache=True,  # the LALR tables are built once per grammar version and kept in the temp dir
-    )
+    return grammar_tables.parser()
 
 
 # Labelled bad inputs (lark's `match_examples`): the parser state they fail in tells which mistake it is.
@@ -158,6 +149,8 @@ _STATEMENT_START = {"let", "repeat", "for", "if", ";"}  # and any other name: a 
 
 def parse(text: str, file: str = "<string>") -> ast.SchedFile:
     """Parse a `.sched` text; raise DiagnosticError with the syntax errors found, each mistake once."""
+    if "\0" in text:
+        raise DiagnosticError([_nul_byte(text, file)])
     parser = _parser()
     try:
         tree = parser.parse(text)
@@ -177,6 +170,20 @@ def parse(text: str, file: str = "<string>") -> ast.SchedFile:
             raise DiagnosticError([Diagnostic("E001", "a number has too many digits", span)]) from None
         raise
     return ast.SchedFile(path=file, text=text, items=items)
+
+
+def _nul_byte(text: str, file: str) -> Diagnostic:
+    """A NUL byte, even in a comment, is refused: no text file holds one (it is a binary or damaged file), and
+    Python, terminals and C tools stop at it, so it would break what ppdsl writes from the file (a plan module)."""
+    at = text.index("\0")
+    line = text.count("\n", 0, at) + 1
+    col = at - text.rfind("\n", 0, at)
+    return Diagnostic(
+        "E001",
+        "the file contains a NUL byte",
+        Span(file, line, col, line, col + 1),
+        help="a `.sched` file is text: remove the NUL byte (editors show it as `^@`)",
+    )
 
 
 def _too_deep(file: str) -> Diagnostic:
@@ -465,27 +472,30 @@ class _ToAst(Transformer):
         job = None
         if rest and isinstance(rest[0], Token):
             job = str(rest.pop(0))
-        stream = None
+        stream = stream_span = None
         priority = None
-        attrs = []
-        for kind, value in rest:
+        attrs, attr_spans = [], []
+        for kind, value, span in rest:
             if kind == "stream":
-                stream = value
+                stream, stream_span = value, span
             elif kind == "priority":
                 priority = value
             else:
                 attrs.append(value)
-        return ast.Rule(pattern, job, stream, priority, tuple(attrs), self._span(meta))
+                attr_spans.append(span)
+        span = self._span(meta)
+        return ast.Rule(pattern, job, stream, priority, tuple(attrs), span, stream_span, tuple(attr_spans))
 
     def rule_stream(self, meta, children):
-        return ("stream", _unquote(children[0]))
+        return ("stream", _unquote(children[0]), self._span(meta))
 
     def rule_priority(self, meta, children):
-        return ("priority", children[0])
+        return ("priority", children[0], self._span(meta))
 
     def rule_attr(self, meta, children):
         name, value = children
-        return ("attr", (str(name), value.value if isinstance(value, (ast.Num, ast.Bool)) else value))
+        value = value.value if isinstance(value, (ast.Num, ast.Bool)) else value
+        return ("attr", (str(name), value), self._span(meta))
 
     def str_lit(self, meta, children):
         return _unquote(children[0])

@@ -39,6 +39,7 @@ from ppdsl.language.lowering import (
     walk,
 )
 from ppdsl.language.parser import parse
+from ppdsl.language.rule_settings import attribute_problem, stream_template_problem
 from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
@@ -438,6 +439,7 @@ class _Resolver:
         for rule in rules:
             if rule.job is not None:
                 self._known_type(rule.job, env.type_index, rule.span)
+            self._check_rule_settings(rule)
             prio = None
             if rule.priority is not None:
                 src = self.exprs.expect(rule.priority, env.globals, INT, "a priority")
@@ -445,6 +447,14 @@ class _Resolver:
             stream_rules.append(StreamRule(rule.pattern, rule.job, rule.stream, None, rule.attrs, rule.span))
             priorities.append(prio)
         return stream_rules, priorities
+
+    def _check_rule_settings(self, rule: ast.Rule) -> None:
+        """Only the attributes that do not change what an op computes, with Paddle's types; a bounded stream."""
+        for (name, value), span in zip(rule.attrs, rule.attr_spans or [rule.span] * len(rule.attrs), strict=True):
+            if problem := attribute_problem(name, value, span):
+                self.diagnostics.append(problem)
+        if rule.stream is not None and (problem := stream_template_problem(rule.stream, rule.stream_span or rule.span)):
+            self.diagnostics.append(problem)
 
     def _compile_order(self, decls: _Declarations, file: str, env: _Environment, sites: list[Site]):
         """(order function, its Python source, generated line -> site) of `order { ... }`, if there is one."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import CSV_BYTES, read_text
+from ppdsl.language.sched_text import sched_docstring_text, sched_string
 
 _ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
 _OVERLAP = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
@@ -142,11 +143,12 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
 
     out = [
         '"""',
-        f"{name}: imported from PyTorch pipelining compute-only CSV `{Path(file).name}`.",
+        f"{sched_docstring_text(name)}: imported from PyTorch pipelining compute-only CSV "
+        f"`{sched_docstring_text(Path(file).name)}`.",
         "",
         "Re-export with `ppdsl expand --format torch-csv`.",
         '"""',
-        f'schedule "{name}"',
+        f"schedule {sched_string(name)}",
         "",
         f'require pp == {pp} : "this table was written for pp = {pp}"',
         f'require vpp == {vpp} : "this table was written for vpp = {vpp}"',

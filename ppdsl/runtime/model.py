@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -145,8 +148,11 @@ def builtin_models() -> dict[str, Model]:
     return {"builtin": BUILTIN, "gpt": GPT, "tiny_mlp": TINY_MLP}
 
 
-def load_model(spec: str | None) -> Model:
-    """The built-in model for None, a built-in name, else `module:function` (with the module's `make_batch`)."""
+def load_model(spec: str | None, model_dir: str | Path | None = None) -> Model:
+    """The built-in model for None, a built-in name, else `module:function` (with the module's `make_batch`).
+
+    The module is looked for on sys.path, then in `model_dir` (default: the current directory, where the
+    command was typed; a rank gets the launching directory from its spec)."""
     builtin = builtin_models()
     if spec is None or spec in builtin:
         return builtin[spec or "builtin"]
@@ -162,7 +168,7 @@ def load_model(spec: str | None) -> Model:
             ]
         )
     try:
-        module = importlib.import_module(module_name)
+        module = _import_model_module(module_name, Path(model_dir) if model_dir is not None else Path.cwd())
     except ImportError as err:
         raise DiagnosticError(
             [
@@ -179,6 +185,22 @@ def load_model(spec: str | None) -> Model:
             [Diagnostic("E031", f"`{module_name}` has no function `{func_name}`", help="check the model path")]
         )
     return Model(spec, build, getattr(module, "make_batch", None))
+
+
+def _import_model_module(module_name: str, model_dir: Path):
+    """Import `module_name` with `model_dir` at the END of sys.path while it imports: the user's own module is
+    found in the folder the command was typed in (a console script's sys.path has its bin folder, not the
+    cwd), yet a `json.py` there never shadows the standard library or an installed package, and the folder is
+    off the path again for every later import."""
+    folder = os.fspath(model_dir)
+    added = folder not in sys.path
+    if added:
+        sys.path.append(folder)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
 
 
 def synthetic_batch(inputs: dict[str, tuple[list[int], str]], batch_size: int, step: int, seed: int):

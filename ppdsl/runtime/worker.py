@@ -100,7 +100,7 @@ class RankProcess:
         from ppdsl.runtime.train import plan_arguments
 
         spec, exp = self.spec, self.exp
-        self.model = load_model(spec.get("model"))
+        self.model = load_model(spec.get("model"), spec.get("model_dir"))
         self.mb_size = spec["batch_size"] // exp.microbatches
         self.program = build_training_program(
             self.paddle,
@@ -340,7 +340,16 @@ def _inject_failure(mode: str, label: str) -> None:
     raise RuntimeError(f"failure injected before `{label}`")
 
 
+def _drop_script_folder() -> None:
+    """Run as a script, this folder (ppdsl/runtime) is first on sys.path, where its `profile.py` shadows the
+    standard library's: take it off before paddle is imported. ppdsl is on PYTHONPATH (`rank_environment`)."""
+    here = Path(__file__).resolve().parent
+    if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == here:
+        del sys.path[0]
+
+
 def main(argv: list[str]) -> int:
+    _drop_script_folder()
     from ppdsl.runtime.lifeline import worker_setup
 
     progress = worker_setup()  # first: a rank whose guard is gone must not start training

@@ -68,3 +68,11 @@ def test_an_unfinished_expression_is_not_an_unknown_name():
     (diag,) = err.value.diagnostics
     assert (diag.code, diag.message, diag.span.line) == ("E002", "`forward` is a job type, not a value", 3)
     assert "`3 +` on line 2 is not finished" in diag.help
+
+
+def test_a_nul_byte_in_a_comment_is_refused_where_it_is():
+    with pytest.raises(DiagnosticError) as err:
+        parse('schedule "x"\norder { forward  # a\0b\n optimizer }\n', "nul.sched")
+    [diagnostic] = err.value.diagnostics
+    assert (diagnostic.code, diagnostic.message) == ("E001", "the file contains a NUL byte")
+    assert (diagnostic.span.line, diagnostic.span.col) == (2, 21)

@@ -12,9 +12,10 @@ from ppdsl.analysis.checks import used_types
 from ppdsl.analysis.expand import expand
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_files
+from ppdsl.language.parser import parse
 from ppdsl.language.resolve import load, resolve_text
 from ppdsl.reports.formats import to_torch_csv, torch_actions
-from ppdsl.reports.torch_csv import torch_csv_to_sched
+from ppdsl.reports.torch_csv import import_torch_csv, torch_csv_to_sched
 
 from paths import ROOT
 
@@ -108,3 +109,28 @@ def test_torch_loads_our_csv(stem, pp, m, vpp, tmp_path):
     path.write_text(to_torch_csv(exp), newline="")
     loaded = torch_load_compute_csv(path, microbatches=m, num_stages=pp * vpp)
     assert [[str(a) for a in row if a is not None] for _, row in sorted(loaded.order.items())] == torch_actions(exp)
+
+
+# A file name that would end the docstring and the name's string, then write items of its own.
+HOSTILE_CSV_NAME = 'ev"il"""\nschedule "pwn"\norder { forward }\nrule "x" { }\n"""\u202e.csv'
+
+
+def test_quotes_and_docstring_ends_in_the_file_name_stay_text(tmp_path):
+    path = tmp_path / HOSTILE_CSV_NAME
+    path.write_text("0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0,1B1\r\n", encoding="utf-8")
+    text = import_torch_csv(path)
+    items = parse(text, "imported.sched").items
+    kinds = [type(item).__name__ for item in items]
+    assert kinds == ["Docstring", "ScheduleName", "Require", "Require", "Require", "Placement", "Table"]
+    defn = resolve_text(text, "imported.sched")
+    assert defn.name == path.stem.replace('"', "'").replace("\n", "\\n").replace("\u202e", "\\u202e")
+    assert check_expansion(expand(defn, 2, 2, 1)).valid
+
+
+def test_a_byte_order_mark_at_the_start_is_accepted(tmp_path):
+    csv = "0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0,1B1\r\n"
+    plain, marked = tmp_path / "t.csv", tmp_path / "bom" / "t.csv"
+    marked.parent.mkdir()
+    plain.write_text(csv, encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + csv.encode("utf-8"))
+    assert import_torch_csv(marked) == import_torch_csv(plain)

@@ -116,7 +116,8 @@ def test_stream_and_priority_rules_are_set_on_ops():
     from ppdsl.runtime.builtin_models import BUILTIN
 
     src = (
-        'rule "pd_op.gelu" in forward { stream = "gelu_stream" priority = pp + 1 attr ppdsl_marked = true }\n'
+        'rule "pd_op.gelu" in forward { stream = "gelu_stream" priority = pp + 1 attr use_calc_stream = true '
+        'attr event_to_record = "gelu_done" }\n'
         'rule "pd_op.matmul" { priority = 2 }\n'
         "order { forward * microbatches backward * microbatches optimizer }"
     )
@@ -128,13 +129,36 @@ def test_stream_and_priority_rules_are_set_on_ops():
             attrs = op.attrs()
             if op.name() == "pd_op.gelu":
                 gelus.append(
-                    (name, attrs.get("execution_stream"), attrs.get("scheduling_priority"), attrs.get("ppdsl_marked"))
+                    (
+                        name,
+                        attrs.get("execution_stream"),
+                        attrs.get("scheduling_priority"),
+                        attrs.get("use_calc_stream"),
+                        attrs.get("event_to_record"),
+                    )
                 )
             if op.name() == "pd_op.matmul":
                 matmuls.append(attrs.get("scheduling_priority"))
     assert gelus and all(g[0].startswith("forward@") for g in gelus)
-    assert {g[1:] for g in gelus} == {("gelu_stream", 3, True)}
+    assert {g[1:] for g in gelus} == {("gelu_stream", 3, True, "gelu_done")}
     assert matmuls and set(matmuls) == {2}
+
+
+@pytest.mark.parametrize(
+    ("rule", "code"),
+    [
+        ({"pattern": "pd_op.softmax", "attrs": {"axis": True}}, "E055"),  # Paddle segfaulted on it
+        ({"pattern": "pd_op.send_v2", "attrs": {"use_calc_stream": 1.0}}, "E056"),  # no set_float_attr
+        ({"pattern": "*", "stream": "s{op_role:>3000000000}"}, "E057"),  # bad_alloc
+    ],
+)
+def test_a_hand_edited_rule_is_refused_before_paddle_sees_it(rule, code):
+    """A plan module's STREAM_RULES can be edited after `check`: the runtime checks them again."""
+    from ppdsl.runtime.streams import apply_rules
+
+    with pytest.raises(DiagnosticError) as err:
+        apply_rules([], [rule])
+    assert [d.code for d in err.value.diagnostics] == [code]
 
 
 def test_checkpoint_and_resume_are_bit_identical(tmp_path):

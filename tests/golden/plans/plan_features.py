@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # INCLUDED_SHA256: recompile it.
 SCHEDULE = "Features"
 SOURCE = "tests/codegen/features.sched"
-SOURCE_SHA256 = "711c3683c516da5054fc4747a77d2d820518457f86b9cf4aaa5b48a76583cbe9"
+SOURCE_SHA256 = "302347244bd66e42fb19771ed170f9c8f5cd92d28cae550f8ce7106b39999935"
 INCLUDED_SHA256 = {
     "tests/codegen/common.sched": "be3f9e8bec4e546ac7e1d6b6b2ebe3655a51735e0f90f361fa0585c363f712a1",
 }
@@ -115,7 +115,7 @@ STREAM_RULES = [
         "job": "forward",
         "stream": "send_{ring_id}",
         "priority": _priority_0,
-        "attrs": {"tag": "it's"},
+        "attrs": {"event_to_record": "it's"},
     },
     {
         "pattern": "pd_op.recv_v2",
