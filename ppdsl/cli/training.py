@@ -347,6 +347,9 @@ def _train_cluster(opts: RunOptions, exp, sim, resume: dict[int, tuple[Path, int
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
         "fail": _parse_failure(os.environ.get("PPDSL_INJECT_FAILURE")),
     }
+    if resume:
+        start = spec["resume_step"]
+        out.print(f"resumed from `{opts.resume}` at step {start} of {opts.steps}: {opts.steps - start} to go")
     out.print(
         f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
         f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{launch.run_dir}`"

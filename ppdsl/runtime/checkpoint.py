@@ -379,18 +379,14 @@ def read_resume(
     directory: str | Path, identity: Mapping, ranks: Sequence[int] | None = None, steps: int | None = None
 ) -> dict[int, Checkpoint]:
     """Every rank's checkpoint to resume from (`ranks` None: one process, key 0), read and checked: whole, finite,
-    of this run, all at one step, and (with `steps`, the run's total) not past its end."""
-    found = {
-        r: read_checkpoint(path, identity, step=step) for r, (path, step) in resume_files(directory, ranks).items()
-    }
-    at = {c.step for c in found.values()}
-    if len(at) > 1:
-        held = ", ".join(f"rank {r} at step {c.step}" for r, c in sorted(found.items()))
-        raise _error(
-            "E062",
-            f"the checkpoints in `{directory}` are at different steps: {held}",
-            help="the ranks would train out of step; start afresh without --resume",
-        )
+    of this run, at the step its name says (so all at one step), and (with `steps`, the run's total) not past its
+    end."""
+    files = resume_files(directory, ranks)
+    read: dict[Path, Checkpoint] = {}  # a single-process checkpoint.npz serves every rank: read it once
+    for path, step in files.values():
+        if path not in read:
+            read[path] = read_checkpoint(path, identity, step=step)
+    found = {r: read[path] for r, (path, _) in files.items()}
     first = next(iter(found.values()))
     if steps is not None and first.step > steps:
         raise _error(
