@@ -153,31 +153,44 @@ def _open_regular(path: Path):
     return os.fdopen(fd, "rb"), info.st_size
 
 
+class _BadMember(ValueError):
+    """A member that is not a numeric `.npy` array whose header matches its bytes; says what, in words."""
+
+
 def _read_member(member, size: int, kinds: str) -> np.ndarray:
     """One `.npy` member: header checked against the bytes that follow before any allocation; no pickles, only
     dtypes of these `kinds`."""
-    version = np.lib.format.read_magic(member)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
-    else:
-        raise ValueError(f"array format version {version} is not one numpy writes for a checkpoint")
+    try:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+        else:
+            raise ValueError(version)
+    except Exception:  # numpy parses the header text with Python's tokenizer and literal_eval, which raise several
+        # kinds of error on damaged text (the CRC is checked only at the member's end); any of them means the same:
+        # this is no array header
+        raise _BadMember("its array header is not valid") from None
     if dtype.hasobject or dtype.kind not in kinds:
-        raise ValueError(f"its dtype `{dtype}` is not {'text' if kinds == 'U' else 'numeric'}")
+        raise _BadMember(f"its dtype `{dtype}` is not {'text' if kinds == 'U' else 'numeric'}")
     count = 1
     for dim in shape:
         count *= dim
     nbytes = count * dtype.itemsize
     left = size - member.tell()
-    if nbytes != left:
-        raise ValueError(f"its header declares shape {shape} ({nbytes} bytes) but {left} bytes follow")
+    if nbytes != left or any(dim < 0 for dim in shape):
+        raise _BadMember(f"its header declares shape {shape} ({nbytes} bytes) but {left} bytes follow")
     data = np.empty(count, dtype)
     if nbytes and member.readinto(memoryview(data).cast("B")) != nbytes:
-        raise ValueError("it ends early")
+        raise _BadMember("it ends early")
     if member.read(1):  # also reaches the member's end, where zipfile checks its CRC
-        raise ValueError("it has bytes after its data")
+        raise _BadMember("it has bytes after its data")
     return data.reshape(shape, order="F" if fortran else "C")
+
+
+def _member_label(key: str) -> str:
+    return "the metadata" if key == META else f"array `{_shown(key)}`"
 
 
 def _read_arrays(path: Path) -> dict[str, np.ndarray]:
@@ -197,43 +210,47 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
                 if declared > 4 * size + (1 << 20):
                     raise _damaged(path, f"declares {declared} bytes of arrays in a file of {size} bytes")
                 for info in infos:
-                    name = info.filename
-                    if not name.endswith(".npy") or name[:-4] in arrays:
-                        what = "twice" if name[:-4] in arrays else "(not an array)"
-                        raise _damaged(path, f"holds `{_shown(name)}` {what}")
-                    with archive.open(info) as member:
-                        try:
-                            kinds = "U" if name[:-4] == META else "biufc"
-                            arrays[name[:-4]] = _read_member(member, info.file_size, kinds)
-                        except ValueError as err:
-                            raise _damaged(path, f"has a bad array `{_shown(name[:-4])}`: {err}") from None
+                    key = info.filename.removesuffix(".npy")
+                    if key == info.filename or key in arrays:
+                        what = "twice" if key in arrays else "(not an array)"
+                        raise _damaged(path, f"holds `{_shown(info.filename)}` {what}")
+                    label = _member_label(key)
+                    try:
+                        with archive.open(info) as member:
+                            arrays[key] = _read_member(member, info.file_size, "U" if key == META else "biufc")
+                    except _BadMember as err:
+                        bad = "bad metadata" if key == META else f"a bad {label}"
+                        raise _damaged(path, f"has {bad}: {err}") from None
+                    except zipfile.BadZipFile as err:
+                        what = "fails its CRC check" if "CRC" in str(err) else "does not match the zip directory"
+                        raise _damaged(path, f"is damaged: {label} {what}") from None
         except zipfile.BadZipFile as err:
-            raise _damaged(path, f"is damaged or truncated ({_detail(err)})") from None
-        except (OSError, EOFError, zlib.error, NotImplementedError, RuntimeError, ValueError, OverflowError) as err:
+            what = "not a zip archive" if "not a zip file" in str(err) else "a zip archive whose directory is broken"
+            raise _damaged(path, f"is damaged or truncated: {what}") from None
+        except (OSError, EOFError, zlib.error, NotImplementedError, RuntimeError, ValueError, OverflowError):
             # what a corrupt zip raises from inside zipfile: a bad offset, a short read, a bad compressed stream, an
             # unknown compression or encryption; said in words, for none of it is the user's program
-            raise _damaged(path, f"is damaged or truncated ({_detail(err)})") from None
+            raise _damaged(path, "is damaged or truncated: its zip structure cannot be read") from None
     return arrays
-
-
-def _detail(err: BaseException) -> str:
-    text = str(err) or "it ends early"
-    return _shown(text[:1].lower() + text[1:], 120)
 
 
 def _metadata(path: Path, value: np.ndarray | None) -> dict:
     if value is None:
         raise _damaged(
             path,
-            "has no metadata (`__meta__`: its step and what run it belongs to)",
+            "has no metadata (the step it is at and the run it belongs to)",
             help="ppdsl cannot tell which step it is at or which run wrote it; start afresh without --resume",
         )
-    if value.shape != () or value.dtype.kind != "U" or value.dtype.itemsize > 4 * MAX_META_CHARS:
-        raise _damaged(path, f"has metadata that is not text (a {value.dtype} array of shape {value.shape})")
+    if value.shape != ():
+        raise _damaged(path, f"has metadata that is not one text (an array of shape {value.shape})")
+    if value.dtype.itemsize > 4 * MAX_META_CHARS:
+        raise _damaged(path, f"has metadata of {value.dtype.itemsize // 4} characters (ppdsl writes a few hundred)")
     try:
         meta = json.loads(str(value[()]))
-    except (ValueError, RecursionError) as err:
-        raise _damaged(path, f"has metadata that is not JSON ({_detail(err)})") from None
+    except ValueError as err:
+        raise _damaged(path, f"has metadata that is not JSON (at character {getattr(err, 'pos', 0)})") from None
+    except RecursionError:
+        raise _damaged(path, "has metadata that is not JSON ppdsl writes (nested too deeply)") from None
     if not isinstance(meta, dict):
         raise _damaged(path, "has metadata that is not a JSON object")
     return meta
