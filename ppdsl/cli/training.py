@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ppdsl.analysis.expand import parse_params
+from ppdsl.analysis.expand import MAX_SIZE, parse_params
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.cli.app import app
 from ppdsl.cli.common import VPP, Params, diagnosed, emit, err, out, usage_error
@@ -69,6 +69,8 @@ def _validate(opts: RunOptions) -> None:
         check_batch_size(opts.batch_size, opts.microbatches)
     except DiagnosticError as e:
         problems += e.diagnostics
+    if opts.batch_size > MAX_SIZE:  # the feed is allocated whole: a larger one fails inside paddle, not here
+        problems.append(Diagnostic("E007", f"--batch-size must be at most {MAX_SIZE}, got {opts.batch_size}"))
     if not (math.isfinite(opts.lr) and opts.lr > 0):
         problems.append(
             Diagnostic("E007", f"--lr must be a finite number above 0, got {opts.lr}", help="e.g. --lr 0.01")

@@ -126,7 +126,7 @@ _KINDS = {
 def _not_regular(path: Path, mode: int) -> DiagnosticError | None:
     if stat.S_ISREG(mode):
         return None
-    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    kind = _KINDS.get(stat.S_IFMT(mode), "a special file")
     return _damaged(path, f"is {kind}, not a file (only regular files are read)")
 
 

@@ -35,6 +35,7 @@ def _refused(*args: str):
         (["--seed", str(10**30)], "--seed must be an integer from 0 to 2147483646"),
         (["--steps", "-1"], "--steps must not be negative, got -1"),
         (["--batch-size", "0"], "--batch-size must be positive, got 0"),
+        (["--batch-size", str(2**40)], f"--batch-size must be at most 1048576, got {2**40}"),
         (["--save-every", "-2", "--save-dir", "x"], "--save-every must not be negative, got -2"),
         (["--profile-steps", "0"], "--profile-steps must be at least 1, got 0"),
         (["--nproc-per-node", "2", "--comm-timeout", "nan"], "--comm-timeout must be seconds above 0"),
