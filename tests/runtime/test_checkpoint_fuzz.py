@@ -51,12 +51,13 @@ def _savez(target: Path, meta, arrays: dict[str, np.ndarray]) -> None:
 
 def _resumed(directory: Path, steps: int = 2):
     """Resume from `directory`; a read that hangs (a FIFO) fails the test instead of the suite."""
-    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("resuming hung"))
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("resuming hung"))
     signal.alarm(30)
     try:
         return runner.invoke(app, [*COMMAND, "--steps", str(steps), "--resume", str(directory)])
     finally:
         signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _assert_clean_refusal(result, named: Path) -> str:
