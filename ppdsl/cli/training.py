@@ -8,8 +8,12 @@ schedule that needs a split backward on a model that has none (found while the p
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import os
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +24,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ppdsl.analysis.expand import parse_params
+from ppdsl.analysis.expand import MAX_SIZE, parse_params
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.cli.app import app
-from ppdsl.cli.common import VPP, Params, diagnosed, err, out, usage_error
+from ppdsl.cli.common import VPP, Params, diagnosed, emit, err, out, usage_error
 from ppdsl.common.codes import EXIT_VALID
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
-from ppdsl.common.files import check_output, write_output
+from ppdsl.common.files import check_output
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import find_schedule
 
@@ -53,7 +57,12 @@ class RunOptions:
     launch: object | None = None  # ppdsl.cli.launch.LaunchOptions: one process per rank
 
 
+MAX_SEED = 2**31 - 2  # Paddle's program seed is a 32-bit int, and 2**31 - 1 stands in for seed 0 (runtime/program.py)
+MAX_COMM_TIMEOUT = 24 * 3600.0  # seconds; a thread join refuses far larger timeouts
+
+
 def _validate(opts: RunOptions) -> None:
+    """Every numeric flag in range before anything runs: a NaN learning rate trains NaN parameters without an error."""
     problems = []
     if opts.steps < 0:
         problems.append(Diagnostic("E007", f"--steps must not be negative, got {opts.steps}"))
@@ -61,14 +70,79 @@ def _validate(opts: RunOptions) -> None:
         check_batch_size(opts.batch_size, opts.microbatches)
     except DiagnosticError as e:
         problems += e.diagnostics
+    if opts.batch_size > MAX_SIZE:  # the feed is allocated whole: a larger one fails inside paddle, not here
+        problems.append(Diagnostic("E007", f"--batch-size must be at most {MAX_SIZE}, got {opts.batch_size}"))
+    if not (math.isfinite(opts.lr) and opts.lr > 0):
+        problems.append(
+            Diagnostic("E007", f"--lr must be a finite number above 0, got {opts.lr}", help="e.g. --lr 0.01")
+        )
+    if not 0 <= opts.seed <= MAX_SEED:
+        problems.append(Diagnostic("E007", f"--seed must be an integer from 0 to {MAX_SEED}, got {opts.seed}"))
     if opts.optimizer not in ("adam", "sgd"):
         problems.append(Diagnostic("E007", f"unknown optimizer `{opts.optimizer}`", help="use adam or sgd"))
     if opts.save_every < 0:
-        problems.append(Diagnostic("E007", "--save-every must not be negative"))
+        problems.append(Diagnostic("E007", f"--save-every must not be negative, got {opts.save_every}"))
     if opts.save_every and opts.save_dir is None:
         problems.append(Diagnostic("E007", "--save-every needs --save-dir"))
+    if opts.profile_steps < 1:
+        problems.append(Diagnostic("E007", f"--profile-steps must be at least 1, got {opts.profile_steps}"))
+    timeout = getattr(opts.launch, "comm_timeout", 1.0)
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_COMM_TIMEOUT):
+        problems.append(
+            Diagnostic("E007", f"--comm-timeout must be seconds above 0, at most {MAX_COMM_TIMEOUT:g}, got {timeout}")
+        )
+    problems += [
+        p
+        for p in (_output_problem(opts.summary_json, "--summary-json"), _output_problem(opts.profile, "--profile"))
+        if p
+    ]
     if problems:
         raise DiagnosticError(problems)
+
+
+def _output_problem(path: Path | None, flag: str) -> Diagnostic | None:
+    """Why `path` could not be written at the end of the run, found before training: it is a directory, or its
+    directory is missing or not writable (tried by creating and removing a temporary file there)."""
+    if path is None or (os.path.lexists(path) and not os.path.isfile(path) and not os.path.isdir(path)):
+        return None  # a device or FIFO is written through, not replaced (ppdsl.common.files)
+    if os.path.isdir(path):
+        return Diagnostic("E000", f"{flag} `{path}` is a directory", help="name a file")
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        return Diagnostic("E000", f"cannot write {flag} `{path}`: `{parent}` {what}")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        return Diagnostic(
+            "E000", f"cannot write {flag} `{path}`: {e.strerror or e}", help="choose a writable directory"
+        )
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def _resume_point(opts: RunOptions, exp, model_name: str, ranks=None) -> dict:
+    """The checked checkpoint of each rank to resume (none without --resume), before paddle loads: whole, finite,
+    of this run (schedule text, sizes, model, batch, --lr, --optimizer, --seed), every rank at one step, and not
+    past --steps."""
+    if opts.resume is None:
+        return {}
+    from ppdsl.runtime.checkpoint import read_resume, run_identity
+
+    identity = run_identity(
+        exp, model_name, batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed
+    )
+    return read_resume(opts.resume, identity, ranks, steps=opts.steps)
+
+
+def _save_dir_lock(opts: RunOptions) -> contextlib.AbstractContextManager:
+    """The save directory, created, proven writable and locked for this run (E000, E063), or nothing to hold."""
+    if opts.save_dir is None:
+        return contextlib.nullcontext()
+    from ppdsl.runtime.checkpoint import lock_save_dir
+
+    return lock_save_dir(opts.save_dir)
 
 
 def run_training(opts: RunOptions, out: Console, err: Console) -> int:
@@ -89,6 +163,12 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     from ppdsl.runtime.model import load_model  # no paddle yet: a bad model path fails fast
 
     model = load_model(opts.model)
+    resume = _resume_point(opts, exp, model.name)  # and so does a checkpoint that cannot continue this run
+    with _save_dir_lock(opts):
+        return _train_one_process(opts, exp, sim, model, resume.get(0), out)
+
+
+def _train_one_process(opts: RunOptions, exp, sim, model, resume, out: Console) -> int:
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, checksum, train
 
     t0 = time.perf_counter()
@@ -96,10 +176,9 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
         exp, model, TrainConfig(batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed)
     )
     build_seconds = time.perf_counter() - t0
-    if opts.resume is not None:
-        start = trainer.resume(opts.resume)
-        left = max(opts.steps - start, 0)
-        out.print(f"resumed from `{opts.resume}` at step {start} of {opts.steps}: {left} to go")
+    if resume is not None:
+        start = trainer.restore(resume)
+        out.print(f"resumed from `{opts.resume}` at step {start} of {opts.steps}: {opts.steps - start} to go")
 
     out.print(
         f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
@@ -162,7 +241,7 @@ def _write_profile(opts: RunOptions, exp, run) -> None:
         "emulated_on_one_process": True,
     }
     trace = jobs_trace(run.profile or [], exp.pp, 1e6, meta, held_bytes=_held_track(run))
-    write_output(opts.profile, trace_text(trace))
+    emit(trace_text(trace), opts.profile)  # a write error is a clean E000 (ppdsl.cli.common.emit)
 
 
 def _held_track(run) -> list[tuple[int, float, int]]:
@@ -227,22 +306,12 @@ def _write_summary(opts: RunOptions, exp, model_name: str, run, sums) -> None:
         # activation bytes each rank holds at its fullest, measured at job boundaries (see ppdsl/runtime/profile.py)
         "peak_bytes": run.memory.peak if run.memory is not None else None,
     }
-    write_output(opts.summary_json, json.dumps(data, indent=1) + "\n")
+    emit(json.dumps(data, indent=1) + "\n", opts.summary_json)
 
 
 def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     """One process per rank through paddle.distributed.launch (or, with --dry-run, what would run)."""
-    import os
-
-    from ppdsl.cli.launch import (
-        check_master_port,
-        dry_run_text,
-        launch_command,
-        new_launch_directory,
-        next_launch_directory,
-        run_cluster,
-        validate,
-    )
+    from ppdsl.cli.launch import dry_run_text, launch_command, next_launch_directory, validate
 
     launch = opts.launch
     validate(exp, launch)
@@ -253,13 +322,17 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     from ppdsl.runtime.model import load_model
 
     model = load_model(opts.model)  # a bad model path fails here, before any process starts
-    if opts.resume is not None:  # and so does a checkpoint of another run
-        from ppdsl.runtime.train import read_checkpoint, resume_files, run_identity
+    local = range(launch.node_rank * launch.nproc_per_node, (launch.node_rank + 1) * launch.nproc_per_node)
+    # and so does a checkpoint that cannot continue this run; the ranks read it again, the arrays are not kept here
+    resume = {r: (c.path, c.step) for r, c in _resume_point(opts, exp, model.name, local).items()}
+    with _save_dir_lock(opts):
+        return _train_cluster(opts, exp, sim, resume, out)
 
-        identity = run_identity(exp, model.name, opts.batch_size)
-        local = range(launch.node_rank * launch.nproc_per_node, (launch.node_rank + 1) * launch.nproc_per_node)
-        for path in resume_files(opts.resume, local):
-            read_checkpoint(path, identity)
+
+def _train_cluster(opts: RunOptions, exp, sim, resume: dict[int, tuple[Path, int]], out: Console) -> int:
+    from ppdsl.cli.launch import check_master_port, new_launch_directory, run_cluster
+
+    launch = opts.launch
     spec = {
         "schedule": str(Path(opts.schedule).resolve()),
         "pp": exp.pp,
@@ -275,13 +348,17 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
         "seed": opts.seed,
         "steps": opts.steps,
         "comm_timeout": launch.comm_timeout,
-        # each rank resumes from its own checkpoint.rank<r>.npz, or a single-process checkpoint.npz
-        "resume_dir": str(opts.resume.resolve()) if opts.resume else None,
+        # each rank resumes from the file checked above: its own of the newest step all saved, or a checkpoint.npz
+        "resume_files": {str(r): str(path.resolve()) for r, (path, _) in resume.items()},
+        "resume_step": next(iter(resume.values()))[1] if resume else 0,
         "save_dir": str(opts.save_dir.resolve()) if opts.save_dir else None,
         "save_every": opts.save_every,
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
         "fail": _parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
     }
+    if resume:
+        start = spec["resume_step"]
+        out.print(f"resumed from `{opts.resume}` at step {start} of {opts.steps}: {opts.steps - start} to go")
     check_master_port(launch)  # before the launch's directory is made
     run_dir = new_launch_directory(launch.run_dir)
     out.print(
@@ -321,7 +398,7 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
             # not measured here: a rank process moves values through its own buffers, not the plan's skip-GC
             "peak_bytes": None,
         }
-        write_output(opts.summary_json, json.dumps(data, indent=1) + "\n")
+        emit(json.dumps(data, indent=1) + "\n", opts.summary_json)
     return EXIT_VALID
 
 

@@ -537,7 +537,9 @@ EXPLANATIONS: dict[str, Explanation] = {
     ),
     "E037": Explanation(
         "`--resume DIR` continues from a checkpoint written by `--save-dir DIR`: `checkpoint.npz` (one process) or "
-        "`checkpoint.rank<r>.npz` (one per rank), of the same model.",
+        "`checkpoint.step<N>.rank<r>.npz` (one per rank and saved step), of the same run: the same schedule text and "
+        "sizes, model, batch size, `--lr`, `--optimizer` and `--seed`, for any of them changes what the next step "
+        "computes. `--steps` is the total of the run, so a checkpoint past it is refused rather than doing nothing.",
         cmd("ppdsl run 1f1b --steps 2 --resume no_such_dir", paddle=True),
         cmd("ppdsl run 1f1b --steps 2 --save-dir ckpt", "ppdsl run 1f1b --steps 2 --resume ckpt", paddle=True),
     ),
@@ -601,6 +603,63 @@ EXPLANATIONS: dict[str, Explanation] = {
             paddle=True,
         ),
         cmd("ppdsl run example.sched --pp 2 -m 2 --steps 1", files=((SCHED, LOSS_AFTER),), paddle=True),
+    ),
+    "E060": Explanation(
+        "After every step each process checks the loss and the parameters it trains: a NaN or an infinity stops the "
+        "run, naming the step (and the rank and the parameter), before that state is saved; a checkpoint holding "
+        "one is not resumed. The loss alone would not show it: Paddle's softmax turns NaN logits into a uniform "
+        "distribution, whose finite cross entropy repeats every step. Usually the learning rate is too high.",
+        cmd("ppdsl run 1f1b --pp 2 -m 2 --steps 2 --optimizer sgd --lr 1e30", paddle=True),
+        cmd("ppdsl run 1f1b --pp 2 -m 2 --steps 2 --optimizer sgd --lr 0.01", paddle=True),
+    ),
+    "E061": Explanation(
+        "A checkpoint is read without trusting it: only a regular file (not a FIFO, device or directory), an "
+        "uncompressed `.npz` archive whose members all pass their CRC check, numeric arrays whose headers match "
+        "their bytes, and a `__meta__` JSON object with a whole-number step. Anything else was not written whole by "
+        "ppdsl (a copy cut short, a disk error, another program's file) and is refused, naming the file.",
+        cmd(
+            "ppdsl run 1f1b --steps 2 --save-dir ckpt",
+            "truncate -s 100 ckpt/checkpoint.npz",
+            "ppdsl run 1f1b --steps 4 --resume ckpt",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --steps 2 --save-dir ckpt", "ppdsl run 1f1b --steps 4 --resume ckpt", paddle=True),
+    ),
+    "E062": Explanation(
+        "In a multi-process run every rank writes its own checkpoint of each saved step, and `--resume` continues "
+        "from the newest step every rank saved. When there is none (a run killed while its ranks were saving their "
+        "first step), or a rank finds its file changed to another step when it starts, resuming would have the "
+        "ranks train out of step, so it is refused, naming each rank's steps.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 2 --steps 2 --nproc-per-node 2 --save-dir ckpt",
+            "rm ckpt/checkpoint.step2.rank1.npz",
+            "ppdsl run 1f1b --pp 2 -m 2 --steps 4 --nproc-per-node 2 --resume ckpt",
+            paddle=True,
+        ),
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 2 --steps 2 --nproc-per-node 2 --save-dir ckpt --save-every 1",
+            "rm ckpt/checkpoint.step2.rank1.npz",
+            "ppdsl run 1f1b --pp 2 -m 2 --steps 4 --nproc-per-node 2 --resume ckpt",
+            note="each rank keeps its two newest steps: the run continues from step 1",
+            paddle=True,
+        ),
+    ),
+    "E063": Explanation(
+        "A run holds a lock on its `--save-dir` (`flock` on `.ppdsl.lock` in it) while it trains, so two runs never "
+        "write one directory's checkpoints and a later `--resume` never continues a mix of both. The lock ends with "
+        "the process that holds it, also when it is killed.",
+        cmd(
+            "ppdsl run 1f1b --steps 1000 --save-dir ckpt",
+            "ppdsl run 1f1b --steps 10 --save-dir ckpt",
+            note="the second command is typed in another terminal while the first still trains",
+            paddle=True,
+        ),
+        cmd(
+            "ppdsl run 1f1b --steps 1000 --save-dir ckpt",
+            "ppdsl run 1f1b --steps 10 --save-dir other",
+            note="the second command is typed in another terminal while the first still trains",
+            paddle=True,
+        ),
     ),
     "E042": Explanation(
         "`ppdsl synth` checks the file it writes before it writes it: the checker must prove it valid with the "

@@ -9,7 +9,8 @@ split.py           classifies ops into job types and splits the program into one
 streams.py         applies the schedule's stream / priority / attribute rules to ops
 skip_gc.py         what each job keeps alive for later jobs of its micro-batch
 plan.py            jobs in schedule order, skip-GC variables, `core.Plan`
-train.py           the training loop, checkpoints and the run summary
+train.py           the training loop (a step whose parameters go NaN stops it) and the run summary
+checkpoint.py      checkpoints: written atomically, found for --resume, read without trusting them; the lock
 profile.py         measured job timings and held memory, from Paddle's host profiler
 memory.py          activation bytes estimated on the real program (`ppdsl check --model`)
 """

@@ -2,14 +2,13 @@
 
 A `PipelineTrainer` builds the training program at micro-batch size, the plan from the schedule's expansion,
 and runs steps with Paddle's standalone executor: the executor splits each fed array along dim 0 into one
-micro-batch per child scope. Checkpoints hold everything the startup program initialises (parameters,
-gradient accumulators, optimizer moments), the next step and what run they belong to (schedule, sizes, model,
-batch), written to a temporary file and renamed; a checkpoint of another run is refused.
+micro-batch per child scope. Checkpoints (ppdsl.runtime.checkpoint) hold everything the startup program initialises
+(parameters, gradient accumulators, optimizer moments), the next step and what run they belong to. Every step's
+parameters are checked to be finite: a diverged run stops, naming the step, and saves nothing of it.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,13 +19,20 @@ import numpy as np
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.scenario import check_batch_size
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.files import open_atomic
+from ppdsl.common.text import count, numbered
+from ppdsl.runtime.checkpoint import (
+    CHECKPOINT,
+    Checkpoint,
+    non_finite,
+    read_resume,
+    restore_state,
+    run_identity,
+    write_checkpoint,
+)
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.model import Model, synthetic_batch
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 from ppdsl.runtime.program import TrainingProgram, build_training_program
-
-CHECKPOINT = "checkpoint.npz"
 
 
 @dataclass
@@ -59,83 +65,6 @@ def plan_arguments(exp: Expansion, **overrides) -> dict:
         "microbatches": exp.microbatches,
     }
     return {**arguments, **overrides}
-
-
-def run_identity(exp: Expansion, model_name: str, batch_size: int) -> dict:
-    """What a checkpoint must match to be resumed: the schedule, its sizes and parameters, the model, the batch."""
-    return {
-        "schedule": exp.defn.name,
-        "pp": exp.pp,
-        "vpp": exp.vpp,
-        "microbatches": exp.microbatches,
-        "params": dict(exp.params),
-        "model": model_name,
-        "batch_size": batch_size,
-    }
-
-
-def read_checkpoint(path: Path, identity: dict) -> tuple[int, dict[str, np.ndarray]]:
-    """The step and state of a checkpoint, if it belongs to the run `identity` describes; else E037."""
-    try:
-        with np.load(path) as data:
-            meta = json.loads(str(data["__meta__"])) if "__meta__" in data.files else {}
-            arrays = {k: data[k] for k in data.files if k != "__meta__"}
-    except (OSError, ValueError) as err:
-        raise DiagnosticError(
-            [Diagnostic("E037", f"cannot resume from `{path}`: {err}", help="point --resume at a --save-dir")]
-        ) from None
-    differ = [
-        f"{key} `{meta[key]}` (this run: `{value}`)"
-        for key, value in identity.items()
-        if key in meta and meta[key] != value
-    ]
-    if differ:
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E037",
-                    f"checkpoint `{path}` is from another run: " + ", ".join(differ),
-                    help="resume with the schedule, sizes, model and batch size it was saved with, or start afresh "
-                    "without --resume",
-                )
-            ]
-        )
-    return int(meta.get("step", 0)), arrays
-
-
-def resume_files(directory: Path, ranks: range) -> list[Path]:
-    """The checkpoint each of `ranks` resumes from: its own `checkpoint.rank<r>.npz`, else a single-process one."""
-    directory = Path(directory)
-    return [
-        directory / f"checkpoint.rank{r}.npz"
-        if (directory / f"checkpoint.rank{r}.npz").exists()
-        else directory / CHECKPOINT
-        for r in ranks
-    ]
-
-
-def restore_state(scope, place, variables: dict[str, str], arrays: dict[str, np.ndarray], path) -> None:
-    """Set checkpoint arrays (canonical name -> array) into the scope's variables (canonical name -> variable);
-    refuse a checkpoint that lacks this model's state, has state it lacks, or has it in other shapes."""
-    problems = [f"it has `{n}`, which this model lacks" for n in sorted(set(arrays) - set(variables))]
-    problems += [f"it lacks `{n}`" for n in sorted(set(variables) - set(arrays))]
-    for name in sorted(set(arrays) & set(variables)):
-        have = tuple(np.array(scope.find_var(variables[name]).get_tensor()).shape)
-        if tuple(arrays[name].shape) != have:
-            problems.append(f"`{name}` has shape {tuple(arrays[name].shape)}, this model {have}")
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E037",
-                    f"checkpoint `{path}` does not fit this model: {problems[0]}{more}",
-                    help="resume with the model it was saved with",
-                )
-            ]
-        )
-    for name, value in arrays.items():
-        scope.find_var(variables[name]).get_tensor().set(value, place)
 
 
 def canonical_name(name: str, parameters) -> str:
@@ -218,7 +147,10 @@ class PipelineTrainer:
         return {n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names}
 
     def parameters(self) -> dict[str, np.ndarray]:
-        return {n: v for n, v in self.state().items() if n in self.program.param_stage}
+        """The trainable parameters alone (a parameter's name is its canonical name): what each step checks."""
+        return {
+            n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names if n in self.program.param_stage
+        }
 
     def set_state(self, values: dict[str, np.ndarray], source: str = "the checkpoint") -> None:
         variables = {canonical_name(n, self.program.param_stage): n for n in self.state_names}
@@ -226,25 +158,57 @@ class PipelineTrainer:
 
     @property
     def identity(self) -> dict:
-        return run_identity(self.exp, self.model.name, self.config.batch_size)
+        c = self.config
+        return run_identity(
+            self.exp, self.model.name, batch_size=c.batch_size, lr=c.lr, optimizer=c.optimizer, seed=c.seed
+        )
 
     def save(self, directory: str | Path) -> Path:
-        """Write the whole state, the next step and the run's identity to DIR/checkpoint.npz, atomically."""
+        """Write the whole state, the next step and the run's identity to DIR/checkpoint.npz, atomically (never a
+        state with NaN or infinity in it: E060)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / CHECKPOINT
-        with open_atomic(target) as f:
-            meta = {"step": self.step_index, **self.identity}
-            np.savez(f, __meta__=np.array(json.dumps(meta)), **self.state())
+        write_checkpoint(target, self.step_index, self.identity, self.state())
         return target
 
+    def restore(self, checkpoint: Checkpoint) -> int:
+        """Continue from a checkpoint read by `read_resume` (so of this run); the step it is at."""
+        self.set_state(checkpoint.arrays, str(checkpoint.path))
+        self.step_index = checkpoint.step
+        return checkpoint.step
+
     def resume(self, directory: str | Path) -> int:
-        """Continue from DIR/checkpoint.npz (a checkpoint of this run only); the step it is at."""
-        path = Path(directory) / CHECKPOINT
-        step, arrays = read_checkpoint(path, self.identity)
-        self.set_state(arrays, str(path))
-        self.step_index = step
-        return step
+        """Continue from DIR/checkpoint.npz (a whole, finite checkpoint of this run only); the step it is at."""
+        return self.restore(read_resume(directory, self.identity)[0])
+
+
+def check_finite(step: int, losses, parameters: dict[str, np.ndarray], steps: int, where: str = "") -> None:
+    """Stop a run whose loss or parameters went NaN or infinite at `step` (1-based, as the progress counts): E060.
+
+    The loss alone does not show it: Paddle's CPU softmax maps an all-NaN row to the uniform distribution, so NaN
+    logits give the finite cross entropy ln(vocabulary) (4.1589 for 64 tokens) every step."""
+    bad_losses = [mb for mb, value in enumerate(losses) if not np.isfinite(value)]
+    bad_params = non_finite(parameters)
+    if not bad_losses and not bad_params:
+        return
+    found = []
+    if bad_params:
+        more = f" ({count(len(bad_params) - 1, 'more parameter')} too)" if len(bad_params) > 1 else ""
+        found.append(f"parameter `{bad_params[0]}` holds NaN or infinite values{more}")
+    if bad_losses:
+        found.append(f"the loss of {numbered('micro-batch', bad_losses)} is not finite")
+    raise DiagnosticError(
+        [
+            Diagnostic(
+                "E060",
+                f"training diverged{where} at step {step} of {steps}: "
+                + "; ".join(found)
+                + "; nothing of it was saved",
+                help="lower --lr, or resume from an earlier checkpoint with a lower one",
+            )
+        ]
+    )
 
 
 def reference_run(
@@ -354,6 +318,7 @@ def train(
                 t = time.perf_counter()
                 loss = trainer.step()
                 times.append(time.perf_counter() - t)
+            check_finite(trainer.step_index, loss, trainer.parameters(), steps)
             losses.append(loss)
             if save_dir and save_every and trainer.step_index % save_every == 0:
                 trainer.save(save_dir)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic, write_atomic
 
 
@@ -166,30 +167,53 @@ class RankProcess:
         return {canonical_name(n, self.program.param_stage): n for n in startup_state_names(self.program.startup)}
 
     def _resume(self) -> int:
-        """Load this rank's checkpoint, or a single-process one, from the resume directory; the step to start at.
-        A checkpoint of another run (schedule, sizes, model, batch) or of another model's shapes is refused."""
-        from ppdsl.runtime.train import read_checkpoint, restore_state, resume_files
+        """Load this rank's checkpoint, which the command line chose and checked (`resume_files`: the newest step
+        every rank saved); the step to start at. It is read and checked again here (whole, finite, of this run, at
+        the step chosen), for the file may have changed since."""
+        from ppdsl.runtime.checkpoint import read_checkpoint, restore_state
 
-        directory = self.spec.get("resume_dir")
-        if not directory:
+        self.last_saved, self.saved = None, set()
+        files = self.spec.get("resume_files")
+        if not files:
             return 0
-        path = resume_files(Path(directory), range(self.rank, self.rank + 1))[0]
-        step, arrays = read_checkpoint(path, self._identity())
-        restore_state(self.root, self.place, self._state_names(), arrays, path)
+        path, step = files[str(self.rank)], self.spec["resume_step"]
+        checkpoint = read_checkpoint(path, self._identity())
+        if checkpoint.step != step:
+            raise DiagnosticError(
+                [Diagnostic("E062", f"checkpoint `{path}` is at step {checkpoint.step}, the other ranks' at {step}")]
+            )
+        restore_state(self.root, self.place, self._state_names(), checkpoint.arrays, path)
+        self.last_saved = step  # kept until this rank's next save is written (see save)
         return step
 
     def _identity(self) -> dict:
-        from ppdsl.runtime.train import run_identity
+        from ppdsl.runtime.checkpoint import run_identity
 
-        return run_identity(self.exp, self.model.name, self.spec["batch_size"])
+        spec = self.spec
+        return run_identity(
+            self.exp,
+            self.model.name,
+            batch_size=spec["batch_size"],
+            lr=spec["lr"],
+            optimizer=spec["optimizer"],
+            seed=spec["seed"],
+        )
 
     def save(self, step: int) -> None:
-        """This rank's whole state, the next step and the run's identity, written to a temporary file and renamed."""
+        """This rank's whole state after `step` steps, written atomically as its own file of that step; then its
+        files of older steps but the one before are deleted. No rank finishes step N + 1 before every other rank has
+        saved step N, so the newest step all ranks saved survives this rank being killed at any moment."""
+        from ppdsl.runtime.checkpoint import prune_rank_checkpoints, rank_checkpoint_name, write_checkpoint
+
         directory = Path(self.spec["save_dir"])
         directory.mkdir(parents=True, exist_ok=True)
         state = {key: np.array(self.root.find_var(n).get_tensor()) for key, n in self._state_names().items()}
-        meta = json.dumps({"step": step, "rank": self.rank, **self._identity()})
-        _save_npz(directory / f"checkpoint.rank{self.rank}.npz", {"__meta__": np.array(meta), **state})
+        write_checkpoint(
+            directory / rank_checkpoint_name(step, self.rank), step, self._identity(), state, rank=self.rank
+        )
+        prune_rank_checkpoints(directory, self.rank, {step} | ({self.last_saved} - {None}))
+        self.last_saved = step
+        self.saved.add(step)
 
     def _build_gpu(self) -> None:
         """Each rank's own plan, with send_v2 / recv_v2 on the links' NCCL rings, on the standalone executor.
@@ -287,9 +311,16 @@ class RankProcess:
             marks.append((t_start, t_ready, t_run, t_ran, time.perf_counter()))
         return [losses[mb] for mb in sorted(losses)]
 
+    def _own_parameters(self) -> dict[str, np.ndarray]:
+        """The parameters this rank trains (of its stages): what it checks after every step, and reports."""
+        return {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}
+
     def train(self, on_step=None) -> None:
         """Train until `steps` steps in all: a resumed run does what the checkpoint has not. `on_step(step)` is
-        called as each step starts (the guard records it: the step a rank died at)."""
+        called as each step starts (the guard records it: the step a rank died at). A loss or parameter of this
+        rank's that goes NaN or infinite stops it (E060) before that state is saved."""
+        from ppdsl.runtime.train import check_finite
+
         steps, losses, times = self.spec["steps"], [], []
         every, save_dir = self.spec.get("save_every") or 0, self.spec.get("save_dir")
         for step in range(self.first_step, steps):
@@ -298,16 +329,16 @@ class RankProcess:
             t0 = time.perf_counter()
             step_losses = self.step(step)
             times.append(time.perf_counter() - t0)
+            check_finite(step + 1, step_losses, self._own_parameters(), steps, where=f" on rank {self.rank}")
             if step_losses:
                 losses.append(step_losses)
             if save_dir and every and (step + 1) % every == 0:
                 self.save(step + 1)
-        if save_dir:
+        if save_dir and max(steps, self.first_step) not in self.saved:  # a step saved twice would drop the one before
             self.save(max(steps, self.first_step))
         if self.transport is not None:
             self.transport.close()
-        params = {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}
-        _save_npz(self.run_dir / f"rank{self.rank}.npz", params)
+        _save_npz(self.run_dir / f"rank{self.rank}.npz", self._own_parameters())
         report = {
             "rank": self.rank,
             "stages": self.exp.stage_of[self.rank],
@@ -362,6 +393,8 @@ def main(argv: list[str]) -> int:
         process.train(on_step=progress.step)
     except BaseException as err:  # report which rank failed and why, then let the launcher stop the rest
         message = f"rank {rank} failed: {type(err).__name__}: {err}"
+        if isinstance(err, DiagnosticError):  # an input or training error ppdsl diagnosed: its words alone
+            message = f"rank {rank} failed: " + "; ".join(f"[{d.code}] {d.message}" for d in err.diagnostics)
         write_atomic(run_dir / f"rank{rank}.error", message + "\n\n" + traceback.format_exc())
         print(f"ppdsl: {message}", file=sys.stderr, flush=True)
         return 1

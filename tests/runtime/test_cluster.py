@@ -188,7 +188,12 @@ def test_processes_checkpoint_and_resume_bit_identically(tmp_path):
     crash = {**os.environ, "PPDSL_INJECT_FAILURE": "rank=1,job=0,step=2"}
     first = runner.invoke(app, _args(tmp_path, "run_b", steps=STEPS, extra=save), env=crash)
     assert first.exit_code == 2 and "failure injected" in first.stderr, first.output
-    assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint.rank0.npz", "checkpoint.rank1.npz"]
+    # each rank's file of the step both saved; the lock the run held on the directory
+    assert sorted(p.name for p in ckpt.iterdir()) == [
+        ".ppdsl.lock",
+        "checkpoint.step2.rank0.npz",
+        "checkpoint.step2.rank1.npz",
+    ]
     second = runner.invoke(app, _args(tmp_path, "run_c", steps=STEPS, resume=ckpt, extra=save))
     assert second.exit_code == 0, second.output
     for r in range(2):
