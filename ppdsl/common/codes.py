@@ -75,6 +75,7 @@ _SUMMARIES = {
     "E065": "blocks, loops or an expression nested deeper than the language allows",
     "E066": "includes nested too deeply, or too many or too large in all",
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",
+    "E068": "a command's output or search would not fit its budget of memory or time at these sizes",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",

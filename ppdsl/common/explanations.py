@@ -660,6 +660,15 @@ EXPLANATIONS: dict[str, Explanation] = {
             files=(("main.sched", 'include "common.sched"\n' + GPIPE + "\n"), ("common.sched", "cost forward = 1\n")),
         ),
     ),
+    "E068": Explanation(
+        "Commands whose output grows with the sizes estimate it before they start and refuse, in well under a "
+        "second, what would not fit their budget: `trace`, `expand`, `show` and `plot` hold every job (about 1 KiB "
+        "each) and are bounded to 1 GiB of memory unless `--max-memory` raises it; `sweep` multiplies that by its "
+        "points; `synth` bounds its problem (ranks x micro-batches x chunks) to what its time limit can search "
+        "(`--max-problem` raises it). The message gives the figure and the budget.",
+        cmd("ppdsl trace fthenb --pp 64 -m 16384 -o big.json"),
+        cmd("ppdsl trace fthenb --pp 8 -m 64 -o small.json"),
+    ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
         "not defined there. The message is the schedule's own.",
