@@ -261,29 +261,36 @@ _EXPR_RULES = frozenset({"binop", "compare", "and_op", "or_op", "not_op", "neg",
 
 def _to_ast(tree: Tree, builder: _ToAst):
     """The AST of a lark tree, built children first without recursion (lark's Transformer recurses, and a long
-    chain such as `1 + 1 + ... + 1` is as deep as it is long). Raises _Refused past MAX_EXPR_DEPTH."""
-    values: dict[int, object] = {}
-    depths: dict[int, int] = {}
+    chain such as `1 + 1 + ... + 1` is as deep as it is long). Raises _Refused past MAX_EXPR_DEPTH.
+
+    The tree is used up: each subtree, once built, holds (its AST value, its expression depth) as its children,
+    so that its parent finds them without a lookup."""
+    methods = {}
     for sub in tree.iter_subtrees():  # every subtree after its children
         children, depth = [], 0
         for child in sub.children:
-            if isinstance(child, Tree):
-                children.append(values.pop(id(child)))
-                depth = max(depth, depths.pop(id(child)))
+            if type(child) is Tree:
+                value, child_depth = child.children
+                children.append(value)
+                if child_depth > depth:
+                    depth = child_depth
             else:
                 children.append(child)
-        if sub.data in _EXPR_RULES:
+        rule = sub.data
+        if rule in _EXPR_RULES:
             depth += 1
             if depth > MAX_EXPR_DEPTH:
                 raise _Refused(_deep_diagnostic(builder.file, builder._span(sub.meta), "expression"))
         else:
             depth = 0
+        method = methods.get(rule)
+        if method is None:
+            method = methods[rule] = getattr(builder, rule)
         try:
-            values[id(sub)] = getattr(builder, sub.data)(sub.meta, children)
+            sub.children = (method(sub.meta, children), depth)
         except ValueError:  # int() of a literal over Python's 4300-digit limit
             raise _Refused(Diagnostic("E001", "a number has too many digits", builder._span(sub.meta))) from None
-        depths[id(sub)] = depth
-    return values[id(tree)]
+    return tree.children[0]
 
 
 def _recover(text: str, file: str) -> list[Diagnostic]:
