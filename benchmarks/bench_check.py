@@ -8,6 +8,11 @@
    Targets: under 2 s, and under 1 GB peak memory (``ru_maxrss`` over a subprocess that only imports ppdsl).
 3. Growth: time of expand + check against job count; the log-log slope must stay near 1 (linear).
 4. Start-up: wall time of ``ppdsl check schedules/1f1b.sched --pp 4 -m 8``.  Target: under 0.5 s.
+5. A long file: ``ppdsl check`` and ``ppdsl compile`` of 10,000 and 40,000 ``let`` statements, each in a fresh
+   process.  Targets at 40,000: check under 2 s, compile under 4 s (wall; CPU time too, which other load on the
+   machine does not inflate), and 40,000 / 10,000 near 4 (linear; at most 5).
+6. Refusals: ``trace``, ``expand``, ``show``, ``plot``, ``sweep`` and ``synth`` at sizes over their budgets
+   (E068, exit 2).  Target: each answers in under 1 s.
 
 Run ``python benchmarks/bench_check.py`` (``--quick`` for a smaller run).  A table goes to stdout, and the last
 line of stdout is one JSON object with every figure.  Progress notes go to stderr.
@@ -50,6 +55,19 @@ TARGET_SCALE_SECONDS = 2.0  # expand + check at pp=64 vpp=2 m=1024, under
 TARGET_SCALE_BYTES = 1 << 30  # peak memory increase, under
 TARGET_SLOPE = 1.15  # log-log slope of time against jobs, at most
 TARGET_STARTUP_SECONDS = 0.5  # `ppdsl check` wall time (best of runs), under
+LONG_STATEMENTS = (10_000, 40_000)
+TARGET_LONG_CHECK_SECONDS = 2.0  # `ppdsl check` of 40,000 statements, under
+TARGET_LONG_COMPILE_SECONDS = 4.0  # `ppdsl compile` of 40,000 statements, under
+TARGET_LONG_RATIO = 5.0  # time at 40,000 / time at 10,000, at most (4 is linear)
+TARGET_REFUSAL_SECONDS = 1.0  # each refused-up-front answer, under
+REFUSALS = (
+    ("trace", "fthenb", "--pp", "64", "-m", "16384", "-o", "{tmp}/big.json"),
+    ("expand", "fthenb", "--pp", "64", "-m", "16384", "-o", "{tmp}/big.json"),
+    ("show", "fthenb", "--pp", "64", "-m", "16384"),
+    ("plot", "fthenb", "--pp", "64", "-m", "16384", "-o", "{tmp}/big.png"),
+    ("sweep", "1f1b", "--pp", "2..1024", "-m", "8..65536"),
+    ("synth", "--pp", "512", "-m", "512", "--time-limit", "1", "-o", "{tmp}/big.sched"),
+)
 
 MiB = 1 << 20
 
@@ -411,6 +429,85 @@ def bench_startup(runs: int) -> dict[str, Any]:
     }
 
 
+def _ppdsl_cmd(*args: str) -> list[str]:
+    exe = shutil.which("ppdsl")
+    return [exe, *args] if exe else [sys.executable, "-m", "ppdsl.cli", *args]
+
+
+def _timed_process(cmd: list[str], expect: int = 0) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of a fresh process running `cmd`; it must exit `expect`."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != expect:
+        raise RuntimeError(f"`{' '.join(cmd)}` exited {proc.returncode}, not {expect}:\n{proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def long_file(statements: int) -> str:
+    """A valid schedule whose order is `statements` `let`s, each using the one before (issue 15's probe)."""
+    lets = ["    let a0 = 1", *(f"    let a{i} = a{i - 1} + 1" for i in range(1, statements))]
+    return "\n".join(
+        [
+            "param n = 1",
+            "order {",
+            *lets,
+            "    forward * microbatches",
+            "    backward * microbatches",
+            "    optimizer",
+            "}",
+            "",
+        ]
+    )
+
+
+def bench_long(runs: int) -> dict[str, Any]:
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in LONG_STATEMENTS:
+            path = Path(tmp) / f"long{n}.sched"
+            path.write_text(long_file(n), encoding="utf-8")
+            row: dict[str, Any] = {"statements": n, "bytes": path.stat().st_size}
+            for what, args in (
+                ("check", ["check", str(path), "--pp", "2", "-m", "4"]),
+                ("compile", ["compile", str(path), "-o", str(Path(tmp) / f"plan{n}.py")]),
+            ):
+                _progress(f"  [5] {what} of {n:,} statements ({runs} runs)")
+                times = [_timed_process(_ppdsl_cmd(*args)) for _ in range(runs)]
+                row[f"{what}_seconds"] = min(w for w, _ in times)
+                row[f"{what}_cpu_seconds"] = min(c for _, c in times)
+            rows.append(row)
+    small, large = rows[0], rows[-1]
+    ratio = {w: large[f"{w}_cpu_seconds"] / small[f"{w}_cpu_seconds"] for w in ("check", "compile")}
+    return {
+        "rows": rows,
+        "ratio_cpu": ratio,
+        "check_pass": large["check_seconds"] < TARGET_LONG_CHECK_SECONDS,
+        "compile_pass": large["compile_seconds"] < TARGET_LONG_COMPILE_SECONDS,
+        "ratio_pass": max(ratio.values()) <= TARGET_LONG_RATIO,
+    }
+
+
+def bench_refusals() -> dict[str, Any]:
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for args in REFUSALS:
+            args = tuple(a.format(tmp=tmp) for a in args)
+            _progress(f"  [6] ppdsl {' '.join(args)}")
+            wall, cpu = _timed_process(_ppdsl_cmd(*args), expect=2)
+            rows.append({"command": "ppdsl " + " ".join(args), "seconds": wall, "cpu_seconds": cpu})
+    return {"rows": rows, "pass": all(r["seconds"] < TARGET_REFUSAL_SECONDS for r in rows)}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------------------------------------------
@@ -529,6 +626,38 @@ def print_report(report: dict[str, Any]) -> None:
     )
     table.add_row("", "  median", _s(u["median_seconds"]), "", "")
     table.add_row("", "  bare `python -c pass` best, for scale", _s(u["python_startup_best_seconds"]), "", "")
+    table.add_section()
+
+    lf = report["long"]
+    for i, row in enumerate(lf["rows"]):
+        last = i == len(lf["rows"]) - 1
+        for what, target in (("check", TARGET_LONG_CHECK_SECONDS), ("compile", TARGET_LONG_COMPILE_SECONDS)):
+            table.add_row(
+                "5 long file" if i == 0 and what == "check" else "",
+                f"{what} {row['statements']:,} statements ({row['bytes'] // 1024} KiB), wall / CPU",
+                f"{_s(row[f'{what}_seconds'])} / {_s(row[f'{what}_cpu_seconds'])}",
+                f"< {_s(target)}" if last else "",
+                _verdict(lf[f"{what}_pass"]) if last else "",
+            )
+    for what, value in lf["ratio_cpu"].items():
+        table.add_row(
+            "",
+            f"{what} CPU 40k / 10k",
+            f"{value:.2f}x",
+            f"<= {TARGET_LONG_RATIO:g}x",
+            _verdict(value <= TARGET_LONG_RATIO),
+        )
+    table.add_section()
+
+    rf = report["refusals"]
+    for i, row in enumerate(rf["rows"]):
+        table.add_row(
+            "6 refusals (E068)" if i == 0 else "",
+            row["command"].replace(str(ROOT), "."),
+            _s(row["seconds"]),
+            f"< {_s(TARGET_REFUSAL_SECONDS)}",
+            _verdict(row["seconds"] < TARGET_REFUSAL_SECONDS),
+        )
 
     console.print(table)
     verdict = (
@@ -580,6 +709,12 @@ def main(argv: list[str] | None = None) -> int:
     _progress("[4] start-up")
     report["startup"] = bench_startup(3 if quick else 5)
 
+    _progress(f"[5] long file: {LONG_STATEMENTS} statements")
+    report["long"] = bench_long(1 if quick else 3)
+
+    _progress("[6] refusals over budget")
+    report["refusals"] = bench_refusals()
+
     t = report["torch"]
     report["targets"] = {
         "ratio": None if t is None else t["ratio_pass"],
@@ -588,6 +723,10 @@ def main(argv: list[str] | None = None) -> int:
         "scale_memory": report["scale"]["memory_pass"],
         "growth_slope": report["growth"]["slope_pass"],
         "startup": report["startup"]["pass"],
+        "long_check": report["long"]["check_pass"],
+        "long_compile": report["long"]["compile_pass"],
+        "long_linear": report["long"]["ratio_pass"],
+        "refusals": report["refusals"]["pass"],
     }
     report["all_pass"] = all(v is not False for v in report["targets"].values())
 

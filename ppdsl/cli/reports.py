@@ -12,7 +12,9 @@ from rich.table import Table
 
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
+from ppdsl.cli import budget
 from ppdsl.cli.app import app
+from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
     PP,
     VPP,
@@ -61,6 +63,7 @@ def trace_cmd(
     rendezvous: Rendezvous = False,
     output: Output = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    max_memory: MaxMemory = None,
 ) -> None:
     """Simulate, and write the run as a Chrome trace / Perfetto JSON (1 cost unit = 1 ms).
 
@@ -70,11 +73,13 @@ def trace_cmd(
     from ppdsl.reports.simulate import simulate
     from ppdsl.reports.trace import trace_json
 
+    budget.refuse_sizes("trace", pp, vpp, microbatches, max_memory)
     spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
     sim = diagnosed(simulate, spec)
+    jobs = sum(len(j) for j in sim.expansion.jobs)
+    budget.refuse_jobs("trace", jobs, max_memory)
     emit(trace_json(sim, spec.costs.us_per_unit, spec.costs.measured), output)
     if output is not None and output != "-":
-        jobs = sum(len(j) for j in sim.expansion.jobs)
         out.print(
             f"wrote {output}: {jobs} jobs, {len(sim.transfers)} transfers, makespan {sim.makespan:g}, "
             f"bubble {sim.bubble_ratio:.1%}; open it in https://ui.perfetto.dev",
@@ -100,6 +105,7 @@ def plot_cmd(
     model: ModelOption = None,
     batch_size: BatchOption = 32,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    max_memory: MaxMemory = None,
 ) -> None:
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
@@ -107,9 +113,11 @@ def plot_cmd(
     from ppdsl.reports.trace import read_trace
 
     picture_format(output)
+    budget.refuse_sizes("plot", pp, vpp, microbatches, max_memory)
     memory = measured_memory(model, batch_size, microbatches)
     spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
     exp = diagnosed(spec.expansion)
+    budget.refuse_jobs("plot", sum(map(len, exp.jobs)), max_memory)
     if measured is not None:
         profile = diagnosed(read_trace, measured)
         jobs = profile.jobs
@@ -304,6 +312,7 @@ def sweep_cmd(
         picture_format(output)
     pps = diagnosed(parse_sizes, pp, "--pp")
     ms = diagnosed(parse_sizes, microbatches, "-m")
+    budget.refuse_sweep([(p, m) for p in pps for m in ms], vpp, max_jobs)
     base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
     rows = diagnosed(sweep, base, pps, ms)
     name = next((r.schedule for r in rows), file)

@@ -15,7 +15,9 @@ from ppdsl.analysis.check import CheckResult
 from ppdsl.analysis.checks import used_types
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.grid import text_grid
+from ppdsl.cli import budget
 from ppdsl.cli.app import app
+from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
     PP,
     VPP,
@@ -119,11 +121,14 @@ def expand_cmd(
     fmt: Annotated[ExpandFormat, typer.Option("--format", help="Output format.")] = ExpandFormat.json,
     output: Output = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    max_memory: MaxMemory = None,
 ) -> None:
     """Print every rank's job order for these sizes."""
     from ppdsl.reports import formats
 
+    budget.refuse_sizes("expand", pp, vpp, microbatches, max_memory)
     exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
+    budget.refuse_jobs("expand", sum(map(len, exp.jobs)), max_memory)
     if fmt is ExpandFormat.json:
         text = formats.to_json(exp)
     elif fmt is ExpandFormat.csv:
@@ -144,9 +149,12 @@ def show_cmd(
     param: Params = None,
     steps: Annotated[int, typer.Option("--steps", help="Columns per row block.", min=1)] = 24,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    max_memory: MaxMemory = None,
 ) -> None:
     """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
+    budget.refuse_sizes("show", pp, vpp, microbatches, max_memory)
     exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
+    budget.refuse_jobs("show", sum(map(len, exp.jobs)), max_memory)
     names = exp.type_names
     longest = max((len(j) for j in exp.jobs), default=0)
     if not out.is_terminal:  # a pipe or a file: plain text, every column whole, no colour codes

@@ -13,7 +13,9 @@ from rich.table import Table
 
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
+from ppdsl.cli import budget
 from ppdsl.cli.app import app
+from ppdsl.cli.budget import MaxProblem
 from ppdsl.cli.common import (
     PP,
     VPP,
@@ -93,6 +95,7 @@ def synth_cmd(
     ] = True,
     name: Annotated[str | None, typer.Option("--name", help="The schedule's name in the file.")] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    max_problem: MaxProblem = None,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
 ) -> None:
     """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
@@ -106,6 +109,8 @@ def synth_cmd(
         usage_error(
             "--periodic and --exact do not combine: --exact proves one size's optimum, --periodic holds for all"
         )
+    seconds = time_limit if time_limit is not None else (120.0 if exact else 10.0)
+    budget.refuse_synth(pp, vpp, microbatches, seconds, max_problem)
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
     spec = cost_spec(cost, costs)
@@ -129,7 +134,7 @@ def synth_cmd(
         backward_b_frees=backward_b_frees,
         exact=exact,
         periodic=periodic,
-        time_limit=time_limit if time_limit is not None else (120.0 if exact else 10.0),
+        time_limit=seconds,
         seed=seed,
         workers=workers,
         library=library,

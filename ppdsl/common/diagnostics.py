@@ -24,6 +24,11 @@ class Span:
     @classmethod
     def from_meta(cls, file: str, meta: object) -> Span:
         """Span of a lark tree node or token (anything with line/column/end_line/end_column)."""
+        try:  # the common case, a node or token with its position (a parse makes one span per node)
+            if meta.line and meta.column and meta.end_line and meta.end_column:
+                return cls(file, meta.line, meta.column, meta.end_line, meta.end_column)
+        except AttributeError:
+            pass
         line = getattr(meta, "line", 1) or 1
         col = getattr(meta, "column", 1) or 1
         end_line = getattr(meta, "end_line", line) or line

@@ -779,6 +779,62 @@ EXPLANATIONS: dict[str, Explanation] = {
         sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3000000000}" }\n' + GPIPE, "--pp 2 -m 2"),
         sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3}" }\n' + GPIPE, "--pp 2 -m 2"),
     ),
+    "E065": Explanation(
+        "Nesting is bounded so that a schedule from anywhere is checked in a bounded time and stack: at most 64 "
+        "levels of blocks (`{ ... }`), at most 20 loops inside one another in an order (`repeat`, `for` and "
+        "`job * n` each compile to a Python loop, and Python allows 20), and expressions at most 100 levels "
+        "deep (operators, calls, parentheses). The message points at the first block or expression past the limit.",
+        sched(
+            "order {\n"
+            + "".join("    " * (i + 1) + "repeat 1 {\n" for i in range(21))
+            + "    " * 22
+            + "forward\n"
+            + "".join("    " * (21 - i) + "}\n" for i in range(21))
+            + "    backward  optimizer\n}\n",
+            "--pp 1 -m 1",
+        ),
+        sched(
+            "fn one() = 1\norder {\n    repeat one() * microbatches { forward }\n"
+            "    backward * microbatches  optimizer\n}\n",
+            "--pp 1 -m 1",
+        ),
+    ),
+    "E066": Explanation(
+        "Includes are bounded: a chain of at most 32 files including one another, at most 1,000 `include` "
+        "statements expanded and 16 MiB of included text in all, whatever the files. A file included several times "
+        "is read once. The message names the chain of files, or the figure that went over.",
+        cmd(
+            "ppdsl check main.sched --pp 2 -m 4",
+            files=(
+                ("main.sched", 'include "a0.sched"\n' + GPIPE + "\n"),
+                *((f"a{i}.sched", f'include "a{i + 1}.sched"\n') for i in range(33)),
+                ("a33.sched", "cost forward = 1\n"),
+            ),
+        ),
+        cmd(
+            "ppdsl check main.sched --pp 2 -m 4",
+            files=(("main.sched", 'include "a0.sched"\n' + GPIPE + "\n"), ("a0.sched", "cost forward = 1\n")),
+        ),
+    ),
+    "E067": Explanation(
+        "`include` reads `.sched` files only, and only regular files: a device (`/dev/zero`), a FIFO, a directory "
+        "or a file of another kind (`/etc/shadow`, a `.py`) is refused before it is read, and nothing of it is "
+        "shown.",
+        cmd("ppdsl check main.sched --pp 2 -m 4", files=(("main.sched", 'include "/dev/zero"\n' + GPIPE + "\n"),)),
+        cmd(
+            "ppdsl check main.sched --pp 2 -m 4",
+            files=(("main.sched", 'include "common.sched"\n' + GPIPE + "\n"), ("common.sched", "cost forward = 1\n")),
+        ),
+    ),
+    "E068": Explanation(
+        "Commands whose output grows with the sizes estimate it before they start and refuse, in well under a "
+        "second, what would not fit their budget: `trace`, `expand`, `show` and `plot` hold every job (about 1 KiB "
+        "each) and are bounded to 1 GiB of memory unless `--max-memory` raises it; `sweep` multiplies that by its "
+        "points; `synth` bounds its problem (ranks x micro-batches x chunks) to what its time limit can search "
+        "(`--max-problem` raises it). The message gives the figure and the budget.",
+        cmd("ppdsl trace fthenb --pp 64 -m 16384 -o big.json"),
+        cmd("ppdsl trace fthenb --pp 8 -m 64 -o small.json"),
+    ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
         "not defined there. The message is the schedule's own.",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast as pyast
 import builtins
 import difflib
+import functools
 import keyword
 import re
 import textwrap
@@ -117,6 +118,7 @@ class FunctionDef:
     kinds: tuple[str, ...]
     globals: tuple[str, ...] = ()
     cost: int = 1
+    depth: int = 1  # the longest chain of calls one call of it makes, itself included
     error: bool = False
 
     @property
@@ -396,7 +398,7 @@ class ExprCompiler:
         if name in self.job_names:
             root = self._root
             if root is not None and root.span.line < span.line and root.span.file in self.sources:
-                lines = self.sources[root.span.file].splitlines()
+                lines = source_lines(self.sources[root.span.file])
                 start = lines[root.span.line - 1][root.span.col - 1 :].strip() if root.span.line <= len(lines) else ""
                 help_text = (
                     f"the expression `{start}` on line {root.span.line} is not finished, so it runs on into "
@@ -420,6 +422,7 @@ class ExprCompiler:
 
 _INTEGER_HELP = "use `//` for integer division"
 FN_COST_LIMIT = 10_000  # function calls one call may make, the calls inside it included
+MAX_CALL_DEPTH = 100  # functions calling functions: each is a Python call, so this bounds the stack they take
 BIG = 1 << 62  # no schedule counts past this; a value rebound in a loop that does is growing without end
 
 
@@ -459,33 +462,40 @@ def analyse_functions(
         name: [n.func for n in walk(d.body) if isinstance(n, ast.Call) and n.func in defs] for name, d in defs.items()
     }
     out = {name: FunctionDef(d, tuple(NUMBER for _ in d.params)) for name, d in defs.items()}
-    state: dict[str, int] = {}  # 1: being visited, 2: done
+    state: dict[str, int] = {}  # 1: on the path being visited, 2: done
     order: list[str] = []
-
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        for callee in calls[name]:
-            if state.get(callee) == 1:
-                cycle = [*path[path.index(callee) :], callee] if callee in path else [name, callee]
-                if not out[callee].error:
-                    out[callee].error = True
-                    diagnostics.append(
-                        Diagnostic(
-                            "E014",
-                            f"`{callee}` calls itself" + ("" if len(cycle) <= 2 else f": {' -> '.join(cycle)}"),
-                            defs[callee].name_span,
-                            label="recursive",
-                            help="a function is a formula: write the value it stands for without calling itself",
+    for root in defs:  # depth first, without recursion: a chain of functions may be longer than Python recurses
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        stack = [(root, iter(calls[root]))]
+        while stack:
+            name, callees = stack[-1]
+            for callee in callees:
+                if state.get(callee) == 1:
+                    cycle = [*path[path.index(callee) :], callee]
+                    if not out[callee].error:
+                        out[callee].error = True
+                        diagnostics.append(
+                            Diagnostic(
+                                "E014",
+                                f"`{callee}` calls itself" + ("" if len(cycle) <= 2 else f": {' -> '.join(cycle)}"),
+                                defs[callee].name_span,
+                                label="recursive",
+                                help="a function is a formula: write the value it stands for without calling itself",
+                            )
                         )
-                    )
-            elif callee not in state:
-                visit(callee, [*path, callee])
-        state[name] = 2
-        order.append(name)
-
-    for name in defs:
-        if name not in state:
-            visit(name, [name])
+                elif callee not in state:
+                    state[callee] = 1
+                    path.append(callee)
+                    stack.append((callee, iter(calls[callee])))
+                    break
+            else:
+                state[name] = 2
+                order.append(name)
+                stack.pop()
+                path.pop()
     for name in order:  # callees before callers
         fn = out[name]
         callees = [out[c] for c in calls[name]]
@@ -493,6 +503,20 @@ def analyse_functions(
             fn.error = True
             continue
         fn.cost = min(1 + sum(c.cost for c in callees), FN_COST_LIMIT + 1)
+        fn.depth = 1 + max((c.depth for c in callees), default=0)
+        if fn.depth > MAX_CALL_DEPTH:  # the compiled functions call each other as deep: Python's stack bounds it
+            fn.error = True
+            diagnostics.append(
+                Diagnostic(
+                    "E065",
+                    f"functions call each other too deeply: a call of `{name}` goes more than {MAX_CALL_DEPTH} "
+                    "calls deep",
+                    defs[name].name_span,
+                    label="too deep",
+                    help="compute the inner values once and pass them as arguments",
+                )
+            )
+            continue
         if fn.cost > FN_COST_LIMIT:
             fn.error = True
             diagnostics.append(
@@ -589,8 +613,20 @@ def expression_compiler(defn: ScheduleDef) -> ExprCompiler:
     return exprs
 
 
+# Python allows 20 statically nested loops in a function; an order's `repeat`, `for` and `job * n` each compile
+# to one (in the checker's function and in a plan's `job_list`), so deeper loops are refused at the loop.
+MAX_LOOP_DEPTH = 20
+
+
+@functools.lru_cache(maxsize=16)
+def source_lines(file_text: str) -> tuple[str, ...]:
+    """The lines of a source text, split once per text: a diagnostic, a site and a plan comment are taken for each
+    statement, and splitting the whole file for each made a 40,000-line file quadratic."""
+    return tuple(file_text.splitlines())
+
+
 def site_text(file_text: str, span: Span) -> str:
-    lines = file_text.splitlines()
+    lines = source_lines(file_text)
     if 1 <= span.line <= len(lines):
         line = lines[span.line - 1]
         end = span.end_col - 1 if span.end_line == span.line else len(line)
@@ -719,6 +755,16 @@ class OrderCompiler:
 
     def _stmt(self, stmt: ast.Stmt, scope: Scope, indent: int) -> None:
         site = self._site(stmt.span)
+        if self._loops >= MAX_LOOP_DEPTH and self._is_loop(stmt):
+            self.exprs.error(
+                "E065",
+                f"loops are nested too deeply: more than {MAX_LOOP_DEPTH} levels",
+                stmt.span,
+                label=f"loop {MAX_LOOP_DEPTH + 1}",
+                help=f"Python compiles the order and allows {MAX_LOOP_DEPTH} nested loops (a `job * n` is one): "
+                "merge loops, or unroll the innermost",
+            )
+            return
         if self.readable and not isinstance(stmt, ast.Let):
             self._source_comment(stmt.span, indent)
         if isinstance(stmt, ast.Let):
@@ -777,6 +823,11 @@ class OrderCompiler:
         self._emit(indent, f"_bud -= {var} * {weight}", site)
         self._emit(indent, f"if {var} < 0 or {var} > _cap or _bud < 0: _fail({site}, 'count', {var}, _bud)", site)
         return var
+
+    @staticmethod
+    def _is_loop(stmt: ast.Stmt) -> bool:
+        """Compiled as a Python `for` loop."""
+        return isinstance(stmt, (ast.Repeat, ast.For)) or (isinstance(stmt, ast.JobStmt) and stmt.times is not None)
 
     def _loop_block(self, body: tuple[ast.Stmt, ...], scope: Scope, indent: int) -> None:
         self._loops += 1
@@ -894,7 +945,7 @@ class OrderCompiler:
         if previous == (span.file, span.line):
             return code
         self._commented = (span.file, span.line)
-        lines = self.file_texts.get(span.file, "").splitlines()
+        lines = source_lines(self.file_texts.get(span.file, ""))
         text = lines[span.line - 1].strip() if 1 <= span.line <= len(lines) else ""
         above = span.line - 1
         while above >= 1 and lines[above - 1].strip().startswith("#"):

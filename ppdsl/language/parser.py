@@ -3,11 +3,14 @@ diagnostics."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import re
+from collections.abc import Iterator
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import LexerThread
 from lark.parsers.lalr_analysis import Shift
 from lark.utils import TextSlice
@@ -151,24 +154,19 @@ def parse(text: str, file: str = "<string>") -> ast.SchedFile:
     """Parse a `.sched` text; raise DiagnosticError with the syntax errors found, each mistake once."""
     if "\0" in text:
         raise DiagnosticError([_nul_byte(text, file)])
+    too_deep = _nesting_error(text, file)
+    if too_deep is not None:  # before lark: 200,000 unclosed `{` are refused in milliseconds, not parsed twice
+        raise DiagnosticError([too_deep])
     parser = _parser()
-    try:
-        tree = parser.parse(text)
-    except UnexpectedInput:
-        raise DiagnosticError(_recover(text, file)) from None
-    except RecursionError:
-        raise DiagnosticError([_too_deep(file)]) from None
-    try:
-        items = _ToAst(file).transform(tree)
-    except RecursionError:
-        raise DiagnosticError([_too_deep(file)]) from None
-    except VisitError as err:  # lark wraps what a transformer method raises
-        if isinstance(err.orig_exc, RecursionError):
-            raise DiagnosticError([_too_deep(file)]) from None
-        if isinstance(err.orig_exc, ValueError):  # int() of a literal over Python's 4300-digit limit
-            span = Span.from_meta(file, getattr(err.obj, "meta", None))
-            raise DiagnosticError([Diagnostic("E001", "a number has too many digits", span)]) from None
-        raise
+    with paused_gc():
+        try:
+            tree = parser.parse(text)
+        except UnexpectedInput:
+            raise DiagnosticError(_recover(text, file)) from None
+        try:
+            items = _to_ast(tree, _ToAst(file))
+        except _Refused as err:
+            raise DiagnosticError([err.diagnostic]) from None
     return ast.SchedFile(path=file, text=text, items=items)
 
 
@@ -186,8 +184,120 @@ def _nul_byte(text: str, file: str) -> Diagnostic:
     )
 
 
-def _too_deep(file: str) -> Diagnostic:
-    return Diagnostic("E001", "expression nested too deeply", Span(file, 1, 1, 1, 2))
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside: a parse makes millions of objects, none in a cycle, and CPython's
+    collector walked them again and again as they piled up (half the time of a 40,000-line file, and growing
+    faster than the file). Nested uses are fine: the outermost turns it back on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# Nesting is bounded here, explicitly, so that no later pass (the resolver, the compilers, Python's own compiler)
+# recurses without end. Blocks: every `{` (an order, a rule, a table, `repeat`, `for`, `if`) opens one level.
+# Expressions: a level per operator, call or parenthesis. Python compiles an order's blocks as indented code (at
+# most 100 levels) and a deep expression as deep recursion; these limits keep well under both.
+MAX_BLOCK_DEPTH = 64
+MAX_EXPR_DEPTH = 100
+# Braces and parentheses, with strings and comments skipped (a `{` inside a string opens nothing).
+_BRACKETS = re.compile(r'"""(?:.|\n)*?"""|"[^"\n]*"|#[^\n]*|[{}()]')
+
+
+def _nesting_error(text: str, file: str) -> Diagnostic | None:
+    """E065 at the first `{` or `(` past its limit, from a scan of the text (linear, no parse)."""
+    if text.count("{") <= MAX_BLOCK_DEPTH and text.count("(") <= MAX_EXPR_DEPTH:
+        return None  # cannot nest that deep: skip the scan
+    braces = parens = 0
+    for m in _BRACKETS.finditer(text):
+        ch = m.group()
+        if ch == "{":
+            braces += 1
+            if braces > MAX_BLOCK_DEPTH:
+                return _deep_diagnostic(file, _span_at(file, text, m.start()), "block")
+        elif ch == "}":
+            braces = max(braces - 1, 0)
+        elif ch == "(":
+            parens += 1
+            if parens > MAX_EXPR_DEPTH:
+                return _deep_diagnostic(file, _span_at(file, text, m.start()), "expression")
+        elif ch == ")":
+            parens = max(parens - 1, 0)
+    return None
+
+
+def _span_at(file: str, text: str, pos: int) -> Span:
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return Span(file, line, col, line, col + 1)
+
+
+def _deep_diagnostic(file: str, span: Span, what: str) -> Diagnostic:
+    if what == "block":
+        return Diagnostic(
+            "E065",
+            f"blocks are nested too deeply: more than {MAX_BLOCK_DEPTH} levels",
+            span,
+            label=f"block level {MAX_BLOCK_DEPTH + 1}",
+            help="move the inner part into a block of its own, or close the blocks that are still open",
+        )
+    return Diagnostic(
+        "E065",
+        f"expression nested too deeply: more than {MAX_EXPR_DEPTH} levels",
+        span,
+        label=f"level {MAX_EXPR_DEPTH + 1}",
+        help="split it with `let`, or write a `fn` for the repeated part",
+    )
+
+
+class _Refused(Exception):
+    """A node the AST cannot hold: nested too deeply, or a number too long for Python's int()."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+# The rules that add a level to an expression (operators and calls; parentheses are counted by the scan).
+_EXPR_RULES = frozenset({"binop", "compare", "and_op", "or_op", "not_op", "neg", "cond_expr", "call"})
+
+
+def _to_ast(tree: Tree, builder: _ToAst):
+    """The AST of a lark tree, built children first without recursion (lark's Transformer recurses, and a long
+    chain such as `1 + 1 + ... + 1` is as deep as it is long). Raises _Refused past MAX_EXPR_DEPTH.
+
+    The tree is used up: each subtree, once built, holds (its AST value, its expression depth) as its children,
+    so that its parent finds them without a lookup."""
+    methods = {}
+    for sub in tree.iter_subtrees():  # every subtree after its children
+        children, depth = [], 0
+        for child in sub.children:
+            if type(child) is Tree:
+                value, child_depth = child.children
+                children.append(value)
+                if child_depth > depth:
+                    depth = child_depth
+            else:
+                children.append(child)
+        rule = sub.data
+        if rule in _EXPR_RULES:
+            depth += 1
+            if depth > MAX_EXPR_DEPTH:
+                raise _Refused(_deep_diagnostic(builder.file, builder._span(sub.meta), "expression"))
+        else:
+            depth = 0
+        method = methods.get(rule)
+        if method is None:
+            method = methods[rule] = getattr(builder, rule)
+        try:
+            sub.children = (method(sub.meta, children), depth)
+        except ValueError:  # int() of a literal over Python's 4300-digit limit
+            raise _Refused(Diagnostic("E001", "a number has too many digits", builder._span(sub.meta))) from None
+    return tree.children[0]
 
 
 def _recover(text: str, file: str) -> list[Diagnostic]:
@@ -217,9 +327,6 @@ def _recover(text: str, file: str) -> list[Diagnostic]:
             if resume is None:
                 break
             pos = resume
-        except RecursionError:
-            errors.append(_too_deep(file))
-            break
     return errors or [Diagnostic("E001", "syntax error", Span(file, 1, 1, 1, 2))]
 
 
@@ -340,12 +447,11 @@ def _unquote(tok: Token) -> str:
     return str(tok)[1:-1]
 
 
-@v_args(meta=True)
-class _ToAst(Transformer):
-    """Builds AST nodes only; meaning is checked later."""
+class _ToAst:
+    """Builds AST nodes only; meaning is checked later. A method per grammar rule, called by `_to_ast` with the
+    rule's meta (its position) and its children, already built."""
 
     def __init__(self, file: str):
-        super().__init__()
         self.file = file
 
     def _span(self, meta) -> Span:

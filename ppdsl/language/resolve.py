@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
-from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input_text, read_text
+from ppdsl.common.files import SCHEDULE_BYTES, read_text
 from ppdsl.language import ast, types
+from ppdsl.language.includes import IncludeBudget, IncludeRefused
 from ppdsl.language.ir import (
     Function,
     JobType,
@@ -28,6 +29,7 @@ from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES,
 from ppdsl.language.lowering import (
     BIG,
     FUNCTIONS,
+    MAX_LOOP_DEPTH,
     ExprCompiler,
     FunctionDef,
     OrderCompiler,
@@ -38,13 +40,12 @@ from ppdsl.language.lowering import (
     site_text,
     walk,
 )
-from ppdsl.language.parser import parse
+from ppdsl.language.parser import MAX_EXPR_DEPTH, parse, paused_gc
 from ppdsl.language.rule_settings import attribute_problem, stream_template_problem
 from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
 _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
-MAX_INCLUDE_DEPTH = 16
 
 
 def load(path: str | Path) -> ScheduleDef:
@@ -60,7 +61,8 @@ def _reason(err: Exception) -> str:
 
 
 def resolve_text(text: str, file: str = "<string>") -> ScheduleDef:
-    return _Resolver().resolve(text, file)
+    with paused_gc():  # as the parser: the resolution's objects hold no cycles worth collecting on the way
+        return _Resolver().resolve(text, file)
 
 
 @dataclass
@@ -106,9 +108,14 @@ class _Environment:
         return self.job_types[self.type_index[name]].name
 
 
+class _IncludesStopped(Exception):
+    """An include bound (E066) was reached: the resolution stops with the diagnostics so far."""
+
+
 class _Resolver:
     def __init__(self) -> None:
         self.sources: dict[str, str] = {}
+        self.includes = IncludeBudget()
         self.exprs = ExprCompiler(sources=self.sources)
         # what every compiled expression runs with: helpers, and the schedule's functions once compiled
         self.namespace: dict = {"_ceildiv": ceildiv, "_BIG": BIG, "_checked": _checked}
@@ -136,19 +143,19 @@ class _Resolver:
             except (OSError, ValueError, RuntimeError) as err:  # e.g. a NUL byte in the path
                 self.error("E005", f"cannot include `{item.path}`: {_reason(err)}", item.span)
                 continue
-            if str(target) in stack or len(stack) >= MAX_INCLUDE_DEPTH:
+            if str(target) in stack:
                 self.error("E005", f"`{item.path}` includes itself", item.span, help="remove the cycle")
                 continue
             try:
-                inc_text = read_input_text(target, SCHEDULE_BYTES)
-            except InputError as err:
-                self.error(
-                    err.code or "E005",
-                    f"cannot include `{item.path}`: {err.reason}",
-                    item.span,
-                    help=err.help or "paths are relative to the including file",
-                )
+                self.includes.admit(item.path, stack, item.span)
+                inc_text = self.includes.read(target, item.path, item.span)
+            except IncludeRefused as err:
+                self.diagnostics.append(err.diagnostic)
+                if err.diagnostic.code == "E066":
+                    raise _IncludesStopped from None  # a bound is reported once: expand no more includes
                 continue
+            if inc_text is None:
+                continue  # read already in this resolution: its definitions are in once
             try:
                 for inc_file, inc_item in self._items(inc_text, str(target), (*stack, str(target))):
                     if isinstance(inc_item, (ast.Docstring, ast.ScheduleName)):
@@ -162,7 +169,11 @@ class _Resolver:
 
     def resolve(self, text: str, file: str) -> ScheduleDef:
         decls = _Declarations(name=Path(file).stem)
-        for item_file, item in self._items(text, file, (str(Path(file).resolve()),)):
+        try:
+            items = self._items(text, file, (str(Path(file).resolve()),))
+        except _IncludesStopped:
+            raise DiagnosticError(self.diagnostics) from None
+        for item_file, item in items:
             _COLLECT[type(item)](self, decls, item_file, item)
         return self._compile(decls, file)
 
@@ -369,7 +380,9 @@ class _Resolver:
         try:
             exec(compile(code, "<ppdsl>", "exec"), self.namespace)
         except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
-            self.error("E001", "expression nested too deeply", span, help="split it, or simplify it")
+            self.error(
+                "E065", "expression nested too deeply for Python to compile", span, help="split it with `let` or a `fn`"
+            )
 
     def _compile_require(self, req: ast.Require, env: _Environment) -> Require:
         src = self.exprs.expect(req.condition, env.globals, BOOL, "a `require`")
@@ -485,10 +498,10 @@ class _Resolver:
             exec(compile(source, f"<order of {file}>", "exec"), namespace)
         except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
             self.error(
-                "E001",
-                "the order is nested too deeply",
+                "E065",
+                "the order is nested too deeply for Python to compile",
                 body.span,
-                help="Python compiles it: keep blocks under 20 levels and expressions under 200",
+                help=f"keep loops under {MAX_LOOP_DEPTH} levels and expressions under {MAX_EXPR_DEPTH}",
             )
             return None, source, oc.line_sites
         return namespace["_order"], source, oc.line_sites
