@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ppdsl.analysis.check import check_expansion
-from ppdsl.analysis.costs import COMM_KEYS, CostSpec, unknown_cost_error
+from ppdsl.analysis.costs import COMM_KEYS, CostSpec
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
@@ -143,10 +143,7 @@ def compare(
         if loaded and not any(name in d.params for d in loaded):
             raise DiagnosticError([Diagnostic("E007", f"no schedule compared has a parameter `{name}`")])
     if costs is not None and loaded:
-        names = {jt.name for d in loaded for jt in d.job_types}
-        unknown = costs.unknown_names(names)
-        if unknown:
-            raise unknown_cost_error(unknown, sorted(names))
+        costs.check_known(sorted({jt.name for d in loaded for jt in d.job_types}))
     rows = []
     for d in defns:
         if isinstance(d, Row):
