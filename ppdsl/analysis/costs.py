@@ -15,6 +15,7 @@ from typing import Any
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.jsontext import JsonError, parse_json
+from ppdsl.common.text import shortened
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.jobtypes import BUILTIN
@@ -66,7 +67,7 @@ def _json_kind(value: object) -> str:
 
 def _key(text: str) -> str:
     """A key of the user's file, as a message quotes it (long ones cut)."""
-    return text if len(text) <= MAX_SHOWN_KEY else text[: MAX_SHOWN_KEY - 3] + "..."
+    return shortened(text, MAX_SHOWN_KEY)
 
 
 def did_you_mean(name: str, known: Sequence[str]) -> str:

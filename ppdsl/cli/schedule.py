@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ppdsl.analysis.check import CheckResult
 from ppdsl.analysis.checks import used_types
@@ -18,6 +19,7 @@ from ppdsl.analysis.grid import text_grid
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
     PP,
+    STEPS_RANGE,
     VPP,
     BatchOption,
     CostFile,
@@ -34,14 +36,18 @@ from ppdsl.cli.common import (
     emit,
     err,
     fail,
+    in_range,
     measured_memory,
     memory_size,
     out,
+    print_data,
     scenario,
+    styled,
     usage_error,
 )
 from ppdsl.common import codes
 from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
+from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.jobtypes import letter_of, style_of
 from ppdsl.language.library import library_files
@@ -77,7 +83,7 @@ def check_cmd(
     memory = measured_memory(model, batch_size, microbatches)
     result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs).check()
     if fmt is TextOrJson.json:
-        out.print(json.dumps(result.to_dict(), indent=2), markup=False)
+        print_data(json.dumps(result.to_dict(), indent=2))
     else:
         if result.diagnostics:
             err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
@@ -90,7 +96,7 @@ def print_report(result: CheckResult) -> None:
     """`ok: ...`, makespan and bubble, then a table of every rank's measures."""
     exp = result.expansion
     size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}"
-    out.print(f"[green]ok[/green]: `{exp.defn.name}` is complete, ordered and deadlock-free at {size}")
+    out.print(styled(("ok", "green"), f": `{escaped(exp.defn.name)}` is complete, ordered and deadlock-free at {size}"))
     out.print(f"makespan {result.makespan:g}, bubble {result.bubble_ratio:.1%}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     in_bytes = exp.memory_unit == "bytes"
@@ -142,7 +148,9 @@ def show_cmd(
     microbatches: Micro,
     vpp: VPP = 1,
     param: Params = None,
-    steps: Annotated[int, typer.Option("--steps", help="Columns per row block.", min=1)] = 24,
+    steps: Annotated[
+        int, typer.Option("--steps", help="Columns per row block.", callback=in_range("--steps", *STEPS_RANGE))
+    ] = 24,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
@@ -156,7 +164,7 @@ def show_cmd(
         text = "\n\n".join([f"{exp.defn.name}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
         emit(text + (f"\n\n{legend}" if legend else ""), None)
         return
-    out.print(f"[bold]{exp.defn.name}[/bold]  pp={pp} vpp={vpp} microbatches={microbatches}")
+    out.print(styled((escaped(exp.defn.name), "bold"), f"  pp={pp} vpp={vpp} microbatches={microbatches}"))
     for lo in range(0, max(longest, 1), steps):
         table = Table(show_header=True, header_style="dim", box=None, padding=(0, 0))
         table.add_column("", justify="right", style="bold")
@@ -164,11 +172,12 @@ def show_cmd(
             table.add_column(str(s), justify="center")
         for r, jobs in enumerate(exp.jobs):
             cells = [
-                f"[{style_of(names[exp.decode(code)[0]])}] {exp.label(code)} [/]" for code in jobs[lo : lo + steps]
+                Text(f" {escaped(exp.label(code))} ", style_of(names[exp.decode(code)[0]]))
+                for code in jobs[lo : lo + steps]
             ]
             table.add_row(f"rank {r} ", *cells)
         out.print(table)
-    out.print("  ".join(f"[{style_of(n)}] {n} [/]" for n in sorted(set(names))))
+    out.print(Text("  ").join(Text(f" {escaped(n)} ", style_of(n)) for n in sorted(set(names))))
 
 
 @app.command("list")
@@ -195,13 +204,15 @@ def list_cmd(
             }
         )
     if fmt is TextOrJson.json:
-        out.print(json.dumps(rows, indent=2), markup=False)
+        print_data(json.dumps(rows, indent=2))
         return
     table = Table(show_header=True, header_style="bold")
     for col in ("file", "schedule", "summary", "requires"):
         table.add_column(col)
     for row in rows:
-        table.add_row(row["file"], row["name"], row["summary"], "\n".join(row["requires"]))
+        table.add_row(
+            *map(escaped, (row["file"], row["name"], row["summary"])), "\n".join(map(escaped, row["requires"]))
+        )
     out.print(table)
 
 

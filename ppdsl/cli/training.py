@@ -23,10 +23,11 @@ from rich.table import Table
 from ppdsl.analysis.expand import parse_params
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.cli.app import app
-from ppdsl.cli.common import VPP, Params, diagnosed, err, out, usage_error
+from ppdsl.cli.common import VPP, Params, diagnosed, err, out, styled, usage_error
 from ppdsl.common.codes import EXIT_VALID
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.files import write_atomic
+from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import find_schedule
 
@@ -99,9 +100,12 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
         out.print(f"resumed from `{opts.resume}` at step {start} of {opts.steps}: {left} to go")
 
     out.print(
-        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
-        f"model {model.name}, batch {opts.batch_size}, {len(trainer.built.job_names)} jobs per step "
-        f"(plan built in {trainer.built.seconds['total'] * 1e3:.0f} ms)"
+        styled(
+            (escaped(exp.defn.name), "bold"),
+            f": pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+            f"model {model.name}, batch {opts.batch_size}, {len(trainer.built.job_names)} jobs per step "
+            f"(plan built in {trainer.built.seconds['total'] * 1e3:.0f} ms)",
+        )
     )
     progress = Progress(
         TextColumn("[bold]training"),
@@ -269,8 +273,11 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
         "fail": _parse_failure(os.environ.get("PPDSL_INJECT_FAILURE")),
     }
     out.print(
-        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
-        f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{launch.run_dir}`"
+        styled(
+            (escaped(exp.defn.name), "bold"),
+            f": pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+            f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{launch.run_dir}`",
+        )
     )
     with out.status("training across processes"):
         result = run_cluster(spec, exp, launch)

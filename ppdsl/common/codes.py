@@ -128,7 +128,7 @@ def _example_lines(example: Example) -> list[str]:
     lines = [f"  ({example.note})", ""] if example.note else []
     for name, content in example.files:
         lines.append(f"  {name}:")
-        lines += [f"      {line}".rstrip() for line in content.rstrip("\n").splitlines()]
+        lines += [f"      {line}".rstrip() for line in content.rstrip("\n").split("\n")]
         lines.append("")
     lines += [f"  $ {command}" for command in example.commands]
     return lines

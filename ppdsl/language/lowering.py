@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Diagnostic, Span
-from ppdsl.common.text import count
+from ppdsl.common.text import count, source_lines
 from ppdsl.language import ast, types
 from ppdsl.language.ir import ScheduleDef, Site
 from ppdsl.language.jobtypes import SHARED_COUNTER
@@ -380,7 +380,7 @@ class ExprCompiler:
         if name in self.job_names:
             root = self._root
             if root is not None and root.span.line < span.line and root.span.file in self.sources:
-                lines = self.sources[root.span.file].splitlines()
+                lines = source_lines(self.sources[root.span.file])
                 start = lines[root.span.line - 1][root.span.col - 1 :].strip() if root.span.line <= len(lines) else ""
                 help_text = (
                     f"the expression `{start}` on line {root.span.line} is not finished, so it runs on into "
@@ -574,7 +574,7 @@ def expression_compiler(defn: ScheduleDef) -> ExprCompiler:
 
 
 def site_text(file_text: str, span: Span) -> str:
-    lines = file_text.splitlines()
+    lines = source_lines(file_text)
     if 1 <= span.line <= len(lines):
         line = lines[span.line - 1]
         end = span.end_col - 1 if span.end_line == span.line else len(line)
@@ -878,7 +878,7 @@ class OrderCompiler:
         if previous == (span.file, span.line):
             return code
         self._commented = (span.file, span.line)
-        lines = self.file_texts.get(span.file, "").splitlines()
+        lines = source_lines(self.file_texts.get(span.file, ""))
         text = lines[span.line - 1].strip() if 1 <= span.line <= len(lines) else ""
         above = span.line - 1
         while above >= 1 and lines[above - 1].strip().startswith("#"):

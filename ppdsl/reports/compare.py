@@ -24,13 +24,16 @@ from typing import Any
 
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.costs import COMM_KEYS, CostSpec
+from ppdsl.analysis.expand import MAX_SIZE
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.text import shortened
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.resolve import load
 
 AUTO_VPP = (1, 2, 3, 4)
 MAX_SWEEP_POINTS = 4096  # a sweep is a table to read, not a search
+MAX_SIZE_DIGITS = len(str(MAX_SIZE))  # (checked before `int`, which refuses more than 4300 digits)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -191,6 +194,8 @@ def parse_sizes(text: str, what: str = "size") -> list[int]:
 
     for item in text.split(","):
         item = item.strip()
+        if any(len(digits) > MAX_SIZE_DIGITS for digits in re.findall(r"\d+", item)):
+            raise bad(shortened(item), f"sizes go up to {MAX_SIZE}")
         if item.isdigit():
             values = [int(item)]
         else:
@@ -215,6 +220,8 @@ def parse_sizes(text: str, what: str = "size") -> list[int]:
                 values = list(range(a, b + 1, step))
         if any(v < 1 for v in values):
             raise bad(item, "sizes start at 1")
+        if any(v > MAX_SIZE for v in values):
+            raise bad(item, f"sizes go up to {MAX_SIZE}")
         out.update(values)
         if len(out) > MAX_SWEEP_POINTS:
             raise bad(text, f"more than {MAX_SWEEP_POINTS} sizes")

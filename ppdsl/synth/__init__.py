@@ -20,6 +20,7 @@ layer builds on the analysis layer and is below reports and the command line.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem, build_problem
 from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
-from ppdsl.synth.writer import Header, costs_fit_in_file, number, problem_links, sched_text
+from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
 EPS = 1e-6
 
@@ -78,6 +79,21 @@ class SynthOutcome:
 
 
 def build(request: SynthRequest) -> Problem:
+    bad_name = name_problem(request.name)
+    if bad_name is not None:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"the name `{request.name}` {bad_name}",
+                    help='the name is written between double quotes in the file: leave out `"` and control characters',
+                )
+            ]
+        )
+    if not (request.time_limit > 0 and math.isfinite(request.time_limit)):
+        raise DiagnosticError(
+            [Diagnostic("E007", f"the time limit must be a positive number of seconds, got {request.time_limit}")]
+        )
     problem = build_problem(
         request.pp,
         request.microbatches,
@@ -147,7 +163,9 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
         check = scenario.check()
-    wrong_makespan = microbatches is None and abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    wrong_makespan = microbatches is None and (
+        check.makespan is None or abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    )
     if not check.valid or wrong_makespan:
         found = "; ".join(f"{d.code}: {d.message}" for d in check.diagnostics) or f"makespan {check.makespan}"
         found += "" if microbatches is None else f" at microbatches={m}"
