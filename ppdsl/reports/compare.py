@@ -229,7 +229,20 @@ def parse_sizes(text: str, what: str = "size") -> list[int]:
 
 
 def sweep(base: Scenario, pps: Sequence[int], microbatches: Sequence[int]) -> list[Row]:
-    """The base scenario at every (pp, microbatches), in that order; sizes a `require` rejects are rows too."""
+    """The base scenario at every (pp, microbatches), in that order; sizes a `require` rejects are rows too.
+    Raises DiagnosticError (E007) for more than MAX_SWEEP_POINTS pairs: each axis within it, 4096 x 4096 would
+    still be 16 million rows."""
+    if len(pps) * len(microbatches) > MAX_SWEEP_POINTS:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"{len(pps)} pipeline degrees x {len(microbatches)} micro-batch counts are "
+                    f"{len(pps) * len(microbatches):,} sizes, more than the {MAX_SWEEP_POINTS} a sweep measures",
+                    help="sweep fewer sizes (`8..64` doubles; `4..16:4` steps)",
+                )
+            ]
+        )
     defn = base.definition()
     base = base.with_(params=_own_params(defn, base.params))
     return [measure(base.with_(pp=pp, microbatches=m)) for pp in pps for m in microbatches]

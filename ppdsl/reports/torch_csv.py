@@ -37,6 +37,7 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
     """Rows of (stage, letter, micro-batch, span); raises DiagnosticError naming row and column."""
     rows: list[list[tuple[int, str, int, Span]]] = []
     errors: list[Diagnostic] = []
+    text = text.removeprefix("\ufeff")  # a byte-order mark (spreadsheets write one) is not part of the first cell
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()

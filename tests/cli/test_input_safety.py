@@ -136,3 +136,18 @@ def test_a_5000_digit_number_in_a_csv_is_an_import_error(tmp_path):
         assert "error[E020]: row 1, column 1:" in result.stderr
         assert "has a number too large for a stage or a micro-batch" in result.stderr
         assert max(len(line) for line in result.stderr.split("\n")) < 250  # the line is quoted as a window
+
+
+def test_a_csv_with_a_byte_order_mark_imports(tmp_path):
+    """Spreadsheets write a BOM first; it used to make the first cell `\\ufeff0F0`, not a compute action."""
+    path = tmp_path / "bom.csv"
+    path.write_text("\ufeff0F0,0B0\n1F0,1B0\n", encoding="utf-8")
+    result = invoke("import", str(path), "-o", str(tmp_path / "bom.sched"))
+    assert result.exit_code == 0, result.stderr
+    assert invoke("check", str(tmp_path / "bom.sched"), "--pp", "2", "-m", "1").exit_code == 0
+
+
+def test_a_sweep_of_too_many_sizes_is_refused_up_front():
+    result = invoke("sweep", "1f1b", "--pp", "1..4096:1", "-m", "1..4096:1")
+    assert result.exit_code == 2
+    assert "4096 pipeline degrees x 4096 micro-batch counts are 16,777,216 sizes, more than the 4096" in result.stderr
