@@ -381,7 +381,7 @@ def calibrate_cmd(
     table.add_column("job type")
     table.add_column("mean time", justify="right")
     for name, seconds in costs["costs"].items():
-        table.add_row(name, f"{seconds * 1e3:.3f} ms")
+        table.add_row(escaped(name), f"{seconds * 1e3:.3f} ms")
     shown = "stdout" if str(output) == "-" else f"`{escaped(str(output))}`"
     out.print(f"{costs['samples']} measured jobs -> {shown}")
     out.print(table)

@@ -161,7 +161,7 @@ def show_cmd(
         blocks = [text_grid(exp, width=steps, start=lo) for lo in range(0, max(longest, 1), steps)]
         used = used_types(exp)
         legend = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
-        text = "\n\n".join([f"{exp.defn.name}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
+        text = "\n\n".join([f"{escaped(exp.defn.name)}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
         emit(text + (f"\n\n{legend}" if legend else ""), None)
         return
     out.print(styled((escaped(exp.defn.name), "bold"), f"  pp={pp} vpp={vpp} microbatches={microbatches}"))

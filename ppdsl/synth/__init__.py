@@ -32,6 +32,7 @@ from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import MemoryModel, Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
+from ppdsl.synth.exact import MAX_TICKS, time_ticks
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem, build_problem
 from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
@@ -107,6 +108,19 @@ def build(request: SynthRequest) -> Problem:
         request.cost_scale,
         request.max_jobs,
     )
+    k, ticks = time_ticks(problem)
+    if ticks > MAX_TICKS:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"the costs need {ticks:.3g} time steps of 1/{k} for one training step, more than the search "
+                    f"counts ({MAX_TICKS:.3g})",
+                    help="give costs with fewer decimals, or in a larger unit (the largest and smallest nonzero "
+                    "costs should be within about 10^9 of each other)",
+                )
+            ]
+        )
     need = problem.minimum_memory()
     short = [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
     if short:

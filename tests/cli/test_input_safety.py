@@ -124,6 +124,7 @@ def test_direction_overrides_in_user_text_are_escaped(tmp_path):
     ok = tmp_path / "ok.sched"
     ok.write_text('schedule "x\u202ey"\n' + ORDER, encoding="utf-8")
     assert "`x\\u202ey` is complete" in invoke("check", str(ok), *SIZES).stdout
+    assert invoke("show", str(ok), *SIZES).stdout.startswith("x\\u202ey  pp=2")
 
 
 def test_a_5000_digit_number_in_a_csv_is_an_import_error(tmp_path):

@@ -137,6 +137,10 @@ def test_a_limit_below_what_any_schedule_needs_is_refused(tmp_path):
         (["--pp", "2", "-m", "4", "--cost", "forward=nan"], "bad cost `forward=nan`: `forward` is not a number (NaN)"),
         (["--pp", "2", "-m", "4", "--cost", "forward=inf"], "bad cost `forward=inf`: `forward` is over 1e15"),
         (["--pp", "2", "-m", "4", "--cost", "forward=1e300"], "bad cost `forward=1e300`: `forward` is over 1e15"),
+        (
+            ["--pp", "2", "-m", "4", "--periodic", "--cost", "forward=1e15,backward=0.000001"],
+            "more than the search counts",
+        ),
         (["--pp", "2", "-m", "4", "--name", 'a"b'], 'the name `a"b` holds `"`, which would end the string'),
         (["--pp", "2", "-m", "4", "--name", "a\nb"], "the name `a\\nb` holds a character that cannot be written"),
         (
