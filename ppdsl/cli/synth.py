@@ -238,6 +238,11 @@ def _report(outcome, rows, output) -> dict:
     }
 
 
+def _ratio(a: float, b: float) -> str:
+    """`a / b` to 3 decimals; `-` when b is 0 (zero costs can make a schedule of no time: a valid result)."""
+    return f"{a / b:.3f}" if b else "-"
+
+
 def _print(outcome, rows, output) -> None:
     result, check = outcome.result, outcome.check
     in_bytes = check.expansion.memory_unit == "bytes"
@@ -250,7 +255,7 @@ def _print(outcome, rows, output) -> None:
         )
     )
     out.print(
-        f"lower bound {result.lower_bound:g} (makespan / bound = {result.makespan / result.lower_bound:.3f}); "
+        f"lower bound {result.lower_bound:g} (makespan / bound = {_ratio(result.makespan, result.lower_bound)}); "
         f"found by {result.origin} in {result.seconds:.1f} s"
     )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -268,7 +273,7 @@ def _print(outcome, rows, output) -> None:
             lib.add_column(col, justify="left" if col == "schedule" else "right")
         for row in rows:
             fits = row.over_limit is not True
-            ratio = f"{row.makespan / result.makespan:.3f}x"
+            ratio = f"{_ratio(row.makespan, result.makespan)}x"
             lib.add_row(
                 escaped(row.schedule), f"{row.makespan:g}", shown(row.peak_activations), "yes" if fits else "no", ratio
             )

@@ -109,6 +109,16 @@ def build(request: SynthRequest) -> Problem:
         request.max_jobs,
     )
     k, ticks = time_ticks(problem)
+    if ticks == 0:  # (a zero cost is meaningful for some jobs: the optimizer's default; not for all of them)
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    "every job costs 0: there is no time to minimize",
+                    help="give forward and backward costs (`--cost forward=1,backward=2`)",
+                )
+            ]
+        )
     if ticks > MAX_TICKS:
         raise DiagnosticError(
             [

@@ -141,6 +141,7 @@ def test_a_limit_below_what_any_schedule_needs_is_refused(tmp_path):
             ["--pp", "2", "-m", "4", "--periodic", "--cost", "forward=1e15,backward=0.000001"],
             "more than the search counts",
         ),
+        (["--pp", "2", "-m", "4", "--cost", "forward=0,backward=0,backward_b=0,backward_w=0"], "every job costs 0"),
         (["--pp", "2", "-m", "4", "--name", 'a"b'], 'the name `a"b` holds `"`, which would end the string'),
         (["--pp", "2", "-m", "4", "--name", "a\nb"], "the name `a\\nb` holds a character that cannot be written"),
         (
@@ -343,7 +344,9 @@ def test_compare_adds_the_synthesized_schedules_at_the_same_limit():
     assert all(r["makespan"] >= v["makespan"] for r in fits if r["vpp"] == 2)
 
 
-@pytest.mark.parametrize("cost", ["forward=0.0000001", "forward=0", "backward=123456789.125"])
+@pytest.mark.parametrize(
+    "cost", ["forward=0.0000001", "forward=0", "backward=123456789.125", "forward=0,backward_b=0,backward_w=0"]
+)
 def test_costs_are_written_in_the_language_s_notation(cost, tmp_path):
     """`1e-07` (Python's repr) is not a number the language reads: the written file did not check (a TypeError
     escaped from the verification)."""
