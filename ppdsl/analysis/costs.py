@@ -33,9 +33,9 @@ COST_FILE_FORM = '`{"costs": {"forward": 1}, "stages": {"0": {"forward": 2}}, "l
 MAX_SHOWN_KEY = 40  # characters of a key quoted in a message
 
 
-def cost_value_problem(value: object) -> str | None:
-    """Why `value` is not a cost, latency or bandwidth (None if it is one): not a number, NaN, infinite,
-    negative or above MAX_COST."""
+def cost_value_problem(value: object, key: str = "") -> str | None:
+    """Why `value` is not a cost, latency or (`key` "bandwidth") bandwidth; None if it is one: not a number,
+    NaN, infinite, negative or above MAX_COST, or a bandwidth so small that a transfer would take longer."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"is {_json_kind(value)}, not a number"
     try:
@@ -48,6 +48,8 @@ def cost_value_problem(value: object) -> str | None:
         return f"is negative ({number:g})"
     if number > MAX_COST:
         return "is over 1e15"
+    if key == "bandwidth" and 0 < number < 1 / MAX_COST:
+        return "is below 1e-15 (0 means no bandwidth term)"
     return None
 
 
@@ -92,7 +94,7 @@ def parse_cost_pairs(text: str | None) -> dict[str, float] | None:
             raise DiagnosticError(
                 [Diagnostic("E007", f"bad cost `{part}`", help="write `--cost forward=1,backward=2`")]
             ) from None
-        problem = cost_value_problem(value)
+        problem = cost_value_problem(value, key.strip())
         if problem is not None:
             raise DiagnosticError(
                 [Diagnostic("E007", f"bad cost `{part}`: `{key.strip()}` {problem}", help=f"give {COST_RANGE}")]
@@ -140,7 +142,7 @@ def cost_file_problems(data: object) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
 
     def number(key_path: str, value: object) -> None:
-        problem = cost_value_problem(value)
+        problem = cost_value_problem(value, key_path)
         if problem is not None:
             problems.append((f"`{key_path}` {problem}", f"give {COST_RANGE}"))
 
@@ -268,7 +270,7 @@ class CostSpec:
         checked here, as `--cost` is when parsed), a pair naming none of `names` (E007), or a cost file naming
         none of them (E008: a typo in a file must not fall back to the schedule's own costs)."""
         for key, value in (self.pairs or {}).items():
-            problem = cost_value_problem(value)
+            problem = cost_value_problem(value, key)
             if problem is not None:
                 raise DiagnosticError(
                     [Diagnostic("E007", f"the cost `{_key(key)}` {problem}", help=f"give {COST_RANGE}")]

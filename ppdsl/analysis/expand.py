@@ -155,7 +155,7 @@ def expand(
     latency = _call(defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
     bandwidth = _call(defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
     for key, value in (("latency", latency), ("bandwidth", bandwidth)):
-        problem = None if value is None else cost_value_problem(value)
+        problem = None if value is None else cost_value_problem(value, key)
         if problem is not None:
             raise DiagnosticError([_bad_number(f"`comm {key}` {problem}", defn.comm[key], COST_RANGE)])
     limit = (

@@ -127,6 +127,7 @@ def test_a_cost_file_calibrate_writes_is_accepted(tmp_path):
         ("forward=-1", "bad cost `forward=-1`: `forward` is negative (-1)"),
         ("forward=1e300", "bad cost `forward=1e300`: `forward` is over 1e15"),
         ("latency=-0.5", "bad cost `latency=-0.5`: `latency` is negative (-0.5)"),
+        ("bandwidth=1e-320", "bad cost `bandwidth=1e-320`: `bandwidth` is below 1e-15 (0 means no bandwidth term)"),
     ],
 )
 def test_cost_pairs_that_are_not_costs_are_usage_errors(text, message):
