@@ -5,10 +5,12 @@ JSON too) with control characters escaped."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+import ppdsl
 from ppdsl.cli import app
 
 runner = CliRunner()
@@ -38,6 +40,8 @@ FLAGS = [
     (["plot", "1f1b", *SIZES, "-o", "x.png"], "--dpi", "0", "`--dpi` must be an integer from 10 to 600, got 0"),
     (["plot", "1f1b", *SIZES, "-o", "x.png"], "--dpi", "-5", "`--dpi` must be an integer from 10 to 600, got -5"),
     (["plot", "1f1b", *SIZES, "-o", "x.png"], "--dpi", "100000", "`--dpi` must be an integer from 10 to 600"),
+    (["plot", "1f1b", *SIZES, "-o", "x.png"], "--dpi", "nan", "Invalid value for '--dpi'"),  # (typer's own)
+    (["plot", "1f1b", *SIZES, "-o", "x.png"], "--dpi", "1e9", "Invalid value for '--dpi'"),
     (["compare", *SIZES, "1f1b"], "--vpp", "0", "`--vpp` must be an integer from 1"),
     (["compare", *SIZES, "1f1b"], "--time-limit", "nan", "`--time-limit` must be a number from 0.01 to 1000000"),
     (["compare", *SIZES, "1f1b"], "--time-limit", "inf", "`--time-limit` must be a number from 0.01 to 1000000"),
@@ -152,3 +156,12 @@ def test_a_sweep_of_too_many_sizes_is_refused_up_front():
     result = invoke("sweep", "1f1b", "--pp", "1..4096:1", "-m", "1..4096:1")
     assert result.exit_code == 2
     assert "4096 pipeline degrees x 4096 micro-batch counts are 16,777,216 sizes, more than the 4096" in result.stderr
+
+
+def test_every_console_comes_from_the_factory_and_no_line_is_split_by_splitlines():
+    """One place decides how user text prints (no markup, no emoji codes), and one notion of a line (Lark's)."""
+    package = Path(ppdsl.__file__).parent
+    consoles = [p for p in package.rglob("*.py") if "Console(" in p.read_text(encoding="utf-8")]
+    assert [p.relative_to(package).as_posix() for p in consoles] == ["cli/common.py"]
+    split = [p for p in package.rglob("*.py") if ".splitlines(" in p.read_text(encoding="utf-8")]
+    assert split == []
