@@ -5,7 +5,8 @@ pairs, applied over the schedule's own `cost` / `comm` declarations (later wins)
 
 from __future__ import annotations
 
-import json
+import difflib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +15,73 @@ from typing import Any
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import COSTS_BYTES, read_text
+from ppdsl.common.jsontext import JsonError, parse_json
+from ppdsl.common.text import shortened
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT
 from ppdsl.language.ir import ScheduleDef
+from ppdsl.language.jobtypes import BUILTIN
 from ppdsl.language.resolve import COMM_KEYS
+
+# The largest cost, latency or bandwidth accepted: a million seconds (or 10^15 of any unit). Past it, sums over a
+# schedule lose the precision that makes equal makespans compare equal, and a synthesized file could not write
+# the number in the language's decimal notation. Zero is a cost: a job that takes no time (the optimizer's
+# default), no latency, or no bandwidth term (a transfer then takes its latency alone).
+MAX_COST = 1e15
+COST_RANGE = "a finite number from 0 to 1e15"
+# What a cost file (as `ppdsl calibrate` writes it) holds; `samples` is the count of measured jobs (not used).
+COST_FILE_KEYS = ("unit", "costs", "stages", "latency", "bandwidth", "samples")
+COST_FILE_FORM = '`{"costs": {"forward": 1}, "stages": {"0": {"forward": 2}}, "latency": 0.1, "unit": "s"}`'
+MAX_SHOWN_KEY = 40  # characters of a key quoted in a message
+
+
+def cost_value_problem(value: object, key: str = "") -> str | None:
+    """Why `value` is not a cost, latency or (`key` "bandwidth") bandwidth; None if it is one: not a number,
+    NaN, infinite, negative or above MAX_COST, or a bandwidth so small that a transfer would take longer."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"is {_json_kind(value)}, not a number"
+    try:
+        number = float(value)
+    except OverflowError:
+        return "is over 1e15"
+    if math.isnan(number):
+        return "is not a number (NaN)"
+    if number < 0:
+        return f"is negative ({number:g})"
+    if number > MAX_COST:
+        return "is over 1e15"
+    if key == "bandwidth" and 0 < number < 1 / MAX_COST:
+        return "is below 1e-15 (0 means no bandwidth term)"
+    return None
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "`null`"
+    if isinstance(value, bool):
+        return "`true`" if value else "`false`"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "a number"
+
+
+def _key(text: str) -> str:
+    """A key of the user's file, as a message quotes it (long ones cut)."""
+    return shortened(text, MAX_SHOWN_KEY)
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """`did you mean `forward`? ` (with the trailing space) when a known name is close to `name`; else ``."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean `{close[0]}`? " if close else ""
 
 
 def parse_cost_pairs(text: str | None) -> dict[str, float] | None:
-    """`forward=1,backward=2,latency=0.1` -> {name: value}; raises DiagnosticError (E007)."""
+    """`forward=1,backward=2,latency=0.1` -> {name: value}; raises DiagnosticError (E007) for a pair that is
+    not `name=number`, or a number that is not a cost (NaN, infinite, negative, over MAX_COST)."""
     if not text:
         return None
     pairs = {}
@@ -29,24 +90,109 @@ def parse_cost_pairs(text: str | None) -> dict[str, float] | None:
         try:
             if not sep:
                 raise ValueError(part)
-            pairs[key.strip()] = float(raw)
+            value = float(raw)
         except ValueError:
             raise DiagnosticError(
                 [Diagnostic("E007", f"bad cost `{part}`", help="write `--cost forward=1,backward=2`")]
             ) from None
+        problem = cost_value_problem(value, key.strip())
+        if problem is not None:
+            raise DiagnosticError(
+                [Diagnostic("E007", f"bad cost `{part}`: `{key.strip()}` {problem}", help=f"give {COST_RANGE}")]
+            )
+        pairs[key.strip()] = value
     return pairs
 
 
 def load_costs(path: str | Path) -> dict:
     """A cost file written by `ppdsl calibrate` (JSON): {"costs": {type: time}, "stages": {stage: {type: time}},
-    "latency": time, "bandwidth": units per time}; every key optional."""
+    "latency": time, "bandwidth": units per time, "unit": "s"}; every key optional, at least one cost. Raises
+    DiagnosticError (E008) for a file that cannot be read, is not JSON, or holds anything else: every problem,
+    each naming its key."""
+    text = read_text(path, COSTS_BYTES, "E008", "cost file ")  # a regular file under the cap, UTF-8
     try:
-        data = json.loads(read_text(path, COSTS_BYTES, "E008", "cost file "))
-    except ValueError as err:
-        raise DiagnosticError([Diagnostic("E008", f"cannot read cost file `{path}`: {err}")]) from None
-    if not isinstance(data, dict):
-        raise DiagnosticError([Diagnostic("E008", f"cost file `{path}` must hold a JSON object")])
+        data = parse_json(text)
+    except JsonError as err:
+        raise DiagnosticError(
+            [Diagnostic("E008", f"cost file `{path}` is not JSON: {err}", help=COST_FILE_HELP)]
+        ) from None
+    problems = cost_file_problems(data)
+    if problems:
+        shown = problems[:MAX_PROBLEMS]
+        raise DiagnosticError(
+            [Diagnostic("E008", f"cost file `{path}`: {message}", help=help) for message, help in shown]
+        )
     return data
+
+
+COST_FILE_HELP = f"a cost file is a JSON object as `ppdsl calibrate` writes it: {COST_FILE_FORM}"
+MAX_PROBLEMS = 20
+
+
+def cost_file_problems(data: object) -> list[tuple[str, str]]:
+    """(message, help) of everything wrong with a cost file's JSON value; empty when it is a cost file."""
+    if not isinstance(data, dict):
+        return [(f"holds {_json_kind(data)}, not a JSON object", COST_FILE_HELP)]
+    problems: list[tuple[str, str]] = []
+
+    def number(key_path: str, value: object) -> None:
+        problem = cost_value_problem(value, key_path)
+        if problem is not None:
+            problems.append((f"`{key_path}` {problem}", f"give {COST_RANGE}"))
+
+    def per_type(key_path: str, value: object) -> None:
+        if not isinstance(value, dict):
+            problems.append((f"`{key_path}` is {_json_kind(value)}, not an object", f"write {COST_FILE_FORM}"))
+            return
+        for name, cost in value.items():
+            number(f"{key_path}.{_key(name)}", cost)
+
+    for key, value in data.items():
+        if key not in COST_FILE_KEYS:
+            guess = did_you_mean(key, COST_FILE_KEYS)
+            if not guess and key in BUILTIN:
+                guess = f'job costs go under `costs`: `{{"costs": {{"{key}": ...}}}}`; '
+            elif not guess and key in ("traceEvents", "displayTimeUnit"):
+                guess = "this is a profile: turn it into costs with `ppdsl calibrate PROFILE -o costs.json`; "
+            problems.append((f"unknown key `{_key(key)}`", f"{guess}a cost file holds {_names(COST_FILE_KEYS)}"))
+        elif key == "unit":
+            if not isinstance(value, str) or value not in US_PER:
+                shown = f"`{_key(value)}`" if isinstance(value, str) else _json_kind(value)
+                problems.append((f"unknown time unit {shown}", "write `s`, `ms` or `us`"))
+        elif key == "costs":
+            per_type("costs", value)
+        elif key == "stages":
+            if not isinstance(value, dict):
+                problems.append((f"`stages` is {_json_kind(value)}, not an object", f"write {COST_FILE_FORM}"))
+                continue
+            for stage, types in value.items():
+                if not (stage.isascii() and stage.isdigit() and len(stage) <= 9):
+                    problems.append(
+                        (f"`stages.{_key(stage)}` is not a stage number", 'a stage is an integer from 0, as `"3"`')
+                    )
+                    continue
+                per_type(f"stages.{stage}", types)
+        elif key == "samples":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                problems.append(("`samples` must be a count of measured jobs", "an integer from 0"))
+        else:
+            number(key, value)
+    if not problems and not any(k in data for k in ("costs", "stages", "latency", "bandwidth")):
+        problems.append(("holds no costs", COST_FILE_HELP))
+    return problems
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def cost_file_names(file: dict) -> list[tuple[str, str]]:
+    """(key path, job type) of every job type a cost file names: (`costs.forward`, `forward`),
+    (`stages.3.backward`, `backward`)."""
+    found = [(f"costs.{name}", name) for name in file.get("costs") or {}]
+    for stage, types in (file.get("stages") or {}).items():
+        found += [(f"stages.{stage}.{name}", name) for name in types]
+    return found
 
 
 def apply_costs(exp: Expansion, costs: dict) -> None:
@@ -73,8 +219,9 @@ def apply_costs(exp: Expansion, costs: dict) -> None:
 
 def unknown_cost_error(unknown: list[str], names: Sequence[str]) -> DiagnosticError:
     known = ", ".join(f"`{n}`" for n in [*names, *COMM_KEYS])
+    guess = did_you_mean(unknown[0], [*names, *COMM_KEYS])
     return DiagnosticError(
-        [Diagnostic("E007", f"`--cost` names no job type `{unknown[0]}`", help=f"known names: {known}")]
+        [Diagnostic("E007", f"`--cost` names no job type `{_key(unknown[0])}`", help=f"{guess}known names: {known}")]
     )
 
 
@@ -109,10 +256,39 @@ class CostSpec:
         return [k for k in self.pairs or {} if k not in names and k not in COMM_KEYS]
 
     def check_names(self, defn: ScheduleDef) -> None:
-        """A pair naming no job type of the schedule is a mistake, not something to ignore."""
-        unknown = self.unknown_names({jt.name for jt in defn.job_types})
+        """A pair or a cost file naming no job type of the schedule is a mistake, not something to ignore."""
+        self.check_known([jt.name for jt in defn.job_types])
+
+    def check_known(self, names: Sequence[str]) -> None:
+        """Raise DiagnosticError for a value that is not a cost (pairs given as a dict through the API are
+        checked here, as `--cost` is when parsed), a pair naming none of `names` (E007), or a cost file naming
+        none of them (E008: a typo in a file must not fall back to the schedule's own costs)."""
+        for key, value in (self.pairs or {}).items():
+            problem = cost_value_problem(value, key)
+            if problem is not None:
+                raise DiagnosticError(
+                    [Diagnostic("E007", f"the cost `{_key(key)}` {problem}", help=f"give {COST_RANGE}")]
+                )
+        unknown = self.unknown_names(set(names))
         if unknown:
-            raise unknown_cost_error(unknown, [jt.name for jt in defn.job_types])
+            raise unknown_cost_error(unknown, names)
+        if self.file is None:
+            return
+        problems = cost_file_problems(self.file)
+        if problems:  # (a file read by `load_costs` has none; a dict given through the API may)
+            raise DiagnosticError([Diagnostic("E008", f"cost file: {message}", help=h) for message, h in problems])
+        wrong = [(path, name) for path, name in cost_file_names(self.file) if name not in names]
+        if wrong:
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E008",
+                        f"the cost file's `{_key(path)}` names no job type of the schedule",
+                        help=f"{did_you_mean(name, names)}job types: {_names(names)}",
+                    )
+                    for path, name in wrong[:MAX_PROBLEMS]
+                ]
+            )
 
     def apply(self, exp: Expansion) -> None:
         """The cost file, then the command line's pairs, over the expansion's own table."""

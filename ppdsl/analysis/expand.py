@@ -1,15 +1,18 @@
 """ScheduleDef + sizes -> Expansion: bind pp / vpp / microbatches / params, check `require`s, run every rank's
 order, tabulate placement, costs and memory.
 
-Errors here are S1xx (the schedule is wrong for these sizes) or E007 (bad parameter use), with the span of the
-statement that was running.
+Errors here are S1xx (the schedule is wrong for these sizes), E007 (bad parameter use) or E075 (a cost or memory
+declaration gives a number that is not one: NaN, infinite, a negative cost), with the span of the statement that
+was running.
 """
 
 from __future__ import annotations
 
+import math
 import traceback
 from dataclasses import dataclass, replace
 
+from ppdsl.analysis.costs import COST_RANGE, cost_value_problem
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span, number_text
 from ppdsl.common.text import count, numbered
@@ -146,14 +149,32 @@ def expand(
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
     ntypes = len(defn.job_types)
     cost = _job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn))
+    _check_declared_numbers(defn, cost, "the cost of", cost_value_problem, defn.costs)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
+    _check_declared_numbers(defn, mem, "the memory of", _finite_problem, {k: fn for k, (_, fn) in defn.memory.items()})
     latency = _call(defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
     bandwidth = _call(defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
+    for key, value in (("latency", latency), ("bandwidth", bandwidth)):
+        problem = None if value is None else cost_value_problem(value, key)
+        if problem is not None:
+            raise DiagnosticError([_bad_number(f"`comm {key}` {problem}", defn.comm[key], COST_RANGE)])
     limit = (
         [_call(defn.memory_limit_fn, {**env, "rank": r}, defn.memory_limit_span, real=True) for r in range(pp)]
         if defn.memory_limit_fn
         else [None] * pp
     )
+    for r, value in enumerate(limit):
+        if value is not None and not math.isfinite(value):
+            raise DiagnosticError(
+                [
+                    _bad_number(
+                        f"the memory limit of rank {r} {_finite_problem(value)}",
+                        defn.memory_limit_fn,
+                        "a finite number",
+                        defn.memory_limit_span,
+                    )
+                ]
+            )
     assert len(cost) == ntypes
     return Expansion(
         defn=defn,
@@ -173,6 +194,36 @@ def expand(
             replace(rule, priority=None if prio is None else int(_call(prio, env, rule.span)))
             for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
         ],
+    )
+
+
+def _finite_problem(value: float) -> str | None:
+    return None if math.isfinite(value) else "is not a number (NaN)" if math.isnan(value) else "is infinite"
+
+
+def _check_declared_numbers(defn: ScheduleDef, table, what: str, problem_of, declared: dict) -> None:
+    """Every value a `cost` (or `memory`) declaration gives is a cost (a finite amount): a NaN, infinite or
+    negative cost would make every measure after it meaningless ("makespan nan", "bubble 400%")."""
+    for t, jt in enumerate(defn.job_types):
+        fn = declared.get(jt.name)
+        if fn is None:
+            continue
+        for r, row in enumerate(table[t]):
+            for c, value in enumerate(row):
+                problem = problem_of(value)
+                if problem is not None:
+                    where = f"rank {r}" + (f", chunk {c}" if len(row) > 1 else "")
+                    expected = COST_RANGE if problem_of is cost_value_problem else "a finite number"
+                    raise DiagnosticError([_bad_number(f"{what} `{jt.name}` {problem} at {where}", fn, expected)])
+
+
+def _bad_number(message: str, fn, expected: str, span: Span | None = None) -> Diagnostic:
+    return Diagnostic(
+        "E075",
+        message,
+        span or getattr(fn, "span", None),
+        label=f"`{getattr(fn, 'text', '')}`",
+        help=f"make it {expected} for these sizes",
     )
 
 

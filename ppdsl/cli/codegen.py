@@ -9,8 +9,21 @@ import typer
 
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.cli.app import app
-from ppdsl.cli.common import File, MaxJobs, Params, diagnosed, emit, err, out, scenario, usage_error
+from ppdsl.cli.common import (
+    SIZE_RANGE,
+    File,
+    MaxJobs,
+    Params,
+    diagnosed,
+    emit,
+    err,
+    in_range,
+    out,
+    scenario,
+    usage_error,
+)
 from ppdsl.common.diagnostics import SourceCache, render_all
+from ppdsl.common.text import escaped
 
 
 @app.command("compile")
@@ -20,9 +33,22 @@ def compile_cmd(
         str | None,
         typer.Option("--output", "-o", help="Write the plan module here (`-` for stdout; default plan_<name>.py)."),
     ] = None,
-    pp: Annotated[int | None, typer.Option("--pp", help="Check the schedule at these sizes before compiling.")] = None,
-    microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="Micro-batches per step.")] = None,
-    vpp: Annotated[int | None, typer.Option("--vpp", help="Chunks (virtual stages) per rank.")] = None,
+    pp: Annotated[
+        int | None,
+        typer.Option(
+            "--pp", help="Check the schedule at these sizes before compiling.", callback=in_range("--pp", *SIZE_RANGE)
+        ),
+    ] = None,
+    microbatches: Annotated[
+        int | None,
+        typer.Option(
+            "--microbatches", "-m", help="Micro-batches per step.", callback=in_range("--microbatches", *SIZE_RANGE)
+        ),
+    ] = None,
+    vpp: Annotated[
+        int | None,
+        typer.Option("--vpp", help="Chunks (virtual stages) per rank.", callback=in_range("--vpp", *SIZE_RANGE)),
+    ] = None,
     param: Params = None,
     literal: Annotated[
         bool, typer.Option("--literal", help="Make `job_list` the expanded order of these sizes, for them only.")
@@ -51,4 +77,4 @@ def compile_cmd(
     target = Path(output) if output else Path(f"plan_{module_stem(defn.name)}.py")
     emit(text, target)
     form = "a literal order" if literal else "tables" if defn.tables else "loops"
-    out.print(f"wrote {target}: `{defn.name}`, job_list as {form}", markup=False)
+    out.print(f"wrote {escaped(str(target))}: `{escaped(defn.name)}`, job_list as {form}")

@@ -7,6 +7,7 @@ wrong for these sizes, 2 the input cannot be used.
 from __future__ import annotations
 
 import io
+import math
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -15,18 +16,41 @@ from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
-from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, parse_params
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, MAX_SIZE, parse_params
 from ppdsl.analysis.scenario import MemoryModel, Scenario, check_batch_size
 from ppdsl.common.codes import EXIT_USAGE, exit_code
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, number_text, render_all
 from ppdsl.common.files import write_output
 from ppdsl.common.units import parse_size
 from ppdsl.language.library import find_schedule
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def console(stderr: bool = False) -> Console:
+    """Every console ppdsl prints through. Rich would rewrite user text: markup (`[b]`), emoji codes (`a:x:b`
+    becomes `a❌b`) and highlighting are off, so strings print verbatim; ppdsl's own styles are `Text` objects
+    (`styled`). Data (JSON, CSV) bypasses rich altogether (`print_data`)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+
+out = console()
+err = console(stderr=True)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line for a console: strings as they are (user text is passed through `escaped` by the caller), and
+    `(text, style)` pairs for ppdsl's own colours: `styled(("ok", "green"), ": ...")`."""
+    return Text.assemble(*parts)
+
+
+def print_data(text: str, to: Console | None = None) -> None:
+    """Machine-readable output (JSON, CSV) written as it is, not through rich, to `to`'s stream (stdout)."""
+    stream = (to or out).file
+    stream.write(text if text.endswith("\n") else text + "\n")
+    stream.flush()
+
 
 T = TypeVar("T")
 
@@ -44,10 +68,50 @@ class TableFormat(str, Enum):
     csv = "csv"
 
 
+def in_range(flag: str, low: float, high: float) -> Callable[[T], T]:
+    """The typer callback that keeps a numeric flag finite and from `low` to `high` (both included): anything
+    else (NaN, infinity, out of range) ends the command with E007 naming the flag and its range. A flag not
+    given (None) passes. Every numeric flag of every command goes through one of these."""
+
+    def check(value: T) -> T:
+        if value is None:
+            return value
+        if not (math.isfinite(value) and low <= value <= high):
+            kind = "an integer" if isinstance(value, int) else "a number"
+            usage_error(f"`{flag}` must be {kind} from {_bound(low)} to {_bound(high)}, got {number_text(value)}")
+        return value
+
+    return check
+
+
+def _bound(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+# The ranges of the numeric flags: sizes as `expand` takes them, a seed CP-SAT takes (32 bits), a picture that
+# fits in memory (600 dpi on the largest figure is 14400 x 10000 pixels, 0.6 GB), a search that ends.
+SIZE_RANGE = (1, MAX_SIZE)
+SEED_RANGE = (0, 2**31 - 1)
+WORKERS_RANGE = (1, 256)
+BATCH_RANGE = (1, 2**31 - 1)
+DPI_RANGE = (10, 600)
+STEPS_RANGE = (1, 10_000)
+TIME_LIMIT_RANGE = (0.01, 1e6)  # seconds
+MAX_JOBS_RANGE = (1, 2**40)
+
 File = Annotated[str, typer.Argument(help="A .sched file, or the name of a shipped schedule (`1f1b`).")]
-PP = Annotated[int, typer.Option("--pp", help="Pipeline degree (number of ranks).")]
-Micro = Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")]
-VPP = Annotated[int, typer.Option("--vpp", help="Chunks (virtual stages) per rank.")]
+PP = Annotated[
+    int, typer.Option("--pp", help="Pipeline degree (number of ranks).", callback=in_range("--pp", *SIZE_RANGE))
+]
+Micro = Annotated[
+    int,
+    typer.Option(
+        "--microbatches", "-m", help="Micro-batches per step.", callback=in_range("--microbatches", *SIZE_RANGE)
+    ),
+]
+VPP = Annotated[
+    int, typer.Option("--vpp", help="Chunks (virtual stages) per rank.", callback=in_range("--vpp", *SIZE_RANGE))
+]
 Params = Annotated[list[str] | None, typer.Option("--param", help="Schedule parameter, `name=value`; repeatable.")]
 CostPairs = Annotated[
     str | None,
@@ -63,12 +127,19 @@ ModelOption = Annotated[
     str | None,
     typer.Option("--model", help="Measure activation bytes on this model (`module:function` or `builtin`)."),
 ]
-BatchOption = Annotated[int, typer.Option("--batch-size", help="Samples per step, with --model.")]
+BatchOption = Annotated[
+    int,
+    typer.Option(
+        "--batch-size", help="Samples per step, with --model.", callback=in_range("--batch-size", *BATCH_RANGE)
+    ),
+]
 Output = Annotated[str | None, typer.Option("--output", "-o", help="Write here instead of stdout (`-`: stdout).")]
 MaxJobs = Annotated[
     int,
     typer.Option(
-        "--max-jobs", help="Refuse sizes whose expansion needs more jobs than this, before anything runs.", min=1
+        "--max-jobs",
+        help="Refuse sizes whose expansion needs more jobs than this, before anything runs.",
+        callback=in_range("--max-jobs", *MAX_JOBS_RANGE),
     ),
 ]
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
@@ -16,7 +17,10 @@ from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
+    DPI_RANGE,
     PP,
+    SIZE_RANGE,
+    TIME_LIMIT_RANGE,
     VPP,
     BatchOption,
     CostFile,
@@ -34,18 +38,22 @@ from ppdsl.cli.common import (
     diagnosed,
     emit,
     err,
+    in_range,
     measured_memory,
     memory_size,
     out,
     output_name,
     picture_format,
+    print_data,
     report_console,
     save_picture,
     scenario,
+    styled,
     usage_error,
 )
 from ppdsl.common.codes import EXIT_INVALID, EXIT_VALID
 from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes, unit_name
 from ppdsl.language.library import find_schedule, library_files
 from ppdsl.reports.compare import Row
@@ -81,7 +89,7 @@ def trace_cmd(
     emit(trace_json(sim, spec.costs.us_per_unit, spec.costs.measured), output)
     if output is not None and output != "-":
         out.print(
-            f"wrote {output}: {jobs} jobs, {len(sim.transfers)} transfers, makespan {sim.makespan:g}, "
+            f"wrote {escaped(output)}: {jobs} jobs, {len(sim.transfers)} transfers, makespan {sim.makespan:g}, "
             f"bubble {sim.bubble_ratio:.1%}; open it in https://ui.perfetto.dev",
             markup=False,
         )
@@ -101,7 +109,9 @@ def plot_cmd(
     measured: Annotated[
         Path | None, typer.Option("--measured", help="Draw this profile (Chrome trace, `ppdsl run --profile`).")
     ] = None,
-    dpi: Annotated[int, typer.Option("--dpi", help="Resolution of a .png.")] = 100,
+    dpi: Annotated[
+        int, typer.Option("--dpi", help="Resolution of a .png.", callback=in_range("--dpi", *DPI_RANGE))
+    ] = 100,
     model: ModelOption = None,
     batch_size: BatchOption = 32,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
@@ -146,13 +156,13 @@ def plot_cmd(
         label = f"activation\nmemory ({suffix})"
     timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory_curves, limits, label)
     save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
-    report_console(output).print(f"wrote {output_name(output)}: {title}", markup=False)
+    report_console(output).print(f"wrote {escaped(output_name(output))}: {escaped(title)}")
 
 
 def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: float | None = None) -> Table:
     """Rows of `ppdsl.reports.compare` as a rich table: the `first` columns (header -> cells), then the measures,
     then why a row failed."""
-    table = Table(title=title, title_justify="left", show_header=True, header_style="bold", box=None)
+    table = Table(title=escaped(title), title_justify="left", show_header=True, header_style="bold", box=None)
     for col in first:
         table.add_column(col, justify="left" if col == "schedule" else "right")
     for col in ("makespan", "bubble", "peak act."):
@@ -162,16 +172,17 @@ def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: 
         table.add_column(f"<= {format_bytes(limit) if in_bytes else f'{limit:g}'}", justify="center")
     table.add_column("note")
     for i, row in enumerate(rows):
-        cells = [column[i] for column in first.values()]
+        cells: list[str | Text] = [escaped(column[i]) for column in first.values()]
         if row.status == "ok":
             peak = format_bytes(row.peak_activations) if row.memory_unit == "bytes" else f"{row.peak_activations:.4g}"
             cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", peak]
             if limit is not None:
-                cells.append("[bold red]OVER[/]" if row.over_limit else "[green]ok[/]")
+                cells.append(Text("OVER", "bold red") if row.over_limit else Text("ok", "green"))
             cells.append("")
         else:
             cells += ["-", "-", "-"] + (["-"] if limit is not None else [])
-            cells.append(f"[{'yellow' if row.status == 'rejected' else 'red'}]{row.status}[/]: {row.reason}")
+            status = (row.status, "yellow" if row.status == "rejected" else "red")
+            cells.append(styled(status, f": {escaped(row.reason)}"))
         table.add_row(*cells)
     return table
 
@@ -183,7 +194,11 @@ def compare_cmd(
     files: Annotated[list[str] | None, typer.Argument(help="Schedules (.sched files or shipped names).")] = None,
     vpp: Annotated[
         int | None,
-        typer.Option("--vpp", help="Chunks per rank for all (default: each schedule's smallest, costs / its vpp)."),
+        typer.Option(
+            "--vpp",
+            help="Chunks per rank for all (default: each schedule's smallest, costs / its vpp).",
+            callback=in_range("--vpp", *SIZE_RANGE),
+        ),
     ] = None,
     library: Annotated[bool, typer.Option("--library", help="Compare every shipped schedule too.")] = False,
     memory_limit: Annotated[
@@ -200,7 +215,14 @@ def compare_cmd(
     synth: Annotated[
         bool, typer.Option("--synth", help="Add the schedule `ppdsl synth` finds within --memory-limit.")
     ] = False,
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds of search for each --synth row.")] = 10.0,
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            "--time-limit",
+            help="Seconds of search for each --synth row.",
+            callback=in_range("--time-limit", *TIME_LIMIT_RANGE),
+        ),
+    ] = 10.0,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
@@ -330,7 +352,7 @@ def sweep_cmd(
         data = [r.to_dict() for r in rows]
         save_picture(lambda buf, fmt_: plot_sweep(data, title, buf, fmt=fmt_), output)
         if fmt is TableFormat.table:
-            console.print(f"wrote {output_name(output)}", markup=False)
+            console.print(f"wrote {escaped(output_name(output))}")
     raise typer.Exit(EXIT_VALID if any(r.status == "ok" for r in rows) else EXIT_INVALID)
 
 
@@ -362,15 +384,15 @@ def calibrate_cmd(
             "error": comparison.error,
         }
     if fmt is TextOrJson.json:
-        out.print(json.dumps(report, indent=2), markup=False)
+        print_data(json.dumps(report, indent=2), out)
         return
     table = Table(show_header=True, header_style="bold", box=None)
     table.add_column("job type")
     table.add_column("mean time", justify="right")
     for name, seconds in costs["costs"].items():
-        table.add_row(name, f"{seconds * 1e3:.3f} ms")
-    shown = "stdout" if str(output) == "-" else f"`{output}`"
-    out.print(f"{costs['samples']} measured jobs -> {shown}", markup=False)
+        table.add_row(escaped(name), f"{seconds * 1e3:.3f} ms")
+    shown = "stdout" if str(output) == "-" else f"`{escaped(str(output))}`"
+    out.print(f"{costs['samples']} measured jobs -> {shown}")
     out.print(table)
     if comparison is not None:
         c = comparison

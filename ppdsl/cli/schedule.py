@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ppdsl.analysis.check import CheckResult
 from ppdsl.analysis.checks import used_types
@@ -20,6 +21,7 @@ from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
     PP,
+    STEPS_RANGE,
     VPP,
     BatchOption,
     CostFile,
@@ -36,14 +38,18 @@ from ppdsl.cli.common import (
     emit,
     err,
     fail,
+    in_range,
     measured_memory,
     memory_size,
     out,
+    print_data,
     scenario,
+    styled,
     usage_error,
 )
 from ppdsl.common import codes
 from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
+from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.jobtypes import letter_of, style_of
 from ppdsl.language.library import library_files
@@ -79,7 +85,7 @@ def check_cmd(
     memory = measured_memory(model, batch_size, microbatches)
     result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs).check()
     if fmt is TextOrJson.json:
-        out.print(json.dumps(result.to_dict(), indent=2), markup=False)
+        print_data(json.dumps(result.to_dict(), indent=2))
     else:
         if result.diagnostics:
             err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
@@ -92,7 +98,7 @@ def print_report(result: CheckResult) -> None:
     """`ok: ...`, makespan and bubble, then a table of every rank's measures."""
     exp = result.expansion
     size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}"
-    out.print(f"[green]ok[/green]: `{exp.defn.name}` is complete, ordered and deadlock-free at {size}")
+    out.print(styled(("ok", "green"), f": `{escaped(exp.defn.name)}` is complete, ordered and deadlock-free at {size}"))
     out.print(f"makespan {result.makespan:g}, bubble {result.bubble_ratio:.1%}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     in_bytes = exp.memory_unit == "bytes"
@@ -147,7 +153,9 @@ def show_cmd(
     microbatches: Micro,
     vpp: VPP = 1,
     param: Params = None,
-    steps: Annotated[int, typer.Option("--steps", help="Columns per row block.", min=1)] = 24,
+    steps: Annotated[
+        int, typer.Option("--steps", help="Columns per row block.", callback=in_range("--steps", *STEPS_RANGE))
+    ] = 24,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
 ) -> None:
@@ -161,10 +169,10 @@ def show_cmd(
         blocks = [text_grid(exp, width=steps, start=lo) for lo in range(0, max(longest, 1), steps)]
         used = used_types(exp)
         legend = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
-        text = "\n\n".join([f"{exp.defn.name}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
+        text = "\n\n".join([f"{escaped(exp.defn.name)}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
         emit(text + (f"\n\n{legend}" if legend else ""), None)
         return
-    out.print(f"[bold]{exp.defn.name}[/bold]  pp={pp} vpp={vpp} microbatches={microbatches}")
+    out.print(styled((escaped(exp.defn.name), "bold"), f"  pp={pp} vpp={vpp} microbatches={microbatches}"))
     for lo in range(0, max(longest, 1), steps):
         table = Table(show_header=True, header_style="dim", box=None, padding=(0, 0))
         table.add_column("", justify="right", style="bold")
@@ -172,11 +180,12 @@ def show_cmd(
             table.add_column(str(s), justify="center")
         for r, jobs in enumerate(exp.jobs):
             cells = [
-                f"[{style_of(names[exp.decode(code)[0]])}] {exp.label(code)} [/]" for code in jobs[lo : lo + steps]
+                Text(f" {escaped(exp.label(code))} ", style_of(names[exp.decode(code)[0]]))
+                for code in jobs[lo : lo + steps]
             ]
             table.add_row(f"rank {r} ", *cells)
         out.print(table)
-    out.print("  ".join(f"[{style_of(n)}] {n} [/]" for n in sorted(set(names))))
+    out.print(Text("  ").join(Text(f" {escaped(n)} ", style_of(n)) for n in sorted(set(names))))
 
 
 @app.command("list")
@@ -203,13 +212,15 @@ def list_cmd(
             }
         )
     if fmt is TextOrJson.json:
-        out.print(json.dumps(rows, indent=2), markup=False)
+        print_data(json.dumps(rows, indent=2))
         return
     table = Table(show_header=True, header_style="bold")
     for col in ("file", "schedule", "summary", "requires"):
         table.add_column(col)
     for row in rows:
-        table.add_row(row["file"], row["name"], row["summary"], "\n".join(row["requires"]))
+        table.add_row(
+            *map(escaped, (row["file"], row["name"], row["summary"])), "\n".join(map(escaped, row["requires"]))
+        )
     out.print(table)
 
 

@@ -18,7 +18,10 @@ from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxProblem
 from ppdsl.cli.common import (
     PP,
+    SEED_RANGE,
+    TIME_LIMIT_RANGE,
     VPP,
+    WORKERS_RANGE,
     BatchOption,
     CostFile,
     CostPairs,
@@ -30,12 +33,16 @@ from ppdsl.cli.common import (
     diagnosed,
     emit,
     err,
+    in_range,
     measured_memory,
     memory_size,
     out,
+    print_data,
+    styled,
     usage_error,
 )
 from ppdsl.common.files import check_output
+from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import library_files
 
@@ -74,7 +81,12 @@ def synth_cmd(
         Split, typer.Option("--split-backward", help="auto (the search chooses), yes (I + W) or no (whole B).")
     ] = Split.auto,
     backward_b_frees: Annotated[
-        float, typer.Option("--backward-b-frees", help="Part of an activation backward_b frees (the rest: W).")
+        float,
+        typer.Option(
+            "--backward-b-frees",
+            help="Part of an activation backward_b frees (the rest: W).",
+            callback=in_range("--backward-b-frees", 0, 1),
+        ),
     ] = 0.5,
     exact: Annotated[bool, typer.Option("--exact", help="Prove optimality with CP-SAT (or report the gap).")] = False,
     periodic: Annotated[
@@ -84,11 +96,24 @@ def synth_cmd(
         ),
     ] = False,
     time_limit: Annotated[
-        float | None, typer.Option("--time-limit", help="Seconds of search (default 10; 120 with --exact).")
+        float | None,
+        typer.Option(
+            "--time-limit",
+            help="Seconds of search (default 10; 120 with --exact).",
+            callback=in_range("--time-limit", *TIME_LIMIT_RANGE),
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the search's random choices.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the search's random choices.", callback=in_range("--seed", *SEED_RANGE)),
+    ] = 0,
     workers: Annotated[
-        int, typer.Option("--workers", help="CP-SAT threads with --exact (more than 1: not deterministic).")
+        int,
+        typer.Option(
+            "--workers",
+            help="CP-SAT threads with --exact (more than 1: not deterministic).",
+            callback=in_range("--workers", *WORKERS_RANGE),
+        ),
     ] = 1,
     library: Annotated[
         bool, typer.Option("--library/--no-library", help="Start the search from the library's schedules too.")
@@ -101,10 +126,6 @@ def synth_cmd(
     """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
     from ppdsl.synth import SynthRequest, synthesize_file
 
-    if time_limit is not None and time_limit <= 0:
-        usage_error(f"--time-limit must be positive, got {time_limit:g}")
-    if workers < 1:
-        usage_error(f"--workers must be positive, got {workers}")
     if periodic and exact:
         usage_error(
             "--periodic and --exact do not combine: --exact proves one size's optimum, --periodic holds for all"
@@ -150,7 +171,7 @@ def synth_cmd(
     emit(outcome.text, output)
     rows = _library_rows(outcome, request, spec)
     if fmt is TextOrJson.json:
-        out.print(json.dumps(_report(outcome, rows, output), indent=2), markup=False)
+        print_data(json.dumps(_report(outcome, rows, output), indent=2))
     else:
         _print(outcome, rows, output)
 
@@ -224,17 +245,24 @@ def _report(outcome, rows, output) -> dict:
     }
 
 
+def _ratio(a: float, b: float) -> str:
+    """`a / b` to 3 decimals; `-` when b is 0 (zero costs can make a schedule of no time: a valid result)."""
+    return f"{a / b:.3f}" if b else "-"
+
+
 def _print(outcome, rows, output) -> None:
     result, check = outcome.result, outcome.check
     in_bytes = check.expansion.memory_unit == "bytes"
     shown = format_bytes if in_bytes else (lambda x: f"{x:g}")
-    where = "stdout" if output == "-" else f"`{output}`"
+    where = "stdout" if output == "-" else f"`{escaped(output)}`"
     verdict = "optimal" if result.optimal else f"{result.gap:.1%} above the lower bound"
     out.print(
-        f"[green]wrote[/green] {where}: makespan {result.makespan:g} ({verdict}), bubble {check.bubble_ratio:.1%}"
+        styled(
+            ("wrote", "green"), f" {where}: makespan {result.makespan:g} ({verdict}), bubble {check.bubble_ratio:.1%}"
+        )
     )
     out.print(
-        f"lower bound {result.lower_bound:g} (makespan / bound = {result.makespan / result.lower_bound:.3f}); "
+        f"lower bound {result.lower_bound:g} (makespan / bound = {_ratio(result.makespan, result.lower_bound)}); "
         f"found by {result.origin} in {result.seconds:.1f} s"
     )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -252,6 +280,8 @@ def _print(outcome, rows, output) -> None:
             lib.add_column(col, justify="left" if col == "schedule" else "right")
         for row in rows:
             fits = row.over_limit is not True
-            ratio = f"{row.makespan / result.makespan:.3f}x"
-            lib.add_row(row.schedule, f"{row.makespan:g}", shown(row.peak_activations), "yes" if fits else "no", ratio)
+            ratio = f"{_ratio(row.makespan, result.makespan)}x"
+            lib.add_row(
+                escaped(row.schedule), f"{row.makespan:g}", shown(row.peak_activations), "yes" if fits else "no", ratio
+            )
         out.print(lib)

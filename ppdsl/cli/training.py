@@ -27,10 +27,11 @@ from rich.table import Table
 from ppdsl.analysis.expand import MAX_SIZE, parse_params
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.cli.app import app
-from ppdsl.cli.common import VPP, Params, diagnosed, emit, err, out, usage_error
+from ppdsl.cli.common import VPP, Params, diagnosed, emit, err, out, styled, usage_error
 from ppdsl.common.codes import EXIT_VALID
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.files import check_output
+from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import find_schedule
 
@@ -181,9 +182,12 @@ def _train_one_process(opts: RunOptions, exp, sim, model, resume, out: Console) 
         out.print(f"resumed from `{opts.resume}` at step {start} of {opts.steps}: {opts.steps - start} to go")
 
     out.print(
-        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
-        f"model {model.name}, batch {opts.batch_size}, {len(trainer.built.job_names)} jobs per step "
-        f"(plan built in {trainer.built.seconds['total'] * 1e3:.0f} ms)"
+        styled(
+            (escaped(exp.defn.name), "bold"),
+            f": pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+            f"model {model.name}, batch {opts.batch_size}, {len(trainer.built.job_names)} jobs per step "
+            f"(plan built in {trainer.built.seconds['total'] * 1e3:.0f} ms)",
+        )
     )
     progress = Progress(
         TextColumn("[bold]training"),
@@ -362,8 +366,11 @@ def _train_cluster(opts: RunOptions, exp, sim, resume: dict[int, tuple[Path, int
     check_master_port(launch)  # before the launch's directory is made
     run_dir = new_launch_directory(launch.run_dir)
     out.print(
-        f"[bold]{exp.defn.name}[/bold]: pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
-        f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{run_dir}`"
+        styled(
+            (escaped(exp.defn.name), "bold"),
+            f": pp={exp.pp} vpp={exp.vpp} microbatches={exp.microbatches}, "
+            f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{run_dir}`",
+        )
     )
     with out.status("training across processes"):
         result = run_cluster(spec, exp, launch, run_dir)

@@ -49,7 +49,7 @@ _SUMMARIES = {
     "E005": "an include is missing or includes itself",
     "E006": "the schedule has no `order` or `table`",
     "E007": "bad command-line sizes, parameters or options",
-    "E008": "a cost file cannot be read, or names an unknown time unit",
+    "E008": "a cost file cannot be read, or holds something other than costs (an unknown key, a bad time or unit)",
     "E009": "a profile is not a Chrome trace with compute events",
     "E010": "a real number where an integer is needed",
     "E011": "mismatched types: a condition where a number is needed, or a number where a condition is needed",
@@ -92,6 +92,7 @@ _SUMMARIES = {
     "E066": "includes nested too deeply, or too many or too large in all",
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",
     "E068": "a command's output or search would not fit its budget of memory or time at these sizes",
+    "E075": "a `cost`, `comm` or `memory` declaration gives a negative, infinite or undefined number",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",
@@ -147,7 +148,7 @@ def _example_lines(example: Example) -> list[str]:
     lines = [f"  ({example.note})", ""] if example.note else []
     for name, content in example.files:
         lines.append(f"  {name}:")
-        lines += [f"      {line}".rstrip() for line in content.rstrip("\n").splitlines()]
+        lines += [f"      {line}".rstrip() for line in content.rstrip("\n").split("\n")]
         lines.append("")
     lines += [f"  $ {command}" for command in example.commands]
     return lines

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ppdsl.common.text import escaped, source_lines
+
 
 @dataclass(frozen=True)
 class Span:
@@ -79,7 +81,7 @@ class SourceCache:
         self._texts: dict[str, list[str]] = {}
 
     def add(self, file: str, text: str) -> None:
-        self._texts[file] = text.splitlines()
+        self._texts[file] = source_lines(text)
 
     def line(self, file: str, line: int) -> str | None:
         lines = self._texts.get(file)
@@ -87,7 +89,7 @@ class SourceCache:
             from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input  # (files.py imports this module)
 
             try:
-                lines = read_input(file, SCHEDULE_BYTES).decode("utf-8", errors="replace").splitlines()
+                lines = source_lines(read_input(file, SCHEDULE_BYTES).decode("utf-8", errors="replace"))
             except InputError:
                 return None
             self._texts[file] = lines
@@ -96,8 +98,14 @@ class SourceCache:
         return None
 
 
+MAX_QUOTED = 160  # characters of a source line quoted under a diagnostic
+QUOTED_BEFORE = 40  # of them before the span, when the line is longer
+
+
 def render(diag: Diagnostic, sources: SourceCache, color: bool = False) -> str:
-    """rustc-style text for one diagnostic."""
+    """rustc-style text for one diagnostic. User text in it (names, paths, the quoted line) has its control
+    characters, line separators and direction overrides escaped (`\\u202e`), so it shows as written and
+    cannot reorder or break the lines around it; the caret is placed under the escaped text."""
 
     def paint(text: str, style: str) -> str:
         if not color:
@@ -106,31 +114,38 @@ def render(diag: Diagnostic, sources: SourceCache, color: bool = False) -> str:
         return f"\x1b[{codes[style]}m{text}\x1b[0m"
 
     head_style = "red"
-    out = [paint(f"error[{diag.code}]", head_style) + paint(f": {diag.message}", "bold")]
+    out = [paint(f"error[{diag.code}]", head_style) + paint(f": {escaped(diag.message)}", "bold")]
     span = diag.span
     gutter = len(str(span.line)) if span else 1
     pad = " " * gutter
     if span is not None:
-        out.append(f"{pad}{paint('-->', 'blue')} {span.file}:{span.line}:{span.col}")
-        text = sources.line(span.file, span.line)
-        if text is not None:
+        out.append(f"{pad}{paint('-->', 'blue')} {escaped(span.file)}:{span.line}:{span.col}")
+        raw = sources.line(span.file, span.line)
+        if raw is not None:
+            text = escaped(raw)
+            start = len(escaped(raw[: max(span.col - 1, 0)]))
+            end = len(escaped(raw[: span.end_col - 1])) if span.end_line == span.line else len(text)
+            if len(text) > MAX_QUOTED:  # a window around the span of a long line (a 5000-digit number)
+                lo = max(0, min(start - QUOTED_BEFORE, len(text) - MAX_QUOTED))
+                hi = lo + MAX_QUOTED
+                before, after = ("..." if lo else ""), ("..." if hi < len(text) else "")
+                text = before + text[lo:hi] + after
+                start, end = start - lo + len(before), min(end, hi) - lo + len(before)
             out.append(f"{pad} {paint('|', 'blue')}")
             out.append(f"{paint(str(span.line).rjust(gutter), 'blue')} {paint('|', 'blue')} {text}")
-            start = max(span.col - 1, 0)
-            end = span.end_col - 1 if span.end_line == span.line else len(text)
             width = max(end - start, 1)
             caret = " " * start + "^" * width
-            label = f" {diag.label}" if diag.label else ""
+            label = f" {escaped(diag.label)}" if diag.label else ""
             out.append(f"{pad} {paint('|', 'blue')} {paint(caret + label, head_style)}")
             out.append(f"{pad} {paint('|', 'blue')}")
     elif diag.label:
-        out.append(f"{pad} = {diag.label}")
+        out.append(f"{pad} = {escaped(diag.label)}")
     for note in diag.notes:
-        lines = note.splitlines() or [""]
+        lines = [escaped(line) for line in note.split("\n")]  # a note may have lines of its own (a grid)
         out.append(f"{pad} {paint('=', 'blue')} note: {lines[0]}")
         out.extend(f"{pad}   {line}" for line in lines[1:])
     if diag.help:
-        out.append(f"{pad} {paint('=', 'blue')} help: {diag.help}")
+        out.append(f"{pad} {paint('=', 'blue')} help: {escaped(diag.help)}")
     return "\n".join(out)
 
 

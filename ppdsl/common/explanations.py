@@ -304,8 +304,10 @@ EXPLANATIONS: dict[str, Explanation] = {
     ),
     "E008": Explanation(
         "A cost file (`--costs FILE`, as `ppdsl calibrate` writes it) is not a JSON object of the expected form "
-        '`{"costs": {type: time}, "stages": {stage: {type: time}}, "latency": t, "bandwidth": b, "unit": "s"}`, '
-        "or names a time unit other than `s`, `ms` and `us`.",
+        '`{"costs": {type: time}, "stages": {stage: {type: time}}, "latency": t, "bandwidth": b, "unit": "s"}`: '
+        "a key it does not know (a typo, or a profile or summary passed as a cost file), a job type the schedule "
+        "does not have, a time that is not a number from 0 to 1e15 (`NaN`, `Infinity`, negative, a string), or a "
+        "time unit other than `s`, `ms` and `us`. Nothing runs with the schedule's own costs instead.",
         cmd("ppdsl check 1f1b --pp 4 -m 8 --costs costs.json", files=(("costs.json", '{"costs": {"forward": 1,}}\n'),)),
         cmd("ppdsl check 1f1b --pp 4 -m 8 --costs costs.json", files=(("costs.json", '{"costs": {"forward": 1}}\n'),)),
     ),
@@ -659,6 +661,26 @@ EXPLANATIONS: dict[str, Explanation] = {
             "ppdsl run 1f1b --steps 10 --save-dir other",
             note="the second command is typed in another terminal while the first still trains",
             paddle=True,
+        ),
+    ),
+    "E075": Explanation(
+        "A `cost` or `comm` declaration must give every job (each rank and chunk) a time from 0 to 1e15: a "
+        "negative, infinite or undefined (NaN) cost makes the makespan and the bubble meaningless. A `memory` "
+        "declaration and the `memory limit` must be finite. Zero is a time: a job that takes none (the "
+        "optimizer's default), no latency, or no bandwidth term. The message names the rank where it goes wrong.",
+        sched(
+            """
+            cost forward = 1 - rank
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 3 -m 2",
+        ),
+        sched(
+            """
+            cost forward = 1 + rank
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 3 -m 2",
         ),
     ),
     "E042": Explanation(

@@ -34,3 +34,38 @@ def numbered(noun: str, numbers: Iterable[int], plural_form: str | None = None) 
     """`rank 2`, `ranks 0-3`, `micro-batches 0-7`."""
     values = sorted(set(numbers))
     return f"{noun if len(values) == 1 else plural_form or plural(noun)} {ranges(values)}"
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of a source text as the parser numbers them: split at `\\n` only. `str.splitlines` also splits
+    at U+2028, U+0085, `\\x0b`, `\\x0c`, `\\x1c`-`\\x1e` and `\\r`, which Lark does not count, so a diagnostic
+    would quote a line other than the one it names."""
+    return text.split("\n")
+
+
+def escaped(text: str) -> str:
+    """`text` with every character that is not printable written as an escape (`\\u202e`, `\\x0b`, `\\n`):
+    control characters, line and paragraph separators, direction overrides and other invisible format
+    characters. User text printed in a message cannot then reorder, hide or break the lines around it. Tabs
+    and spaces stay."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\t" else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if ch == "\n":
+        return "\\n"
+    if ch == "\r":
+        return "\\r"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def shortened(text: str, limit: int = 40) -> str:
+    """`text`, or its start and `...` when longer than `limit` characters (a 5000-digit cell in a message)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

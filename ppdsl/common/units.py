@@ -3,9 +3,11 @@ units of cost files and traces."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.text import shortened
 
 _UNITS = {
     "": 1,
@@ -27,9 +29,20 @@ def parse_size(text: str) -> float:
     m = _SIZE.match(text)
     if not m or m.group(2).lower() not in _UNITS:
         raise DiagnosticError(
-            [Diagnostic("E007", f"bad memory size `{text}`", help="write e.g. `2GiB`, `512MiB`, `1.5GB` or a number")]
+            [
+                Diagnostic(
+                    "E007",
+                    f"bad memory size `{shortened(text)}`",
+                    help="write e.g. `2GiB`, `512MiB`, `1.5GB` or a number",
+                )
+            ]
         )
-    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+    size = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not math.isfinite(size):
+        raise DiagnosticError(
+            [Diagnostic("E007", f"memory size `{shortened(text)}` is too large", help="write e.g. `2GiB` or a number")]
+        )
+    return size
 
 
 def format_bytes(n: float) -> str:

@@ -177,4 +177,4 @@ class ScheduleDef:
 
     @property
     def summary(self) -> str:
-        return self.doc.splitlines()[0] if self.doc else ""
+        return self.doc.split("\n")[0] if self.doc else ""

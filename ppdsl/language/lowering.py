@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Diagnostic, Span
-from ppdsl.common.text import count
+from ppdsl.common.text import count, source_lines
 from ppdsl.language import ast, types
 from ppdsl.language.ir import ScheduleDef, Site
 from ppdsl.language.jobtypes import SHARED_COUNTER
@@ -398,7 +398,7 @@ class ExprCompiler:
         if name in self.job_names:
             root = self._root
             if root is not None and root.span.line < span.line and root.span.file in self.sources:
-                lines = source_lines(self.sources[root.span.file])
+                lines = file_lines(self.sources[root.span.file])
                 start = lines[root.span.line - 1][root.span.col - 1 :].strip() if root.span.line <= len(lines) else ""
                 help_text = (
                     f"the expression `{start}` on line {root.span.line} is not finished, so it runs on into "
@@ -619,14 +619,15 @@ MAX_LOOP_DEPTH = 20
 
 
 @functools.lru_cache(maxsize=16)
-def source_lines(file_text: str) -> tuple[str, ...]:
-    """The lines of a source text, split once per text: a diagnostic, a site and a plan comment are taken for each
-    statement, and splitting the whole file for each made a 40,000-line file quadratic."""
-    return tuple(file_text.splitlines())
+def file_lines(file_text: str) -> tuple[str, ...]:
+    """The lines of a source text (as the parser numbers them), split once per text: a diagnostic, a site and a
+    plan comment are taken for each statement, and splitting the whole file for each made a 40,000-line file
+    quadratic."""
+    return tuple(source_lines(file_text))
 
 
 def site_text(file_text: str, span: Span) -> str:
-    lines = source_lines(file_text)
+    lines = file_lines(file_text)
     if 1 <= span.line <= len(lines):
         line = lines[span.line - 1]
         end = span.end_col - 1 if span.end_line == span.line else len(line)
@@ -945,7 +946,7 @@ class OrderCompiler:
         if previous == (span.file, span.line):
             return code
         self._commented = (span.file, span.line)
-        lines = source_lines(self.file_texts.get(span.file, ""))
+        lines = file_lines(self.file_texts.get(span.file, ""))
         text = lines[span.line - 1].strip() if 1 <= span.line <= len(lines) else ""
         above = span.line - 1
         while above >= 1 and lines[above - 1].strip().startswith("#"):

@@ -16,6 +16,7 @@ from lark.parsers.lalr_analysis import Shift
 from lark.utils import TextSlice
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.common.text import source_lines
 from ppdsl.language import ast, grammar_tables
 
 MAX_SYNTAX_ERRORS = 10
@@ -98,11 +99,11 @@ def _syntax_diagnostic(err: UnexpectedInput, file: str, text: str, parser: Lark)
         tok = err.token
         if tok.type == "$END":
             message = "unexpected end of file"
-            lines = text.splitlines() or [""]
+            lines = source_lines(text)  # (numbered as Lark numbers them: at `\n` only)
             line, col = len(lines), len(lines[-1]) + 1
         else:
             message = f"unexpected `{tok.value}`"
-            width = max(len(str(tok.value).splitlines()[0]) if str(tok.value) else 1, 1)
+            width = max(len(str(tok.value).split("\n")[0]), 1)
         expected = _friendly_expected(err.expected, parser)
         label = "expected " + _join_or(expected) if expected else ""
     elif isinstance(err, UnexpectedCharacters):
@@ -725,7 +726,7 @@ class _ToAst:
 def _dedent(text: str) -> str:
     import textwrap
 
-    lines = text.strip("\n").splitlines()
+    lines = text.strip("\n").split("\n")
     if not lines:
         return ""
     first, rest = lines[0].strip(), textwrap.dedent("\n".join(lines[1:]))

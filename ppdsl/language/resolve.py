@@ -414,7 +414,9 @@ class _Resolver:
             if self._known_type(job, env.type_index, cost.span):
                 src = self.exprs.expect(cost.value, env.per_job, NUMBER, "a cost")
                 text = self._snippet(cost.value.span)
-                out[env.canonical(job)] = self._fn(src, env.params, extra=("rank", "chunk", "stage"), text=text)
+                out[env.canonical(job)] = self._fn(
+                    src, env.params, extra=("rank", "chunk", "stage"), text=text, span=cost.span
+                )
         return out
 
     def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict:
@@ -429,7 +431,7 @@ class _Resolver:
                 )
                 continue
             src = self.exprs.expect(item.value, env.globals, NUMBER, f"a {key}")
-            out[key] = self._fn(src, env.params, text=self._snippet(item.value.span))
+            out[key] = self._fn(src, env.params, text=self._snippet(item.value.span), span=item.span)
         return out
 
     def _compile_memory(self, memory: dict[str, ast.Memory], env: _Environment) -> dict:
@@ -437,7 +439,8 @@ class _Resolver:
         for job, item in memory.items():
             if self._known_type(job, env.type_index, item.span):
                 src = self.exprs.expect(item.value, env.per_job, NUMBER, "an amount of memory")
-                fn = self._fn(src, env.params, extra=("rank", "chunk", "stage"), text=self._snippet(item.value.span))
+                text = self._snippet(item.value.span)
+                fn = self._fn(src, env.params, extra=("rank", "chunk", "stage"), text=text, span=item.span)
                 out[env.canonical(job)] = (item.verb, fn)
         return out
 
@@ -537,9 +540,16 @@ class _Resolver:
             )
         return 0
 
-    def _fn(self, src: str, params: dict[str, ParamDef], extra: tuple[str, ...] = (), text: str = ""):
+    def _fn(
+        self,
+        src: str,
+        params: dict[str, ParamDef],
+        extra: tuple[str, ...] = (),
+        text: str = "",
+        span: Span | None = None,
+    ):
         """A callable over the size/parameter environment: fn(pp=, vpp=, microbatches=, <params>, <extra>).
-        `text` is the expression as written, for messages."""
+        `text` is the expression as written and `span` its declaration, for messages."""
         names = ["pp", "vpp", "microbatches", *params, *extra]
         args = ", ".join(mangle(n) for n in names)
         self.namespace.pop("_f", None)
@@ -552,6 +562,7 @@ class _Resolver:
 
         call.source = src  # kept for code generation
         call.text = text or src
+        call.span = span
         return call
 
     def _known_type(self, name: str, type_index: dict[str, int], span: Span) -> bool:

@@ -23,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from ppdsl.analysis.check import check_expansion
-from ppdsl.analysis.costs import COMM_KEYS, CostSpec, unknown_cost_error
+from ppdsl.analysis.costs import COMM_KEYS, CostSpec
+from ppdsl.analysis.expand import MAX_SIZE
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.text import shortened
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.resolve import load
 
 AUTO_VPP = (1, 2, 3, 4)
 MAX_SWEEP_POINTS = 4096  # a sweep is a table to read, not a search
+MAX_SIZE_DIGITS = len(str(MAX_SIZE))  # (checked before `int`, which refuses more than 4300 digits)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -143,10 +146,7 @@ def compare(
         if loaded and not any(name in d.params for d in loaded):
             raise DiagnosticError([Diagnostic("E007", f"no schedule compared has a parameter `{name}`")])
     if costs is not None and loaded:
-        names = {jt.name for d in loaded for jt in d.job_types}
-        unknown = costs.unknown_names(names)
-        if unknown:
-            raise unknown_cost_error(unknown, sorted(names))
+        costs.check_known(sorted({jt.name for d in loaded for jt in d.job_types}))
     rows = []
     for d in defns:
         if isinstance(d, Row):
@@ -194,6 +194,8 @@ def parse_sizes(text: str, what: str = "size") -> list[int]:
 
     for item in text.split(","):
         item = item.strip()
+        if any(len(digits) > MAX_SIZE_DIGITS for digits in re.findall(r"\d+", item)):
+            raise bad(shortened(item), f"sizes go up to {MAX_SIZE}")
         if item.isdigit():
             values = [int(item)]
         else:
@@ -218,6 +220,8 @@ def parse_sizes(text: str, what: str = "size") -> list[int]:
                 values = list(range(a, b + 1, step))
         if any(v < 1 for v in values):
             raise bad(item, "sizes start at 1")
+        if any(v > MAX_SIZE for v in values):
+            raise bad(item, f"sizes go up to {MAX_SIZE}")
         out.update(values)
         if len(out) > MAX_SWEEP_POINTS:
             raise bad(text, f"more than {MAX_SWEEP_POINTS} sizes")
@@ -225,7 +229,20 @@ def parse_sizes(text: str, what: str = "size") -> list[int]:
 
 
 def sweep(base: Scenario, pps: Sequence[int], microbatches: Sequence[int]) -> list[Row]:
-    """The base scenario at every (pp, microbatches), in that order; sizes a `require` rejects are rows too."""
+    """The base scenario at every (pp, microbatches), in that order; sizes a `require` rejects are rows too.
+    Raises DiagnosticError (E007) for more than MAX_SWEEP_POINTS pairs: each axis within it, 4096 x 4096 would
+    still be 16 million rows."""
+    if len(pps) * len(microbatches) > MAX_SWEEP_POINTS:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"{len(pps)} pipeline degrees x {len(microbatches)} micro-batch counts are "
+                    f"{len(pps) * len(microbatches):,} sizes, more than the {MAX_SWEEP_POINTS} a sweep measures",
+                    help="sweep fewer sizes (`8..64` doubles; `4..16:4` steps)",
+                )
+            ]
+        )
     defn = base.definition()
     base = base.with_(params=_own_params(defn, base.params))
     return [measure(base.with_(pp=pp, microbatches=m)) for pp in pps for m in microbatches]

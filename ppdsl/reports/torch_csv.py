@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import CSV_BYTES, read_text
+from ppdsl.common.text import shortened
 from ppdsl.language.sched_text import sched_docstring_text, sched_string
 
 _ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
@@ -20,6 +21,9 @@ _OVERLAP = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
 _TORCH_ONLY = re.compile(r"^\d+(UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)\d*$")
 LETTER_TYPE = {"F": "F", "B": "B", "I": "I", "W": "W"}
 MAX_ERRORS = 20
+# digits of a stage or micro-batch number: Python refuses to read integers past 4300 digits, and no pipeline has a
+# billion stages or micro-batches
+MAX_DIGITS = 9
 
 
 def _cells(line: str) -> list[tuple[int, str]]:
@@ -35,6 +39,7 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
     """Rows of (stage, letter, micro-batch, span); raises DiagnosticError naming row and column."""
     rows: list[list[tuple[int, str, int, Span]]] = []
     errors: list[Diagnostic] = []
+    text = text.removeprefix("\ufeff")  # a byte-order mark (spreadsheets write one) is not part of the first cell
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -48,6 +53,18 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
             parts = [overlap.group(1), overlap.group(2)] if overlap else [cell]
             for part in parts:
                 m = _ACTION.match(part)
+                if m and max(len(m.group(1)), len(m.group(3))) > MAX_DIGITS:
+                    errors.append(
+                        Diagnostic(
+                            "E020",
+                            f"row {row_no}, column {col}: `{shortened(cell)}` has a number too large for a stage or a "
+                            "micro-batch",
+                            span,
+                            label="too large",
+                            help=f"stages and micro-batches have at most {MAX_DIGITS} digits",
+                        )
+                    )
+                    continue
                 if m:
                     actions.append((int(m.group(1)), LETTER_TYPE[m.group(2)], int(m.group(3)), span))
                     continue
@@ -58,7 +75,7 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
                 errors.append(
                     Diagnostic(
                         "E020",
-                        f"row {row_no}, column {col}: `{cell}` is not a compute action",
+                        f"row {row_no}, column {col}: `{shortened(cell)}` is not a compute action",
                         span,
                         label="not a compute action",
                         help=help_text,

@@ -20,6 +20,7 @@ layer builds on the analysis layer and is below reports and the command line.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,11 +32,12 @@ from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import MemoryModel, Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
+from ppdsl.synth.exact import MAX_TICKS, time_ticks
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem, build_problem
 from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
-from ppdsl.synth.writer import Header, costs_fit_in_file, number, problem_links, sched_text
+from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
 EPS = 1e-6
 
@@ -78,6 +80,21 @@ class SynthOutcome:
 
 
 def build(request: SynthRequest) -> Problem:
+    bad_name = name_problem(request.name)
+    if bad_name is not None:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"the name `{request.name}` {bad_name}",
+                    help='the name is written between double quotes in the file: leave out `"` and control characters',
+                )
+            ]
+        )
+    if not (request.time_limit > 0 and math.isfinite(request.time_limit)):
+        raise DiagnosticError(
+            [Diagnostic("E007", f"the time limit must be a positive number of seconds, got {request.time_limit}")]
+        )
     problem = build_problem(
         request.pp,
         request.microbatches,
@@ -91,6 +108,29 @@ def build(request: SynthRequest) -> Problem:
         request.cost_scale,
         request.max_jobs,
     )
+    k, ticks = time_ticks(problem)
+    if ticks == 0:  # (a zero cost is meaningful for some jobs: the optimizer's default; not for all of them)
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    "every job costs 0: there is no time to minimize",
+                    help="give forward and backward costs (`--cost forward=1,backward=2`)",
+                )
+            ]
+        )
+    if ticks > MAX_TICKS:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"the costs need {ticks:.3g} time steps of 1/{k} for one training step, more than the search "
+                    f"counts ({MAX_TICKS:.3g})",
+                    help="give costs with fewer decimals, or in a larger unit (the largest and smallest nonzero "
+                    "costs should be within about 10^9 of each other)",
+                )
+            ]
+        )
     need = problem.minimum_memory()
     short = [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
     if short:
@@ -147,7 +187,9 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
         check = scenario.check()
-    wrong_makespan = microbatches is None and abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    wrong_makespan = microbatches is None and (
+        check.makespan is None or abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    )
     if not check.valid or wrong_makespan:
         found = "; ".join(f"{d.code}: {d.message}" for d in check.diagnostics) or f"makespan {check.makespan}"
         found += "" if microbatches is None else f" at microbatches={m}"

@@ -65,6 +65,22 @@ def load_cp_model(feature: str = "--exact"):
     return cp_model
 
 
+# The most ticks a step may last in the integer models (CP-SAT's variables are 64-bit; sums of them and the
+# modulo terms of the periodic model must not overflow, and a float still counts every tick at 2^53).
+MAX_TICKS = 2**53
+
+
+def time_ticks(problem: Problem) -> tuple[int, int]:
+    """(ticks per time unit, ticks of all the step's work and transfers): the integer time the CP-SAT models
+    (exact, windows, periodic) count in, and the horizon it must hold."""
+    S = problem.nstages
+    values = [problem.cost[t][s] for t in range(4) for s in range(S)]
+    links = [max(x, 0.0) for t in range(4) for x in problem.link[t]]
+    k = _scale(values + links + list(problem.optimizer_cost))
+    work = problem.microbatches * (sum(values) + 2 * sum(links)) + sum(problem.optimizer_cost)
+    return k, round(k * work)
+
+
 def _scale(values: list[float]) -> int:
     """The smallest integer factor that makes every value an integer (values rounded to 1e-6 first)."""
     factor = 1

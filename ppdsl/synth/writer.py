@@ -18,7 +18,9 @@ from __future__ import annotations
 import textwrap
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal
 
+from ppdsl.common.text import escaped
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, BUILTIN_TYPES, FORWARD
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
@@ -43,11 +45,27 @@ class Header:
     check: str  # the command line that checks it
 
 
+def docstring_line(text: str) -> str:
+    """A line of the file's docstring: control characters escaped and three double quotes broken, so that no path
+    of the command line (which the docstring quotes) can end the docstring early or add lines."""
+    return escaped(text).replace('"""', '\\"\\"\\"')
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be written as the schedule's name (a `.sched` string has no escapes); None if it can."""
+    if '"' in name:
+        return 'holds `"`, which would end the string it is written in'
+    if not name.isprintable():
+        return f"holds a character that cannot be written in a string (`{escaped(name)}`)"
+    return None
+
+
 def number(value: float) -> str:
-    """A number as the language writes it: `1`, `0.5`, `1.5`."""
-    if value == int(value) and abs(value) < 1e15:
+    """A number as the language writes it: `1`, `0.5`, `0.0000001`: digits and a point, never an exponent (the
+    language has none), the shortest that reads back as the same float."""
+    if value == int(value):
         return str(int(value))
-    return repr(float(value))
+    return format(Decimal(repr(float(value))), "f")
 
 
 def _per_stage_expression(values: list[float]) -> str | None:
@@ -221,6 +239,7 @@ def sched_text(problem: Problem, orders: list[Order], header: Header, block: Blo
         f"Regenerate: {header.command}",
         f"Check:      {header.check}",
     ]
+    doc = [docstring_line(line) for line in doc]
     sizes = f"pp={problem.pp}, vpp={problem.vpp}, microbatches={problem.microbatches}"
     lines = ['"""' + doc[0], *doc[1:], '"""', f'schedule "{header.name}"', ""]
     if block is None:

@@ -124,11 +124,30 @@ def test_a_limit_below_what_any_schedule_needs_is_refused(tmp_path):
     ("args", "message"),
     [
         (["--pp", "4", "-m", "8", "--vpp", "3", "--placement", "vshape"], "even number of chunks"),
-        (["--pp", "0", "-m", "8"], "`pp` must be an integer from 1"),
+        (["--pp", "0", "-m", "8"], "`--pp` must be an integer from 1 to 1048576, got 0"),
         (["--pp", "2", "-m", "4", "--memory-limit", "lots"], "bad memory size"),
         (["--pp", "2", "-m", "4", "--cost", "fwd=1"], "names no job type `fwd`"),
-        (["--pp", "2", "-m", "4", "--time-limit", "0"], "--time-limit must be positive"),
-        (["--pp", "2", "-m", "4", "--backward-b-frees", "2"], "fraction of an activation"),
+        (["--pp", "2", "-m", "4", "--time-limit", "0"], "`--time-limit` must be a number from 0.01 to 1000000, got 0"),
+        (
+            ["--pp", "2", "-m", "4", "--time-limit", "nan"],
+            "`--time-limit` must be a number from 0.01 to 1000000, got nan",
+        ),
+        (["--pp", "2", "-m", "4", "--workers", "0"], "`--workers` must be an integer from 1 to 256, got 0"),
+        (["--pp", "2", "-m", "4", "--seed", str(2**40)], "`--seed` must be an integer from 0 to 2147483647"),
+        (["--pp", "2", "-m", "4", "--cost", "forward=nan"], "bad cost `forward=nan`: `forward` is not a number (NaN)"),
+        (["--pp", "2", "-m", "4", "--cost", "forward=inf"], "bad cost `forward=inf`: `forward` is over 1e15"),
+        (["--pp", "2", "-m", "4", "--cost", "forward=1e300"], "bad cost `forward=1e300`: `forward` is over 1e15"),
+        (
+            ["--pp", "2", "-m", "4", "--periodic", "--cost", "forward=1e15,backward=0.000001"],
+            "more than the search counts",
+        ),
+        (["--pp", "2", "-m", "4", "--cost", "forward=0,backward=0,backward_b=0,backward_w=0"], "every job costs 0"),
+        (["--pp", "2", "-m", "4", "--name", 'a"b'], 'the name `a"b` holds `"`, which would end the string'),
+        (["--pp", "2", "-m", "4", "--name", "a\nb"], "the name `a\\nb` holds a character that cannot be written"),
+        (
+            ["--pp", "2", "-m", "4", "--backward-b-frees", "2"],
+            "`--backward-b-frees` must be a number from 0 to 1, got 2",
+        ),
         (["--pp", "2", "-m", "4", "--periodic", "--exact"], "--periodic and --exact do not combine"),
     ],
 )
@@ -323,3 +342,25 @@ def test_compare_adds_the_synthesized_schedules_at_the_same_limit():
     fits = [r for r in rows.values() if r["status"] == "ok" and not r["over_limit"] and "synth" not in r["schedule"]]
     assert all(r["makespan"] >= looped["makespan"] for r in fits if r["vpp"] == 1)
     assert all(r["makespan"] >= v["makespan"] for r in fits if r["vpp"] == 2)
+
+
+@pytest.mark.parametrize(
+    "cost", ["forward=0.0000001", "forward=0", "backward=123456789.125", "forward=0,backward_b=0,backward_w=0"]
+)
+def test_costs_are_written_in_the_language_s_notation(cost, tmp_path):
+    """`1e-07` (Python's repr) is not a number the language reads: the written file did not check (a TypeError
+    escaped from the verification)."""
+    out = tmp_path / "s.sched"
+    result = synth("--pp", "2", "-m", "4", "--cost", cost, "--time-limit", "0.2", "--no-library", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "e-" not in out.read_text(encoding="utf-8").split('"""')[2]  # the declarations, after the docstring
+    assert runner.invoke(app, ["check", str(out), "--pp", "2", "-m", "4"]).exit_code == 0
+
+
+def test_the_docstring_holds_any_command_line(tmp_path):
+    """An output path (or any option) with three double quotes or a control character in it is quoted in the
+    docstring: it must not end the docstring nor add a line to it."""
+    out = tmp_path / 'x"""y\u2028z.sched'
+    result = synth("--pp", "2", "-m", "4", "--time-limit", "0.2", "--no-library", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(app, ["check", str(out), "--pp", "2", "-m", "4"]).exit_code == 0
