@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, Span
+from ppdsl.common.files import record_input
 
 MAX_INCLUDE_DEPTH = 32  # files in one chain of includes (a includes b includes c ...)
 MAX_INCLUDES = 1_000  # include statements expanded in one resolution, whatever the files
@@ -90,6 +91,7 @@ class IncludeBudget:
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             raise IncludeRefused(_not_sched(named, span, f"it is {_kind(info.st_mode)}, not a regular file"))
+        record_input(target)  # an output naming this file is refused (E050)
         with os.fdopen(fd, "rb") as f:
             key = (info.st_dev, info.st_ino)
             if key in self.files:

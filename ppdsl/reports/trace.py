@@ -29,6 +29,7 @@ from typing import Any
 from ppdsl.analysis.records import JobRecord
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import PROFILE_BYTES, read_text
+from ppdsl.common.jsontext import parse_json
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT, unit_name
 from ppdsl.reports.simulate import Simulation
 
@@ -204,7 +205,8 @@ def read_trace(path: str | Path) -> Profile:
     time. Raises DiagnosticError (E009) when the file is not such a trace.
     """
     try:
-        data = json.loads(read_text(path, PROFILE_BYTES, "E009", "profile ", help=PROFILE_HELP))
+        # bounded nesting, no NaN: a hostile profile cannot exhaust the stack (ppdsl.common.jsontext)
+        data = parse_json(read_text(path, PROFILE_BYTES, "E009", "profile ", help=PROFILE_HELP))
     except ValueError as err:
         raise _bad(path, str(err)) from None
     meta: dict[str, Any] = {}
