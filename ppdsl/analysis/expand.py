@@ -1,5 +1,6 @@
 """ScheduleDef + sizes -> Expansion: bind pp / vpp / microbatches / params, check `require`s, run every rank's
-order, tabulate placement, costs and memory.
+order, tabulate placement, costs and memory, with the costs from outside, a measured memory model and a memory
+limit applied. `expand` is the one builder: an `Expansion` is complete when it returns and never written after.
 
 Errors here are S1xx (the schedule is wrong for these sizes) or E007 (bad parameter use), with the span of the
 statement that was running.
@@ -7,10 +8,13 @@ statement that was running.
 
 from __future__ import annotations
 
+import math
 import traceback
 from dataclasses import dataclass, replace
 
+from ppdsl.analysis.costs import CostSpec, CostTable
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.memory import MemoryModel
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span, number_text
 from ppdsl.common.text import count, numbered
 from ppdsl.language import types
@@ -108,10 +112,17 @@ def expand(
     vpp: int = 1,
     params: dict[str, object] | None = None,
     max_jobs: int = DEFAULT_MAX_JOBS,
+    *,
+    costs: CostSpec | None = None,
+    memory: MemoryModel | None = None,
+    memory_limit: float | None = None,
 ) -> Expansion:
-    """Bind sizes and run the order of every rank, with the schedule's own costs (`CostSpec.apply` puts costs
-    from outside over them). Sizes that need more than `max_jobs` jobs are refused before anything runs, and each
-    rank's order has an evaluation budget proportional to its jobs. Raises DiagnosticError on any failure."""
+    """Bind sizes and run the order of every rank. The schedule's own costs, memory and limit, with `costs` from
+    outside over its costs, `memory` (measured bytes) instead of its activation counts and `memory_limit` instead
+    of its limit on every rank. Sizes that need more than `max_jobs` jobs are refused before anything runs, and
+    each rank's order has an evaluation budget proportional to its jobs. Raises DiagnosticError on any failure."""
+    if costs is not None:
+        costs.check_names(defn)
     for name, value in (("pp", pp), ("microbatches", microbatches), ("vpp", vpp)):
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
             raise DiagnosticError(
@@ -144,7 +155,24 @@ def expand(
     total = sum(map(len, jobs))
     if total > max_jobs:
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
-    ntypes = len(defn.job_types)
+    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit)
+
+
+def _build(
+    defn: ScheduleDef,
+    env: dict,
+    stage_of: list[list[int]],
+    jobs: list[list[int]],
+    sites: list[list[int]],
+    costs: CostSpec | None = None,
+    memory: MemoryModel | None = None,
+    memory_limit: float | None = None,
+) -> Expansion:
+    """The expansion of these orders: the schedule's tables evaluated at `env`, the inputs from outside over
+    them. (The schedule's own memory and limit are evaluated even when replaced: a declaration that fails at
+    these sizes is reported either way.)"""
+    pp, vpp = env["pp"], env["vpp"]
+    names = [jt.name for jt in defn.job_types]
     cost = _job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn))
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
     latency = _call(defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
@@ -154,26 +182,41 @@ def expand(
         if defn.memory_limit_fn
         else [None] * pp
     )
-    assert len(cost) == ntypes
+    rules = [
+        replace(rule, priority=None if prio is None else int(_call(prio, env, rule.span)))
+        for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
+    ]
+    table = CostTable(cost, latency, bandwidth)
+    if costs is not None:
+        table = costs.apply(table, names, stage_of)
+    assert len(table.jobs) == len(names)
     return Expansion(
         defn=defn,
         pp=pp,
         vpp=vpp,
-        microbatches=microbatches,
+        microbatches=env["microbatches"],
         params={k: env[k] for k in defn.params},
         stage_of=stage_of,
         jobs=jobs,
         sites=sites,
-        cost=cost,
-        latency=latency,
-        bandwidth=bandwidth,
-        mem_delta=mem,
-        memory_limit=limit,
-        rules=[
-            replace(rule, priority=None if prio is None else int(_call(prio, env, rule.span)))
-            for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
-        ],
+        cost=table.jobs,
+        latency=table.latency,
+        bandwidth=table.bandwidth,
+        mem_delta=mem if memory is None else memory.table(names, stage_of),
+        memory_limit=limit if memory_limit is None else [memory_limit] * pp,
+        rules=rules,
+        memory_unit="activations" if memory is None else memory.unit,
+        memory_limit_given=memory_limit is not None,
     )
+
+
+def scale_costs(exp: Expansion, factor: float) -> Expansion:
+    """The same expansion with every job's cost multiplied by `factor` > 0 (`ppdsl compare` and `synth` can
+    measure a chunk as 1/vpp of a rank's work); the links, the memory and the orders are the same."""
+    if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
+        raise ValueError(f"a cost scale is a positive number, not {factor!r}")
+    cost = [[[x * factor for x in per_chunk] for per_chunk in per_rank] for per_rank in exp.cost]
+    return replace(exp, cost=cost)
 
 
 def _too_many_jobs(what: str, jobs: int, limit: int) -> Diagnostic:
@@ -518,19 +561,4 @@ def expansion_from_orders(
     ntypes = len(types)
     jobs = [[(mb * vpp + c) * ntypes + index[t] for t, c, mb in order] for order in orders]
     env = {"pp": pp, "vpp": vpp, "microbatches": microbatches}
-    return Expansion(
-        defn=defn,
-        pp=pp,
-        vpp=vpp,
-        microbatches=microbatches,
-        params={},
-        stage_of=[list(row) for row in stage_of],
-        jobs=jobs,
-        sites=[[0] * len(j) for j in jobs],
-        cost=_job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn)),
-        latency=0.0,
-        bandwidth=None,
-        mem_delta=_job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn)),
-        memory_limit=[None] * pp,
-        rules=[],
-    )
+    return _build(defn, env, [list(row) for row in stage_of], jobs, [[0] * len(j) for j in jobs])

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ppdsl.analysis.check import CheckResult
+from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.checks import used_types
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.grid import text_grid
@@ -75,7 +75,7 @@ def check_cmd(
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
-    result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs).check()
+    result = check(scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs))
     if fmt is TextOrJson.json:
         out.print(json.dumps(result.to_dict(), indent=2), markup=False)
     else:

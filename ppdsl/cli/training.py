@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import parse_params
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.cli.app import app
@@ -74,7 +75,7 @@ def _validate(opts: RunOptions) -> None:
 def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     _validate(opts)
     params = parse_params(opts.params)
-    result = Scenario(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params).check()
+    result = check(Scenario(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params))
     if result.diagnostics:
         err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
     if not result.valid:
@@ -83,7 +84,7 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     if opts.launch is not None:
         return _run_cluster(opts, exp, sim, out)
 
-    from ppdsl.runtime.model import load_model  # no paddle yet: a bad model path fails fast
+    from ppdsl.runtime.builtin_models import load_model  # no paddle yet: a bad model path fails fast
 
     model = load_model(opts.model)
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, checksum, train
@@ -238,7 +239,7 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     if launch.dry_run:
         out.print(dry_run_text(exp, launch, launch_command(launch, launch.run_dir / "spec.json")), markup=False, end="")
         return EXIT_VALID
-    from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.builtin_models import load_model
 
     model = load_model(opts.model)  # a bad model path fails here, before any process starts
     if opts.resume is not None:  # and so does a checkpoint of another run

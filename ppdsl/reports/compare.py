@@ -24,6 +24,7 @@ from typing import Any
 
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.costs import COMM_KEYS, CostSpec, unknown_cost_error
+from ppdsl.analysis.expand import scale_costs
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
@@ -98,7 +99,7 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
     row.memory_unit = exp.memory_unit
     scale = 1.0 / exp.vpp if normalise else 1.0
     if scale != 1.0:
-        exp.cost = [[[x * scale for x in per_chunk] for per_chunk in per_rank] for per_rank in exp.cost]
+        exp = scale_costs(exp, scale)
     result = check_expansion(exp, scenario.rendezvous)
     if not result.valid:
         row.status, row.reason = "invalid", f"{result.errors[0].code}: {result.errors[0].message}"

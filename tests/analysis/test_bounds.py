@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ppdsl
+from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import (
     BUDGET_PER_JOB,
     DEFAULT_MAX_JOBS,
@@ -52,7 +53,7 @@ def test_the_default_limit_covers_the_largest_sizes_it_promises():
 
 def test_sizes_over_the_limit_are_refused_up_front_with_the_count():
     start = time.perf_counter()
-    result = Scenario("1f1b", pp=100_000, microbatches=100_000).check()
+    result = check(Scenario("1f1b", pp=100_000, microbatches=100_000))
     assert time.perf_counter() - start < 0.5
     (diag,) = result.diagnostics
     assert diag.code == "E015" and "20,000,100,000 jobs" in diag.message and "--max-jobs 20000100000" in diag.help
@@ -72,10 +73,10 @@ def test_every_way_in_is_under_the_limit(run):
 
 
 def test_the_limit_can_be_raised_and_an_order_running_past_it_is_refused():
-    assert Scenario("1f1b", pp=4, microbatches=8, max_jobs=67).check().diagnostics[0].code == "E015"  # least 68
-    over = Scenario("1f1b", pp=4, microbatches=8, max_jobs=100).check()  # 1F1B runs 132
+    assert check(Scenario("1f1b", pp=4, microbatches=8, max_jobs=67)).diagnostics[0].code == "E015"  # least 68
+    over = check(Scenario("1f1b", pp=4, microbatches=8, max_jobs=100))  # 1F1B runs 132
     assert [d.code for d in over.diagnostics] == ["E015"] and "runs 132 jobs" in over.diagnostics[0].message
-    assert Scenario("1f1b", pp=4, microbatches=8, max_jobs=132).check().valid
+    assert check(Scenario("1f1b", pp=4, microbatches=8, max_jobs=132)).valid
 
 
 def test_max_jobs_on_the_command_line(in_repo):

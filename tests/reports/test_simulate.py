@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ppdsl
-from ppdsl.analysis.costs import apply_costs
+from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import expand
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import load
@@ -139,8 +139,9 @@ def fthenb_makespan(p: int, m: int, f: float, b: float, link: float) -> float:
 def test_fthenb_with_latency_and_bandwidth(p, m):
     sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs={"forward": 1, "backward": 2})
     assert sim.makespan == fthenb_makespan(p, m, 1, 2, 0)
-    exp = ppdsl.expand(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs={"forward": 1, "backward": 2})
-    apply_costs(exp, {"latency": 0.25, "bandwidth": 4})  # an activation is 1 unit: L = 0.25 + 1 / 4
+    # an activation is 1 unit: L = 0.25 + 1 / 4
+    costs = {"forward": 1, "backward": 2, "latency": 0.25, "bandwidth": 4}
+    exp = ppdsl.expand(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs=costs)
     sim = simulate_expansion(exp)
     assert sim.makespan == pytest.approx(fthenb_makespan(p, m, 1, 2, 0.5))
     assert all(t.end - t.start == pytest.approx(0.5) for t in sim.transfers)
@@ -206,9 +207,7 @@ def library_runs(draw):
         m = p * draw(st.integers(1, 3))
     costs = {t: float(draw(st.integers(1, 4))) for t in ("forward", "backward", "backward_b", "backward_w")}
     links = {"latency": float(draw(st.integers(0, 3))), "bandwidth": float(draw(st.sampled_from([0, 1, 2, 4])))}
-    exp = expand(load(LIBRARY / f"{stem}.sched"), p, m, vpp)
-    apply_costs(exp, {"costs": costs, **links})  # (the job types the schedule has)
-    return exp
+    return expand(load(LIBRARY / f"{stem}.sched"), p, m, vpp, costs=CostSpec(file={"costs": costs, **links}))
 
 
 @PROPERTY
