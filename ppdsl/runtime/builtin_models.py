@@ -1,4 +1,5 @@
-"""The built-in models: a small GPT (the default, `--model builtin`) and the MLP it replaced (`--model tiny_mlp`).
+"""The built-in models: a small GPT (the default, `--model builtin`) and the MLP it replaced (`--model tiny_mlp`);
+and `load_model`, which finds a model by `--model`'s name: a built-in one, or a `module:function` of the user's.
 
 Both read synthetic text with structure to learn (`synthetic_text`). Activations are [micro-batch, sequence,
 hidden] with a static micro-batch dimension and every weight gradient is a non-transposed matmul on them, which
@@ -8,10 +9,12 @@ Paddle's backward_b / backward_w split needs; so every library schedule, zero-bu
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.model import Model, ModelContext
 
 
@@ -167,3 +170,47 @@ def tiny_mlp_model(config: MLPConfig = MLPConfig(), name: str = "tiny_mlp") -> M
 TINY_MLP = tiny_mlp_model()
 
 BUILTIN = GPT  # `--model builtin`, the default
+
+
+# ---------------------------------------------------------------- a model by name
+
+
+def builtin_models() -> dict[str, Model]:
+    """The models `--model` names without a module: `builtin` (the default) and `tiny_mlp`."""
+    return {"builtin": BUILTIN, "gpt": GPT, "tiny_mlp": TINY_MLP}
+
+
+def load_model(spec: str | None) -> Model:
+    """The built-in model for None, a built-in name, else `module:function` (with the module's `make_batch`)."""
+    builtin = builtin_models()
+    if spec is None or spec in builtin:
+        return builtin[spec or "builtin"]
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E031",
+                    f"bad model `{spec}`",
+                    help=f"write `--model package.module:function`, or one of {', '.join(sorted(builtin))}",
+                )
+            ]
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E031",
+                    f"cannot import model module `{module_name}`: {err}",
+                    help="the module must be importable from the current directory or PYTHONPATH",
+                )
+            ]
+        ) from None
+    build = getattr(module, func_name, None)
+    if not callable(build):
+        raise DiagnosticError(
+            [Diagnostic("E031", f"`{module_name}` has no function `{func_name}`", help="check the model path")]
+        )
+    return Model(spec, build, getattr(module, "make_batch", None))
