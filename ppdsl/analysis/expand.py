@@ -27,7 +27,7 @@ MAX_SIZE = 1 << 20
 # with four jobs per micro-batch (Paddle's 1F1B and VPP orders, with their receive and send jobs) is 4,194,368.
 DEFAULT_MAX_JOBS = 1 << 23
 # A rank's order may take this many evaluation steps (a loop iteration of a body of n statements is n steps) per
-# job it can own, plus a constant for small sizes: the library needs under 4 per job (tests/analysis/test_bounds.py)
+# job it can own, plus a constant for small sizes: the library needs under 4 per job (tests/analysis/test_expand.py)
 # and a runaway loop is stopped within a few milliseconds.
 BUDGET_PER_JOB = 16
 BUDGET_BASE = 1 << 16

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from hypothesis import strategies as st
 import ppdsl
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import expand
-from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import load
 from ppdsl.reports.simulate import Simulation, simulate_expansion
 
@@ -145,28 +143,6 @@ def test_fthenb_with_latency_and_bandwidth(p, m):
     sim = simulate_expansion(exp)
     assert sim.makespan == pytest.approx(fthenb_makespan(p, m, 1, 2, 0.5))
     assert all(t.end - t.start == pytest.approx(0.5) for t in sim.transfers)
-
-
-def test_cost_file_overrides_the_schedule_and_sets_links(tmp_path):
-    """A cost file (what `ppdsl calibrate` writes): per-type costs, a per-stage override, latency."""
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}, "latency": 0.5}), encoding="utf-8")
-    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=4, microbatches=8, costs=path)
-    assert sim.makespan == fthenb_makespan(4, 8, 1, 1, 0.5)
-    # one slow stage: the last one's forward takes 2, so the forwards leave it every 2 units
-    path.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}, "stages": {"3": {"forward": 2}}}), "utf-8")
-    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=4, microbatches=8, costs=path)
-    # micro-batch 0 reaches stage 3 at 3, its 8 forwards end at 3 + 16, then 8 backwards and 3 more stages
-    assert sim.makespan == 3 + 8 * 2 + 8 * 1 + 3 * 1
-    assert [r.busy for r in sim.execution.ranks] == [16, 16, 16, 24]
-
-
-def test_unreadable_cost_file_is_a_diagnostic(tmp_path):
-    path = tmp_path / "costs.json"
-    path.write_text("[1, 2", encoding="utf-8")
-    with pytest.raises(DiagnosticError) as info:
-        ppdsl.simulate(LIBRARY / "1f1b.sched", pp=2, microbatches=2, costs=path)
-    assert info.value.diagnostics[0].code == "E008"
 
 
 @pytest.mark.parametrize("p", [1, 2, 4, 5])

@@ -1,8 +1,10 @@
-"""Bounded evaluation: the job limit (refused before anything runs, in the analysis layer, so every command and
-the Python API inherit it) and the evaluation budget (proportional to the jobs the sizes need)."""
+"""`ppdsl.analysis.expand`: the one builder of an `Expansion` (every input applied at construction, nothing
+written after), and bounded evaluation: the job limit (refused before anything runs, in the analysis layer, so
+every command and the Python API inherit it) and the evaluation budget (proportional to the jobs the sizes need)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -10,6 +12,7 @@ from typer.testing import CliRunner
 
 import ppdsl
 from ppdsl.analysis.check import check
+from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import (
     BUDGET_PER_JOB,
     DEFAULT_MAX_JOBS,
@@ -17,14 +20,20 @@ from ppdsl.analysis.expand import (
     bind_params,
     evaluation_budget,
     expand,
+    expansion_from_orders,
     least_jobs,
+    scale_costs,
 )
+from ppdsl.analysis.memory import MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_files
 from ppdsl.language.resolve import load, resolve_text
 
+from paths import LIBRARY
+
+GPIPE = "order { forward * microbatches backward * microbatches optimizer }"
 NESTED = """
 order {
     for a in 0 .. 4000 {
@@ -122,3 +131,71 @@ def test_the_library_needs_a_fraction_of_its_budget():
                         left = defn.order_fn(*args, 1 << 40, _fail, budget)
                         worst = max(worst, (budget - left) / (ntypes * vpp * m))
     assert 0 < worst < 4 <= BUDGET_PER_JOB / 4
+
+
+# -------------------------------------------------------------------------------------- the one builder
+
+
+def test_an_expansion_cannot_be_written_after_it_is_built():
+    exp = expand(resolve_text(GPIPE), 2, 2)
+    for field, value in (("cost", []), ("mem_delta", []), ("memory_limit", [1.0, 1.0]), ("memory_unit", "bytes")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(exp, field, value)
+    assert exp.memory_unit == "activations" and exp.memory_limit == [None, None]
+
+
+def test_costs_from_outside_are_applied_while_building_and_the_schedules_own_stay_its_own():
+    defn = resolve_text("cost forward = 2\ncomm latency = 0.5\n" + GPIPE)
+    own = expand(defn, 2, 2)
+    assert own.cost[0] == [[2.0], [2.0]] and own.latency == 0.5 and own.bandwidth is None
+    spec = CostSpec({"backward": 4, "bandwidth": 2}, {"costs": {"forward": 3}, "stages": {"1": {"forward": 5}}})
+    given = expand(defn, 2, 2, costs=spec)
+    # the file (per type, then per stage), then the pairs; what neither names keeps the schedule's value
+    assert given.cost[0] == [[3.0], [5.0]] and given.cost[1] == [[4.0], [4.0]]
+    assert (given.latency, given.bandwidth) == (0.5, 2.0)
+    assert expand(defn, 2, 2).cost == own.cost  # building with costs changed nothing of the schedule
+
+
+def test_a_cost_pair_naming_no_job_type_is_refused_by_the_builder():
+    assert codes(lambda: expand(resolve_text(GPIPE), 2, 2, costs=CostSpec({"fwd": 1}))) == ["E007"]
+
+
+def test_a_memory_model_replaces_the_activation_counts_stage_by_stage():
+    memory = MemoryModel({0: {"forward": 96, "backward": -96}, 1: {"forward": 64}})
+    exp = expand(resolve_text(GPIPE), 2, 2, memory=memory)
+    forward, backward, optimizer = (exp.defn.type_index(n) for n in ("forward", "backward", "optimizer"))
+    assert exp.memory_unit == "bytes"
+    assert exp.mem_delta[forward] == [[96.0], [64.0]]  # [rank][chunk]: rank r holds stage r
+    assert exp.mem_delta[backward] == [[-96.0], [0.0]]  # a (stage, type) the model does not name changes nothing
+    assert exp.mem_delta[optimizer] == [[0.0], [0.0]]
+
+
+def test_a_memory_limit_from_outside_replaces_the_schedules_on_every_rank():
+    defn = resolve_text("memory limit = pp - rank\n" + GPIPE)
+    assert expand(defn, 2, 2).memory_limit == [2.0, 1.0]
+    given = expand(defn, 2, 2, memory_limit=8)
+    assert given.memory_limit == [8, 8] and given.memory_limit_given
+    # the schedule's own limit is still evaluated: one that fails at these sizes is reported either way
+    broken = resolve_text("memory limit = 1 / (pp - 2)\n" + GPIPE)
+    assert codes(lambda: expand(broken, 2, 2, memory_limit=8)) == ["S111"]
+
+
+def test_scaling_costs_is_a_new_expansion_with_the_same_orders():
+    exp = expand(resolve_text("cost forward = 2\ncomm latency = 0.5\n" + GPIPE), 2, 2)
+    half = scale_costs(exp, 0.5)
+    assert half.cost[0] == [[1.0], [1.0]] and half.cost[1] == [[1.0], [1.0]]
+    assert exp.cost[0] == [[2.0], [2.0]]  # the original is untouched
+    assert half.jobs is exp.jobs and half.latency == exp.latency and half.mem_delta == exp.mem_delta
+    for factor in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ValueError):
+            scale_costs(exp, factor)
+
+
+def test_an_expansion_of_given_orders_has_the_schedules_default_tables():
+    exp = expand(load(LIBRARY / "1f1b.sched"), 2, 4)
+    again = expansion_from_orders(
+        [jt.to_dict() for jt in exp.defn.job_types], exp.stage_of, [exp.job_tuples(r) for r in range(2)], 4
+    )
+    assert again.jobs == exp.jobs and again.stage_of == exp.stage_of
+    assert again.cost == exp.cost and again.mem_delta == exp.mem_delta
+    assert (again.latency, again.bandwidth, again.memory_limit) == (0.0, None, [None, None])
