@@ -17,8 +17,8 @@ For each case (1F1B at pp=2 and pp=4, VPP with vpp=2 at pp=2; one node, ``--npro
    losses equal the emulation's.
 3. **Prediction** (the 25% target): the simulator fed the costs measured in the multi-process run (each job's mean
    duration per stage and type inside its process, the link latency as the median hand-off -> arrival time)
-   predicts that run's step (``apply_costs`` + ``simulate_expansion``): the schedule, the waiting and the links are
-   the simulator's. Reported beside it, without a target: the same prediction from the single-process
+   predicts that run's step (``expand`` with its costs + ``simulate_expansion``): the schedule, the waiting and the
+   links are the simulator's. Reported beside it, without a target: the same prediction from the single-process
    emulation's profile (``calibrate``), i.e. costs carried over from another runtime (one plan in one executor
    against one ``Executor.run`` per job here); with more processes than cores (pp=4 on 2 cores) those costs are
    also shown scaled by processes / cores (time slicing) and unscaled (pp devices).
@@ -56,7 +56,7 @@ SCHEDULES = ROOT / "schedules"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ppdsl.analysis.costs import apply_costs  # noqa: E402
+from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.analysis.expand import expand  # noqa: E402
 from ppdsl.language.resolve import load  # noqa: E402
 from ppdsl.reports.calibrate import calibrate  # noqa: E402
@@ -336,8 +336,7 @@ def _scaled(costs: dict, factor: float) -> dict:
 
 
 def simulate_with(stem: str, pp: int, m: int, vpp: int, costs: dict, latency: float) -> dict[str, Any]:
-    exp = expand(load(SCHEDULES / f"{stem}.sched"), pp, m, vpp)
-    apply_costs(exp, {**costs, "latency": latency})
+    exp = expand(load(SCHEDULES / f"{stem}.sched"), pp, m, vpp, costs=CostSpec(file={**costs, "latency": latency}))
     sim = simulate_expansion(exp)
     return {"makespan_seconds": sim.makespan, "bubble": sim.bubble_ratio}
 
@@ -594,8 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _write_model_module(workdir, args)
         sys.path.insert(0, str(workdir))
+        from ppdsl.runtime.builtin_models import load_model
         from ppdsl.runtime.env import import_paddle
-        from ppdsl.runtime.model import load_model
 
         paddle = import_paddle()
         model = load_model(f"{MODEL_MODULE}:build")

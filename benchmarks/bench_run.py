@@ -52,14 +52,15 @@ SCHEDULES = ROOT / "schedules"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from ppdsl.analysis.check import check  # noqa: E402
 from ppdsl.analysis.expand import expand  # noqa: E402
 from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.language.resolve import load  # noqa: E402
 from ppdsl.runtime import plan as plan_module  # noqa: E402
-from ppdsl.runtime.builtin_models import GPTConfig, MLPConfig, gpt_model, tiny_mlp_model  # noqa: E402
+from ppdsl.runtime.builtin_models import GPTConfig, MLPConfig, gpt_model, load_model, tiny_mlp_model  # noqa: E402
 from ppdsl.runtime.env import import_paddle  # noqa: E402
 from ppdsl.runtime.memory import model_memory  # noqa: E402
-from ppdsl.runtime.model import Model, load_model  # noqa: E402
+from ppdsl.runtime.model import Model  # noqa: E402
 from ppdsl.runtime.plan import build_plan  # noqa: E402
 from ppdsl.runtime.program import LOSS_NAME, build_training_program  # noqa: E402
 from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages  # noqa: E402
@@ -517,7 +518,7 @@ def bench_memory(args) -> list[dict[str, Any]]:
         exp = expand(_schedule(stem), pp, m, vpp)
         trainer = PipelineTrainer(exp, model, TrainConfig(batch_size=batch, seed=args.seed))
         run = train(trainer, 3, memory=True)
-        result = Scenario(SCHEDULES / f"{stem}.sched", pp, m, vpp, memory=model_memory(None, batch)).check()
+        result = check(Scenario(SCHEDULES / f"{stem}.sched", pp, m, vpp, memory=model_memory(None, batch)))
         estimate = [int(r.peak_activations) for r in result.execution.ranks]
         errors = [got / want - 1 for got, want in zip(run.memory.peak, estimate, strict=True)]
         rows.append(

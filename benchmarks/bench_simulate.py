@@ -41,7 +41,7 @@ for _p in (str(ROOT), str(HERE)):
         sys.path.insert(0, _p)
 
 from ppdsl.analysis.check import check_expansion  # noqa: E402
-from ppdsl.analysis.costs import apply_costs  # noqa: E402
+from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.analysis.execution import execute  # noqa: E402
 from ppdsl.analysis.expand import expand  # noqa: E402
 from ppdsl.language.resolve import load  # noqa: E402
@@ -77,8 +77,7 @@ def _ppdsl_build_and_simulate(pp: int, vpp: int, m: int, cold: bool = True) -> t
     t0 = time.perf_counter()
     if cold:
         _clear_parser_cache()
-    exp = expand(load(INTERLEAVED), pp, m, vpp, None, COSTS)
-    apply_costs(exp, LINKS)
+    exp = expand(load(INTERLEAVED), pp, m, vpp, costs=CostSpec(file={"costs": COSTS, **LINKS}))
     sim = simulate_expansion(exp)  # raises if the schedule is not valid
     return time.perf_counter() - t0, sim.execution
 
@@ -108,8 +107,7 @@ def bench_torch(pp: int, vpp: int, m: int, repeats: int) -> dict[str, Any]:
     import torch
     import torch_reference as tr
 
-    exp = expand(load(INTERLEAVED), pp, m, vpp, None, COSTS)
-    apply_costs(exp, LINKS)
+    exp = expand(load(INTERLEAVED), pp, m, vpp, costs=CostSpec(file={"costs": COSTS, **LINKS}))
     assert check_expansion(exp).valid
     ops = tr.torch_interleaved_ops(pp, vpp, m, with_comms=True)
     t_sim, p_sim, t_build, p_build, p_warm = [], [], [], [], []
@@ -170,7 +168,7 @@ _CHILD = r"""
 import json, resource, sys, time
 from ppdsl.analysis.expand import expand
 from ppdsl.language.resolve import load
-from ppdsl.analysis.costs import apply_costs  # noqa: E402
+from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.reports.simulate import simulate_expansion
 
 def maxrss():
@@ -191,8 +189,7 @@ if mode != "baseline":
     t0 = time.perf_counter()
     defn = load(path)
     t1 = time.perf_counter()
-    exp = expand(defn, pp, m, vpp)
-    apply_costs(exp, {"costs": costs, **links})
+    exp = expand(defn, pp, m, vpp, costs=CostSpec(file={"costs": costs, **links}))
     t2 = time.perf_counter()
     sim = simulate_expansion(exp)  # completeness, order, deadlock and timing in one execution; raises if invalid
     t3 = time.perf_counter()

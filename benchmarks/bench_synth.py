@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import zero_bubble_reference as zbr  # noqa: E402
 
+from ppdsl.analysis.check import check  # noqa: E402
 from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.common.diagnostics import DiagnosticError  # noqa: E402
@@ -109,7 +110,7 @@ def library_references(pp: int, m: int, vpp: int, placement: str, spec: CostSpec
             scenario = Scenario(path, pp, m, vpp, costs=spec)
             if scenario.definition().placement_kind != placement:
                 continue
-            result = scenario.check()
+            result = check(scenario)
         except DiagnosticError:
             continue
         if result.valid:

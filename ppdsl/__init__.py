@@ -95,16 +95,20 @@ def check(
 ) -> CheckResult:
     """Prove a schedule complete, ordered and deadlock-free at these sizes, and measure it (never raises for a
     wrong schedule: see `.valid` and `.diagnostics`)."""
-    return scenario(
-        schedule,
-        pp=pp,
-        microbatches=microbatches,
-        vpp=vpp,
-        params=params,
-        costs=costs,
-        rendezvous=rendezvous,
-        memory_limit=memory_limit,
-    ).check()
+    from ppdsl.analysis.check import check as check_scenario
+
+    return check_scenario(
+        scenario(
+            schedule,
+            pp=pp,
+            microbatches=microbatches,
+            vpp=vpp,
+            params=params,
+            costs=costs,
+            rendezvous=rendezvous,
+            memory_limit=memory_limit,
+        )
+    )
 
 
 def expand(
@@ -150,6 +154,7 @@ def compile(
 ) -> str:
     """The schedule's plan module (Python source, what `ppdsl compile` writes). With sizes, the schedule is
     checked at them first; `literal` makes `job_list` the expanded order of those sizes. Raises DiagnosticError."""
+    from ppdsl.analysis.check import check as check_scenario
     from ppdsl.codegen.generate import generate_plan_module
     from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
@@ -158,9 +163,9 @@ def compile(
     spec = scenario(schedule, pp=pp or 1, microbatches=microbatches or 1, vpp=vpp, params=params)
     defn = spec.definition()
     if pp is not None:
-        result = spec.check()
+        result = check_scenario(spec)
         if not result.valid:
-            raise DiagnosticError(result.errors or result.diagnostics)
+            raise DiagnosticError(result.diagnostics)
     return generate_plan_module(defn, spec.path, literal=spec if literal else None)
 
 

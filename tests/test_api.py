@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ppdsl
+from ppdsl.analysis.check import check
 from ppdsl.cli import app
 
 from paths import LIBRARY
@@ -85,8 +86,8 @@ def test_errors_outside_check_raise_diagnostic_error():
 def test_a_scenario_is_what_the_functions_evaluate():
     spec = ppdsl.scenario("1f1b", pp=4, microbatches=8, costs={"backward": 3})
     assert isinstance(spec, ppdsl.Scenario)
-    assert spec.check().makespan == ppdsl.check("1f1b", pp=4, microbatches=8, costs={"backward": 3}).makespan == 44
-    assert spec.with_(microbatches=4).check().makespan == 7 * 4
+    assert check(spec).makespan == ppdsl.check("1f1b", pp=4, microbatches=8, costs={"backward": 3}).makespan == 44
+    assert check(spec.with_(microbatches=4)).makespan == 7 * 4
 
 
 def test_synth_returns_a_checked_schedule():

@@ -1,22 +1,25 @@
-"""`ppdsl check`: a scenario's expansion -> per-rank checks -> cross-rank execution -> memory, as one report."""
+"""`ppdsl check`: a scenario's expansion -> per-rank checks -> cross-rank execution -> checks of the execution
+(deadlocks, memory), as one report.
+
+`check(scenario)` is the way in. A check of the whole schedule's execution is one function registered with the
+codes it reports (`@schedule_check`); a check of each rank's order is one in `ppdsl.analysis.checks`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
 from ppdsl.analysis.checks import MAX_NOTES, check_ranks, used_types
 from ppdsl.analysis.execution import Execution, Wait, execute
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.grid import text_grid
+from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_VALID, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import count, numbered
 from ppdsl.common.units import format_bytes
 from ppdsl.language.ir import ScheduleDef
-
-if TYPE_CHECKING:
-    from ppdsl.analysis.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -51,16 +54,16 @@ class CheckResult:
 
     @property
     def errors(self) -> list[Diagnostic]:
-        """The diagnostics (every finding is an error)."""
-        return list(self.diagnostics)
+        """The diagnostics themselves (every finding is an error): the same list, not a copy."""
+        return self.diagnostics
 
     @property
     def valid(self) -> bool:
-        return self.execution is not None and not self.errors
+        return self.execution is not None and not self.diagnostics
 
     @property
     def exit_code(self) -> int:
-        return EXIT_VALID if self.valid else exit_code(self.errors or self.diagnostics)
+        return EXIT_VALID if self.valid else exit_code(self.diagnostics)
 
     @property
     def completed(self) -> bool:
@@ -115,8 +118,34 @@ class CheckResult:
         }
 
 
-def check_scenario(scenario: Scenario, record_comms: bool = False) -> CheckResult:
-    """Prove the scenario's schedule complete, ordered and deadlock-free for its sizes, and measure it."""
+# A check of an execution: (expansion, execution, rendezvous) -> what it finds.
+ScheduleRun = Callable[[Expansion, Execution, bool], list[Diagnostic]]
+
+
+@dataclass(frozen=True)
+class ScheduleCheck:
+    """A check of the whole schedule's execution: the codes it reports, and what it runs."""
+
+    codes: tuple[str, ...]
+    run: ScheduleRun
+
+
+SCHEDULE_CHECKS: list[ScheduleCheck] = []  # run in this order on every execution (the rendezvous flag given)
+
+
+def schedule_check(*codes: str) -> Callable[[ScheduleRun], ScheduleRun]:
+    """Register a check of every execution (stopped or complete) that reports `codes`."""
+
+    def register(run: ScheduleRun) -> ScheduleRun:
+        SCHEDULE_CHECKS.append(ScheduleCheck(codes, run))
+        return run
+
+    return register
+
+
+def check(scenario: Scenario, record_comms: bool = False) -> CheckResult:
+    """Prove the scenario's schedule complete, ordered and deadlock-free for its sizes, and measure it (never
+    raises for a wrong schedule: the diagnostics are in the result)."""
     result = CheckResult(str(scenario.schedule), scenario.pp, scenario.vpp, scenario.microbatches)
     try:
         result.path = scenario.path
@@ -140,11 +169,64 @@ def check_expansion(
         return result
     ex = execute(exp, rendezvous=rendezvous, used=used_types(exp), record_comms=record_comms)
     result.execution = ex
-    if not ex.completed:
-        result.diagnostics.append(_deadlock_diagnostic(exp, ex, rendezvous))
-        return result
-    result.diagnostics.extend(memory_diagnostics(exp, ex))
+    for whole in SCHEDULE_CHECKS:
+        result.diagnostics.extend(whole.run(exp, ex, rendezvous))
     return result
+
+
+# ------------------------------------------------------------------------------------- S103 / S105: deadlocks
+
+
+@schedule_check("S103", "S105")
+def deadlock(exp: Expansion, ex: Execution, rendezvous: bool) -> list[Diagnostic]:
+    """S103 (a rank waits for its own later job) or S105 (ranks wait for each other): the execution stopped."""
+    return [] if ex.completed else [_deadlock_diagnostic(exp, ex, rendezvous)]
+
+
+def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Diagnostic:
+    cycle = ex.deadlock or ex.blocked[:1]
+    first = cycle[0]
+    site = exp.defn.sites[exp.sites[first.rank][first.step]]
+    if len(cycle) == 1 and first.peer == first.rank:
+        message = f"rank {first.rank} waits for itself: `{first.job}` needs `{first.peer_job}`, which runs later"
+        code = "S103"
+    else:
+        ranks = " -> ".join(str(w.rank) for w in cycle) + f" -> {cycle[0].rank}"
+        message = f"deadlock: ranks {ranks} wait for each other"
+        code = "S105"
+    notes = [_describe(w) for w in cycle]
+    marks = {w.rank: w.step for w in ex.blocked}
+    notes.append("rank x step grid (`>X<` marks where each rank is stuck):\n" + text_grid(exp, marks))
+    if rendezvous and any(w.kind == "send" for w in cycle):
+        help_text = (
+            "with blocking sends both ends of a link must reach their send and receive in the same order; "
+            "post receives earlier, or check without `--rendezvous` if sends are stream-ordered"
+        )
+    else:
+        help_text = "reorder the jobs so that every receive has a send before it on the peer rank"
+    return Diagnostic(
+        code,
+        message,
+        site.span,
+        label=f"rank {first.rank} is stuck here at step {first.step} (`{first.job}`)",
+        help=help_text,
+        notes=notes,
+    )
+
+
+def _describe(w: Wait) -> str:
+    if w.kind == "send":
+        return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for rank {w.peer} to receive it in `{w.peer_job}`"
+    return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for `{w.peer_job}` from rank {w.peer}"
+
+
+# ------------------------------------------------------------------------------------- S106: over the memory limit
+
+
+@schedule_check("S106")
+def memory_over_limit(exp: Expansion, ex: Execution, rendezvous: bool) -> list[Diagnostic]:
+    """S106 for a completed execution (an execution that stopped is a deadlock, and its peaks are partial)."""
+    return memory_diagnostics(exp, ex) if ex.completed else []
 
 
 def memory_diagnostics(exp: Expansion, ex: Execution) -> list[Diagnostic]:
@@ -201,40 +283,3 @@ def _memory_diagnostic(exp: Expansion, site: int, found: list[tuple[int, int, fl
         help="run backwards earlier (fewer warm-up forwards) or raise the limit",
         notes=notes,
     )
-
-
-def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Diagnostic:
-    cycle = ex.deadlock or ex.blocked[:1]
-    first = cycle[0]
-    site = exp.defn.sites[exp.sites[first.rank][first.step]]
-    if len(cycle) == 1 and first.peer == first.rank:
-        message = f"rank {first.rank} waits for itself: `{first.job}` needs `{first.peer_job}`, which runs later"
-        code = "S103"
-    else:
-        ranks = " -> ".join(str(w.rank) for w in cycle) + f" -> {cycle[0].rank}"
-        message = f"deadlock: ranks {ranks} wait for each other"
-        code = "S105"
-    notes = [_describe(w) for w in cycle]
-    marks = {w.rank: w.step for w in ex.blocked}
-    notes.append("rank x step grid (`>X<` marks where each rank is stuck):\n" + text_grid(exp, marks))
-    if rendezvous and any(w.kind == "send" for w in cycle):
-        help_text = (
-            "with blocking sends both ends of a link must reach their send and receive in the same order; "
-            "post receives earlier, or check without `--rendezvous` if sends are stream-ordered"
-        )
-    else:
-        help_text = "reorder the jobs so that every receive has a send before it on the peer rank"
-    return Diagnostic(
-        code,
-        message,
-        site.span,
-        label=f"rank {first.rank} is stuck here at step {first.step} (`{first.job}`)",
-        help=help_text,
-        notes=notes,
-    )
-
-
-def _describe(w: Wait) -> str:
-    if w.kind == "send":
-        return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for rank {w.peer} to receive it in `{w.peer_job}`"
-    return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for `{w.peer_job}` from rank {w.peer}"

@@ -5,11 +5,19 @@ backward_b + backward_w pair, and one of each auxiliary job type the schedule us
 last. Forward precedes backward / backward_b, backward_b precedes backward_w, and auxiliary jobs keep their
 declared `before` / `after` side of their anchor.
 
-One function per diagnostic code, dispatched from `CHECKS`: adding a check means adding a function and a row.
-Each reads a `RankJobs`, built once per rank in one pass over its jobs (where each job runs), so a check is a
-walk over the rank's (chunk, micro-batch) pairs and never searches the order. A check records findings; the
-findings of one kind at one statement become one diagnostic that names every rank and micro-batch they concern
-("on ranks 0-3, micro-batches 0-7"), as one mistake is one statement, however many ranks run it.
+A check is one function, registered with the code it reports and the renderers of its findings:
+
+    @rank_check("S104", _render_no_optimizer, _render_optimizer_early)
+    def optimizer(view: RankJobs, out: Findings) -> None:
+        ...
+        out.add(_render_no_optimizer, view.end_site, view.rank)
+
+so a new check is that function (with its renderers beside it) plus its code's row in `ppdsl.common.codes` /
+`ppdsl.common.explanations`. Each reads a `RankJobs`, built once per rank in one pass over its jobs (where each
+job runs), so a check is a walk over the rank's (chunk, micro-batch) pairs and never searches the order. A check
+records findings; the findings of one renderer at one statement become one diagnostic that names every rank and
+micro-batch they concern ("on ranks 0-3, micro-batches 0-7"), as one mistake is one statement, however many
+ranks run it.
 """
 
 from __future__ import annotations
@@ -37,13 +45,19 @@ class Finding:
     detail: dict
 
 
+# A renderer makes one diagnostic of a group of findings; it is also the findings' kind.
+Render = Callable[[Expansion, "Group"], Diagnostic]
+# What a check runs on each rank: it reads the rank's jobs and records what it finds.
+RankRun = Callable[["RankJobs", "Findings"], None]
+
+
 @dataclass
-class _Group:
+class Group:
     """One diagnostic's findings: every rank and micro-batch they concern, and the first few in detail (a wrong
     statement at large sizes has a finding per job, and a message needs a handful)."""
 
     code: str
-    kind: str
+    kind: Render
     site: int
     findings: list[Finding] = field(default_factory=list)
     ranks: set[int] = field(default_factory=set)
@@ -52,16 +66,46 @@ class _Group:
     kept: dict[int, int] = field(default_factory=dict)  # rank -> findings kept in detail
 
 
+@dataclass(frozen=True)
+class RankCheck:
+    """A per-rank check: the code it reports, what it runs on each rank, and the renderers of what it finds."""
+
+    code: str
+    run: RankRun
+    renders: tuple[Render, ...]
+
+
+RANK_CHECKS: list[RankCheck] = []  # every per-rank check, in the order its diagnostics are listed
+_CODE_OF: dict[Render, str] = {}  # renderer -> the code of its check
+
+
+def rank_check(code: str, *renders: Render) -> Callable[[RankRun], RankRun]:
+    """Register a per-rank check that reports `code` and records its findings with `out.add(render, ...)`, each
+    `render` one of `renders`. Checks run (and their diagnostics are listed) in the order they are defined."""
+
+    def register(run: RankRun) -> RankRun:
+        for render in renders:
+            if render in _CODE_OF:
+                raise ValueError(f"`{render.__name__}` renders the findings of two checks")
+            _CODE_OF[render] = code
+        RANK_CHECKS.append(RankCheck(code, run, renders))
+        return run
+
+    return register
+
+
 class Findings:
     """Findings grouped by (kind, statement): each group is one diagnostic."""
 
     def __init__(self) -> None:
-        self.groups: dict[tuple[str, int, object], _Group] = {}
+        self.groups: dict[tuple[Render, int, object], Group] = {}
 
-    def add(self, code: str, kind: str, site: int, rank: int, mb: int | None = None, key: object = None, **detail):
+    def add(self, kind: Render, site: int, rank: int, mb: int | None = None, key: object = None, **detail) -> None:
+        """A finding of `kind` (its renderer) at statement `site`, on `rank`, about micro-batch `mb`; `key`
+        separates findings at one statement that make separate diagnostics."""
         group = self.groups.get((kind, site, key))
         if group is None:
-            group = self.groups[(kind, site, key)] = _Group(code, kind, site)
+            group = self.groups[(kind, site, key)] = Group(_CODE_OF[kind], kind, site)
         group.ranks.add(rank)
         if mb is not None:
             group.mbs.add(mb)
@@ -74,11 +118,13 @@ class Findings:
     def diagnostics(self, exp: Expansion) -> list[Diagnostic]:
         out: list[Diagnostic] = []
         per_code: dict[str, int] = {}
-        order = {code: i for i, (code, _) in enumerate(CHECKS)}
+        order: dict[str, int] = {}
+        for check in RANK_CHECKS:
+            order.setdefault(check.code, len(order))
         for group in sorted(self.groups.values(), key=lambda g: order[g.code]):
             n = per_code[group.code] = per_code.get(group.code, 0) + 1
             if n <= MAX_PER_KIND:
-                out.append(RENDER[group.kind](exp, group))
+                out.append(group.kind(exp, group))
         for code, n in per_code.items():
             if n > MAX_PER_KIND:
                 out.append(Diagnostic(code, f"... and {n - MAX_PER_KIND} more `{code}` errors like the ones above"))
@@ -167,25 +213,119 @@ def used_types(exp: Expansion) -> set[int]:
     return seen
 
 
-# ---------------------------------------------------------------------------------------------- one check per code
+def check_ranks(exp: Expansion) -> list[Diagnostic]:
+    """Every registered check on every rank, as diagnostics (none: each rank's order is complete and ordered)."""
+    out = Findings()
+    used = used_types(exp)
+    aux = [t for t, jt in enumerate(exp.defn.job_types) if not jt.builtin and t in used]
+    for rank in range(exp.pp):
+        view = index_rank(exp, rank, aux)
+        for check in RANK_CHECKS:
+            check.run(view, out)
+    return out.diagnostics(exp)
 
 
+# -------------------------------------------------------------------------------- what a diagnostic says of a group
+
+
+def _span(exp: Expansion, group: Group) -> Span:
+    return exp.defn.sites[group.site].span
+
+
+def _ranks(group: Group) -> list[int]:
+    return sorted(group.ranks)
+
+
+def _mbs(group: Group) -> list[int]:
+    return sorted(group.mbs)
+
+
+def _where(group: Group) -> str:
+    """`on rank 0`, `on ranks 0-3, micro-batches 0-7`."""
+    text = f"on {numbered('rank', _ranks(group))}"
+    mbs = _mbs(group)
+    return text + (f", {numbered('micro-batch', mbs, 'micro-batches')}" if len(mbs) > 1 else "")
+
+
+def _on_rank(group: Group, finding: Finding) -> str:
+    """`rank r: ` when a group spans several ranks, so a label about one occurrence says which."""
+    return f"rank {finding.rank}: " if len(_ranks(group)) > 1 else ""
+
+
+def _jobs(group: Group, limit: int = 4) -> str:
+    names = list(dict.fromkeys(f.detail["job"] for f in group.findings))
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    if group.total > len(group.findings):  # not every finding was kept in detail
+        return shown + " and others"
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# ------------------------------------------------------------------------ S107: micro-batches the sizes do not have
+
+
+def _render_mb_range(exp: Expansion, group: Group) -> Diagnostic:
+    m = exp.microbatches
+    first = group.findings[0]
+    mbs = _mbs(group)
+    subject = f"{numbered('micro-batch', mbs, 'micro-batches')} {'does' if len(mbs) == 1 else 'do'} not exist"
+    return Diagnostic(
+        "S107",
+        f"{subject} on {numbered('rank', _ranks(group))}: there {'is' if m == 1 else 'are'} "
+        f"{count(m, 'micro-batch', 'micro-batches')} (0 .. {m - 1})",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}step {first.detail['step']} runs `{first.detail['job']}`",
+        help="count the jobs this statement emits for these sizes",
+    )
+
+
+@rank_check("S107", _render_mb_range)
 def micro_batch_range(view: RankJobs, out: Findings) -> None:
     """S107: a job of a micro-batch the sizes do not have."""
     exp = view.exp
     for i in view.outside:
         code = exp.jobs[view.rank][i]
         _, _, mb = exp.decode(code)
-        out.add("S107", "mb-range", view.site(i), view.rank, mb, step=i, job=exp.label(code))
+        out.add(_render_mb_range, view.site(i), view.rank, mb, step=i, job=exp.label(code))
 
 
+# ------------------------------------------------------------------------------------------------ S102: a job twice
+
+
+def _render_twice(exp: Expansion, group: Group) -> Diagnostic:
+    first = group.findings[0]
+    names = {f.detail["job"] for f in group.findings}
+    subject = f"{_jobs(group)} {'runs' if len(names) == 1 else 'run'} twice"
+    return Diagnostic(
+        "S102",
+        f"{subject} on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}again at step {first.detail['step']}, first at step {first.detail['first']}",
+        help="each job runs exactly once per micro-batch",
+    )
+
+
+def _render_mixed(exp: Expansion, group: Group) -> Diagnostic:
+    mbs = _mbs(group)
+    chunks = sorted({f.detail["chunk"] for f in group.findings})
+    what = numbered("micro-batch", mbs, "micro-batches") + (f" (chunk {chunks[0]})" if exp.vpp > 1 else "")
+    verb = "has" if len(mbs) == 1 else "have"
+    return Diagnostic(
+        "S102",
+        f"{what} {verb} both a whole backward and a split one on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, group.findings[0])}`{group.findings[0].detail['job']}` here",
+        help="use either `backward` or `backward_b` + `backward_w` for a micro-batch",
+    )
+
+
+@rank_check("S102", _render_twice, _render_mixed)
 def duplicates(view: RankJobs, out: Findings) -> None:
     """S102: a job that runs twice, or a micro-batch with both a whole and a split backward."""
     exp, rank = view.exp, view.rank
     jobs = exp.jobs[rank]
     for i, first in view.repeats:
         _, _, mb = exp.decode(jobs[i])
-        out.add("S102", "twice", view.site(i), rank, mb, step=i, first=first, job=exp.label(jobs[i]))
+        out.add(_render_twice, view.site(i), rank, mb, step=i, first=first, job=exp.label(jobs[i]))
     if max(view.steps(BACKWARD), default=-1) < 0:
         return  # no whole backward, so none with a split one too
     if max(view.steps(BACKWARD_B), default=-1) < 0 and max(view.steps(BACKWARD_W), default=-1) < 0:
@@ -193,9 +333,35 @@ def duplicates(view: RankJobs, out: Findings) -> None:
     for base, c, mb in view.bases():
         if view.backward_split(base) is None:
             step = view.pos[base + BACKWARD]
-            out.add("S102", "mixed", view.site(step), rank, mb, chunk=c, job=exp.label(base + BACKWARD))
+            out.add(_render_mixed, view.site(step), rank, mb, chunk=c, job=exp.label(base + BACKWARD))
 
 
+# ---------------------------------------------------------------------------------------------- S104: the optimizer
+
+
+def _render_no_optimizer(exp: Expansion, group: Group) -> Diagnostic:
+    ranks = _ranks(group)
+    return Diagnostic(
+        "S104",
+        f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} the optimizer",
+        _span(exp, group),
+        label="the order ends here",
+        help="end the order with `optimizer`",
+    )
+
+
+def _render_optimizer_early(exp: Expansion, group: Group) -> Diagnostic:
+    first = group.findings[0]
+    return Diagnostic(
+        "S104",
+        f"the optimizer is not the last job on {numbered('rank', _ranks(group))}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}runs at step {first.detail['step']} of {first.detail['jobs']}",
+        help="move `optimizer` to the end of the order",
+    )
+
+
+@rank_check("S104", _render_no_optimizer, _render_optimizer_early)
 def optimizer(view: RankJobs, out: Findings) -> None:
     """S104: the optimizer is missing, or is not the rank's last job."""
     exp, rank = view.exp, view.rank
@@ -205,11 +371,75 @@ def optimizer(view: RankJobs, out: Findings) -> None:
     steps += [i for i, _ in view.repeats if jobs[i] % ntypes == OPTIMIZER]
     steps += [i for i in view.outside if jobs[i] % ntypes == OPTIMIZER]
     if not steps:
-        out.add("S104", "no-optimizer", view.end_site, rank)
+        out.add(_render_no_optimizer, view.end_site, rank)
     elif len(steps) == 1 and steps[0] != len(jobs) - 1:
-        out.add("S104", "optimizer-early", view.site(steps[0]), rank, step=steps[0], jobs=len(jobs))
+        out.add(_render_optimizer_early, view.site(steps[0]), rank, step=steps[0], jobs=len(jobs))
 
 
+# -------------------------------------------------------------------------------------------- S103: the local order
+
+
+def _render_backward_first(exp: Expansion, group: Group) -> Diagnostic:
+    first = group.findings[0]
+    mbs = _mbs(group)
+    d = first.detail
+    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
+    if len(mbs) == 1:
+        subject = f"backward of micro-batch {mbs[0]} runs before its forward"
+    else:
+        subject = f"backwards of micro-batches {ranges(mbs)} run before their forwards"
+    return Diagnostic(
+        "S103",
+        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
+        f"`{d['forward']}` runs at step {d['forward_step']}",
+        help="a backward needs the activations of its own forward: move it later",
+    )
+
+
+def _render_weight_first(exp: Expansion, group: Group) -> Diagnostic:
+    first = group.findings[0]
+    mbs = _mbs(group)
+    d = first.detail
+    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
+    if len(mbs) == 1:
+        subject = f"weight gradient of micro-batch {mbs[0]} runs before its input gradient"
+    else:
+        subject = f"weight gradients of micro-batches {ranges(mbs)} run before their input gradients"
+    return Diagnostic(
+        "S103",
+        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` at step {d['step']}, `{d['input']}` at step {d['input_step']}",
+        help="run `backward_w` after the `backward_b` of the same micro-batch",
+    )
+
+
+def _render_anchor(exp: Expansion, group: Group) -> Diagnostic:
+    first = group.findings[0]
+    d = first.detail
+    jt = exp.defn.job_types[d["type"]]
+    side = "before" if jt.before else "after"
+    anchor_name = jt.before or jt.after
+    mbs = _mbs(group)
+    if group.total == 1:
+        message = f"`{d['job']}` must run {side} `{d['anchor']}` on rank {first.rank}"
+    else:
+        message = f"`{jt.name}` must run {side} its `{anchor_name}` {_where(group)}"
+        if len(mbs) == 1:
+            message = f"`{d['job']}` must run {side} `{d['anchor']}` on {numbered('rank', _ranks(group))}"
+    return Diagnostic(
+        "S103",
+        message,
+        _span(exp, group),
+        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
+        f"`{d['anchor']}` at step {d['anchor_step']}",
+        help=f"`{jt.name}` is declared `{side} {anchor_name}`",
+    )
+
+
+@rank_check("S103", _render_backward_first, _render_weight_first, _render_anchor)
 def local_order(view: RankJobs, out: Findings) -> None:
     """S103: a backward before its forward, a weight gradient before its input gradient, an auxiliary job on the
     wrong side of the job it serves."""
@@ -232,10 +462,10 @@ def local_order(view: RankJobs, out: Findings) -> None:
         if f >= 0 and grad >= 0 and grad < f:
             gcode = base + (BACKWARD if b >= 0 else BACKWARD_B)
             detail = {"job": exp.label(gcode), "step": grad, "forward": exp.label(base), "forward_step": f}
-            out.add("S103", "backward-first", view.site(grad), rank, mb, key=c, chunk=c, **detail)
+            out.add(_render_backward_first, view.site(grad), rank, mb, key=c, chunk=c, **detail)
         if b < 0 and bb >= 0 and bw >= 0 and bw < bb:
             detail = {"job": exp.label(base + BACKWARD_W), "step": bw, "input": exp.label(base + BACKWARD_B)}
-            out.add("S103", "weight-first", view.site(bw), rank, mb, key=c, chunk=c, input_step=bb, **detail)
+            out.add(_render_weight_first, view.site(bw), rank, mb, key=c, chunk=c, input_step=bb, **detail)
         for t in view.aux:
             if pos[base + t] >= 0:
                 _anchor(view, base, t, mb, out)
@@ -269,9 +499,50 @@ def _anchor(view: RankJobs, base: int, t: int, mb: int, out: Findings) -> None:
         return
     if (jt.before is not None and p > a) or (jt.after is not None and p < a):
         detail = {"job": exp.label(base + t), "step": p, "anchor": exp.label(base + anchor_t), "anchor_step": a}
-        out.add("S103", "anchor", view.site(p), view.rank, mb, key=t, type=t, **detail)
+        out.add(_render_anchor, view.site(p), view.rank, mb, key=t, type=t, **detail)
 
 
+# ---------------------------------------------------------------------------------------- S101: jobs that never run
+
+
+def _render_missing(exp: Expansion, group: Group) -> Diagnostic:
+    first = group.findings[0]
+    type_name = exp.defn.job_types[first.detail["type"]].name
+    ranks = _ranks(group)
+    n = group.total
+    vpp, m = exp.vpp, exp.microbatches
+    by_rank: dict[int, list[str]] = {}
+    for f in group.findings:
+        by_rank.setdefault(f.rank, []).append(exp.label(f.detail["job_code"]))
+
+    def shown(jobs: list[str]) -> str:
+        return ", ".join(f"`{j}`" for j in jobs[:8]) + (" and more" if len(jobs) > 8 else "")
+
+    notes = []
+    if len(ranks) > 1:
+        notes = [f"rank {rank} never runs {shown(jobs)}" for rank, jobs in list(by_rank.items())[:MAX_NOTES]]
+        if len(ranks) > MAX_NOTES:
+            notes.append(f"and {count(len(ranks) - MAX_NOTES, 'more rank')}")
+    missing = "" if notes else f": {shown(by_rank[first.rank])} never {'runs' if n == 1 else 'run'}"
+    if first.detail["ran"] is None:
+        message = f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} `{type_name}`"
+        label = f"the order ends here{missing}"
+    else:
+        message = f"{count(n, f'`{type_name}` job')} never {'runs' if n == 1 else 'run'} on {numbered('rank', ranks)}"
+        label = f"the last `{type_name}` of {'the rank' if len(ranks) == 1 else 'each rank'} runs here{missing}"
+    mine = "its chunk" if vpp == 1 else f"each of its {vpp} chunks"
+    mbs = "the micro-batch" if m == 1 else f"all {m} micro-batches"
+    return Diagnostic(
+        "S101",
+        message,
+        _span(exp, group),
+        label=label,
+        help=f"every rank runs a forward and a backward of {mine} for {mbs}",
+        notes=notes,
+    )
+
+
+@rank_check("S101", _render_missing)
 def missing_jobs(view: RankJobs, out: Findings) -> None:
     """S101: a job the rank owns that it never runs, reported at the statement that ran the last job of its type on
     the rank (the one that stopped short), or where the order ends if the rank runs none of that type."""
@@ -314,7 +585,7 @@ def missing_jobs(view: RankJobs, out: Findings) -> None:
         last = last_of.get(t)
         site = view.site(last) if last is not None else view.end_site
         for code, mb in jobs:
-            out.add("S101", "missing", site, view.rank, mb, key=(t, last is None), type=t, job_code=code, ran=last)
+            out.add(_render_missing, site, view.rank, mb, key=(t, last is None), type=t, job_code=code, ran=last)
 
 
 def _every_backward(view: RankJobs) -> bool:
@@ -326,233 +597,3 @@ def _every_backward(view: RankJobs) -> bool:
     if min(inputs, default=0) >= 0 and min(weights, default=0) >= 0:
         return True
     return min(map(max, whole, map(min, inputs, weights)), default=0) >= 0
-
-
-# Every per-rank check, by the code it reports, in the order its diagnostics are listed.
-CHECKS: tuple[tuple[str, Callable[[RankJobs, Findings], None]], ...] = (
-    ("S107", micro_batch_range),
-    ("S102", duplicates),
-    ("S104", optimizer),
-    ("S103", local_order),
-    ("S101", missing_jobs),
-)
-
-
-def check_ranks(exp: Expansion) -> list[Diagnostic]:
-    out = Findings()
-    used = used_types(exp)
-    aux = [t for t, jt in enumerate(exp.defn.job_types) if not jt.builtin and t in used]
-    for rank in range(exp.pp):
-        view = index_rank(exp, rank, aux)
-        for _, check in CHECKS:
-            check(view, out)
-    return out.diagnostics(exp)
-
-
-# ------------------------------------------------------------------------------------------ one diagnostic per group
-
-
-def _span(exp: Expansion, group: _Group) -> Span:
-    return exp.defn.sites[group.site].span
-
-
-def _ranks(group: _Group) -> list[int]:
-    return sorted(group.ranks)
-
-
-def _mbs(group: _Group) -> list[int]:
-    return sorted(group.mbs)
-
-
-def _where(group: _Group) -> str:
-    """`on rank 0`, `on ranks 0-3, micro-batches 0-7`."""
-    text = f"on {numbered('rank', _ranks(group))}"
-    mbs = _mbs(group)
-    return text + (f", {numbered('micro-batch', mbs, 'micro-batches')}" if len(mbs) > 1 else "")
-
-
-def _on_rank(group: _Group, finding: Finding) -> str:
-    """`rank r: ` when a group spans several ranks, so a label about one occurrence says which."""
-    return f"rank {finding.rank}: " if len(_ranks(group)) > 1 else ""
-
-
-def _jobs(group: _Group, limit: int = 4) -> str:
-    names = list(dict.fromkeys(f.detail["job"] for f in group.findings))
-    shown = ", ".join(f"`{n}`" for n in names[:limit])
-    if group.total > len(group.findings):  # not every finding was kept in detail
-        return shown + " and others"
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def _render_mb_range(exp: Expansion, group: _Group) -> Diagnostic:
-    m = exp.microbatches
-    first = group.findings[0]
-    mbs = _mbs(group)
-    subject = f"{numbered('micro-batch', mbs, 'micro-batches')} {'does' if len(mbs) == 1 else 'do'} not exist"
-    return Diagnostic(
-        "S107",
-        f"{subject} on {numbered('rank', _ranks(group))}: there {'is' if m == 1 else 'are'} "
-        f"{count(m, 'micro-batch', 'micro-batches')} (0 .. {m - 1})",
-        _span(exp, group),
-        label=f"{_on_rank(group, first)}step {first.detail['step']} runs `{first.detail['job']}`",
-        help="count the jobs this statement emits for these sizes",
-    )
-
-
-def _render_twice(exp: Expansion, group: _Group) -> Diagnostic:
-    first = group.findings[0]
-    names = {f.detail["job"] for f in group.findings}
-    subject = f"{_jobs(group)} {'runs' if len(names) == 1 else 'run'} twice"
-    return Diagnostic(
-        "S102",
-        f"{subject} on {numbered('rank', _ranks(group))}",
-        _span(exp, group),
-        label=f"{_on_rank(group, first)}again at step {first.detail['step']}, first at step {first.detail['first']}",
-        help="each job runs exactly once per micro-batch",
-    )
-
-
-def _render_mixed(exp: Expansion, group: _Group) -> Diagnostic:
-    mbs = _mbs(group)
-    chunks = sorted({f.detail["chunk"] for f in group.findings})
-    what = numbered("micro-batch", mbs, "micro-batches") + (f" (chunk {chunks[0]})" if exp.vpp > 1 else "")
-    verb = "has" if len(mbs) == 1 else "have"
-    return Diagnostic(
-        "S102",
-        f"{what} {verb} both a whole backward and a split one on {numbered('rank', _ranks(group))}",
-        _span(exp, group),
-        label=f"{_on_rank(group, group.findings[0])}`{group.findings[0].detail['job']}` here",
-        help="use either `backward` or `backward_b` + `backward_w` for a micro-batch",
-    )
-
-
-def _render_no_optimizer(exp: Expansion, group: _Group) -> Diagnostic:
-    ranks = _ranks(group)
-    return Diagnostic(
-        "S104",
-        f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} the optimizer",
-        _span(exp, group),
-        label="the order ends here",
-        help="end the order with `optimizer`",
-    )
-
-
-def _render_optimizer_early(exp: Expansion, group: _Group) -> Diagnostic:
-    first = group.findings[0]
-    return Diagnostic(
-        "S104",
-        f"the optimizer is not the last job on {numbered('rank', _ranks(group))}",
-        _span(exp, group),
-        label=f"{_on_rank(group, first)}runs at step {first.detail['step']} of {first.detail['jobs']}",
-        help="move `optimizer` to the end of the order",
-    )
-
-
-def _render_backward_first(exp: Expansion, group: _Group) -> Diagnostic:
-    first = group.findings[0]
-    mbs = _mbs(group)
-    d = first.detail
-    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
-    if len(mbs) == 1:
-        subject = f"backward of micro-batch {mbs[0]} runs before its forward"
-    else:
-        subject = f"backwards of micro-batches {ranges(mbs)} run before their forwards"
-    return Diagnostic(
-        "S103",
-        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
-        _span(exp, group),
-        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
-        f"`{d['forward']}` runs at step {d['forward_step']}",
-        help="a backward needs the activations of its own forward: move it later",
-    )
-
-
-def _render_weight_first(exp: Expansion, group: _Group) -> Diagnostic:
-    first = group.findings[0]
-    mbs = _mbs(group)
-    d = first.detail
-    chunk = f" (chunk {d['chunk']})" if exp.vpp > 1 else ""
-    if len(mbs) == 1:
-        subject = f"weight gradient of micro-batch {mbs[0]} runs before its input gradient"
-    else:
-        subject = f"weight gradients of micro-batches {ranges(mbs)} run before their input gradients"
-    return Diagnostic(
-        "S103",
-        f"{subject} on {numbered('rank', _ranks(group))}{chunk}",
-        _span(exp, group),
-        label=f"{_on_rank(group, first)}`{d['job']}` at step {d['step']}, `{d['input']}` at step {d['input_step']}",
-        help="run `backward_w` after the `backward_b` of the same micro-batch",
-    )
-
-
-def _render_anchor(exp: Expansion, group: _Group) -> Diagnostic:
-    first = group.findings[0]
-    d = first.detail
-    jt = exp.defn.job_types[d["type"]]
-    side = "before" if jt.before else "after"
-    anchor_name = jt.before or jt.after
-    mbs = _mbs(group)
-    if group.total == 1:
-        message = f"`{d['job']}` must run {side} `{d['anchor']}` on rank {first.rank}"
-    else:
-        message = f"`{jt.name}` must run {side} its `{anchor_name}` {_where(group)}"
-        if len(mbs) == 1:
-            message = f"`{d['job']}` must run {side} `{d['anchor']}` on {numbered('rank', _ranks(group))}"
-    return Diagnostic(
-        "S103",
-        message,
-        _span(exp, group),
-        label=f"{_on_rank(group, first)}`{d['job']}` runs at step {d['step']}; "
-        f"`{d['anchor']}` at step {d['anchor_step']}",
-        help=f"`{jt.name}` is declared `{side} {anchor_name}`",
-    )
-
-
-def _render_missing(exp: Expansion, group: _Group) -> Diagnostic:
-    first = group.findings[0]
-    type_name = exp.defn.job_types[first.detail["type"]].name
-    ranks = _ranks(group)
-    n = group.total
-    vpp, m = exp.vpp, exp.microbatches
-    by_rank: dict[int, list[str]] = {}
-    for f in group.findings:
-        by_rank.setdefault(f.rank, []).append(exp.label(f.detail["job_code"]))
-
-    def shown(jobs: list[str]) -> str:
-        return ", ".join(f"`{j}`" for j in jobs[:8]) + (" and more" if len(jobs) > 8 else "")
-
-    notes = []
-    if len(ranks) > 1:
-        notes = [f"rank {rank} never runs {shown(jobs)}" for rank, jobs in list(by_rank.items())[:MAX_NOTES]]
-        if len(ranks) > MAX_NOTES:
-            notes.append(f"and {count(len(ranks) - MAX_NOTES, 'more rank')}")
-    missing = "" if notes else f": {shown(by_rank[first.rank])} never {'runs' if n == 1 else 'run'}"
-    if first.detail["ran"] is None:
-        message = f"{numbered('rank', ranks)} never {'runs' if len(ranks) == 1 else 'run'} `{type_name}`"
-        label = f"the order ends here{missing}"
-    else:
-        message = f"{count(n, f'`{type_name}` job')} never {'runs' if n == 1 else 'run'} on {numbered('rank', ranks)}"
-        label = f"the last `{type_name}` of {'the rank' if len(ranks) == 1 else 'each rank'} runs here{missing}"
-    mine = "its chunk" if vpp == 1 else f"each of its {vpp} chunks"
-    mbs = "the micro-batch" if m == 1 else f"all {m} micro-batches"
-    return Diagnostic(
-        "S101",
-        message,
-        _span(exp, group),
-        label=label,
-        help=f"every rank runs a forward and a backward of {mine} for {mbs}",
-        notes=notes,
-    )
-
-
-RENDER: dict[str, Callable[[Expansion, _Group], Diagnostic]] = {
-    "mb-range": _render_mb_range,
-    "twice": _render_twice,
-    "mixed": _render_mixed,
-    "no-optimizer": _render_no_optimizer,
-    "optimizer-early": _render_optimizer_early,
-    "backward-first": _render_backward_first,
-    "weight-first": _render_weight_first,
-    "anchor": _render_anchor,
-    "missing": _render_missing,
-}

@@ -1,6 +1,7 @@
 """Costs from outside the schedule: a cost file (`--costs FILE`, written by `ppdsl calibrate`) and `--cost k=v,...`
 pairs, applied over the schedule's own `cost` / `comm` declarations (later wins). Every command that takes costs
-(`check`, `trace`, `plot`, `compare`, `sweep`) goes through `CostSpec`.
+(`check`, `trace`, `plot`, `compare`, `sweep`) goes through `CostSpec`, which `ppdsl.analysis.expand.expand`
+applies while it builds the expansion.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import COSTS_BYTES, read_text
 from ppdsl.common.jsontext import JsonError, parse_json
@@ -195,26 +195,36 @@ def cost_file_names(file: dict) -> list[tuple[str, str]]:
     return found
 
 
-def apply_costs(exp: Expansion, costs: dict) -> None:
-    """Override the expansion's cost table in place: per type, then per stage, then communication."""
-    names = exp.type_names
+@dataclass(frozen=True)
+class CostTable:
+    """What jobs and links cost at some sizes: each job's time [type][rank][chunk], a transfer's latency and the
+    links' bandwidth (units per time; None: unlimited)."""
+
+    jobs: list[list[list[float]]]
+    latency: float
+    bandwidth: float | None
+
+
+def apply_costs(base: CostTable, costs: dict, names: Sequence[str], stage_of: Sequence[Sequence[int]]) -> CostTable:
+    """A cost file's contents over `base`: per type, then per stage, then communication. A new table (`base` is
+    not changed)."""
+    jobs = [[list(per_chunk) for per_chunk in per_rank] for per_rank in base.jobs]
     flat = costs.get("costs", {})
     for t, name in enumerate(names):
         if name in flat:
-            for r in range(exp.pp):
-                exp.cost[t][r] = [float(flat[name])] * exp.vpp
+            for per_chunk in jobs[t]:
+                per_chunk[:] = [float(flat[name])] * len(per_chunk)
     for stage_key, per_type in (costs.get("stages") or {}).items():
         stage = int(stage_key)
-        for r, row in enumerate(exp.stage_of):
+        for r, row in enumerate(stage_of):
             for c, s in enumerate(row):
                 if s == stage:
                     for name, value in per_type.items():
                         if name in names:
-                            exp.cost[names.index(name)][r][c] = float(value)
-    if "latency" in costs:
-        exp.latency = float(costs["latency"])
-    if "bandwidth" in costs:
-        exp.bandwidth = float(costs["bandwidth"]) or None
+                            jobs[names.index(name)][r][c] = float(value)
+    latency = float(costs["latency"]) if "latency" in costs else base.latency
+    bandwidth = (float(costs["bandwidth"]) or None) if "bandwidth" in costs else base.bandwidth
+    return CostTable(jobs, latency, bandwidth)
 
 
 def unknown_cost_error(unknown: list[str], names: Sequence[str]) -> DiagnosticError:
@@ -290,11 +300,14 @@ class CostSpec:
                 ]
             )
 
-    def apply(self, exp: Expansion) -> None:
-        """The cost file, then the command line's pairs, over the expansion's own table."""
+    def apply(self, base: CostTable, names: Sequence[str], stage_of: Sequence[Sequence[int]]) -> CostTable:
+        """The cost file, then the command line's pairs, over the schedule's own table (`ppdsl.analysis.expand`
+        builds an expansion with the result)."""
+        table = base
         if self.file is not None:
-            apply_costs(exp, self.file)
+            table = apply_costs(table, self.file, names, stage_of)
         if self.pairs:
             jobs = {k: v for k, v in self.pairs.items() if k not in COMM_KEYS}
             comm = {k: v for k, v in self.pairs.items() if k in COMM_KEYS}
-            apply_costs(exp, {"costs": jobs, **comm})
+            table = apply_costs(table, {"costs": jobs, **comm}, names, stage_of)
+        return table

@@ -1,5 +1,6 @@
 """ScheduleDef + sizes -> Expansion: bind pp / vpp / microbatches / params, check `require`s, run every rank's
-order, tabulate placement, costs and memory.
+order, tabulate placement, costs and memory, with the costs from outside, a measured memory model and a memory
+limit applied. `expand` is the one builder: an `Expansion` is complete when it returns and never written after.
 
 Errors here are S1xx (the schedule is wrong for these sizes), E007 (bad parameter use) or E075 (a cost or memory
 declaration gives a number that is not one: NaN, infinite, a negative cost), with the span of the statement that
@@ -12,8 +13,9 @@ import math
 import traceback
 from dataclasses import dataclass, replace
 
-from ppdsl.analysis.costs import COST_RANGE, cost_value_problem
+from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_value_problem
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.memory import MemoryModel
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span, number_text
 from ppdsl.common.text import count, numbered
 from ppdsl.language import types
@@ -26,7 +28,7 @@ MAX_SIZE = 1 << 20
 # with four jobs per micro-batch (Paddle's 1F1B and VPP orders, with their receive and send jobs) is 4,194,368.
 DEFAULT_MAX_JOBS = 1 << 23
 # A rank's order may take this many evaluation steps (a loop iteration of a body of n statements is n steps) per
-# job it can own, plus a constant for small sizes: the library needs under 4 per job (tests/analysis/test_bounds.py)
+# job it can own, plus a constant for small sizes: the library needs under 4 per job (tests/analysis/test_expand.py)
 # and a runaway loop is stopped within a few milliseconds.
 BUDGET_PER_JOB = 16
 BUDGET_BASE = 1 << 16
@@ -111,10 +113,17 @@ def expand(
     vpp: int = 1,
     params: dict[str, object] | None = None,
     max_jobs: int = DEFAULT_MAX_JOBS,
+    *,
+    costs: CostSpec | None = None,
+    memory: MemoryModel | None = None,
+    memory_limit: float | None = None,
 ) -> Expansion:
-    """Bind sizes and run the order of every rank, with the schedule's own costs (`CostSpec.apply` puts costs
-    from outside over them). Sizes that need more than `max_jobs` jobs are refused before anything runs, and each
-    rank's order has an evaluation budget proportional to its jobs. Raises DiagnosticError on any failure."""
+    """Bind sizes and run the order of every rank. The schedule's own costs, memory and limit, with `costs` from
+    outside over its costs, `memory` (measured bytes) instead of its activation counts and `memory_limit` instead
+    of its limit on every rank. Sizes that need more than `max_jobs` jobs are refused before anything runs, and
+    each rank's order has an evaluation budget proportional to its jobs. Raises DiagnosticError on any failure."""
+    if costs is not None:
+        costs.check_names(defn)
     for name, value in (("pp", pp), ("microbatches", microbatches), ("vpp", vpp)):
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
             raise DiagnosticError(
@@ -147,7 +156,24 @@ def expand(
     total = sum(map(len, jobs))
     if total > max_jobs:
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
-    ntypes = len(defn.job_types)
+    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit)
+
+
+def _build(
+    defn: ScheduleDef,
+    env: dict,
+    stage_of: list[list[int]],
+    jobs: list[list[int]],
+    sites: list[list[int]],
+    costs: CostSpec | None = None,
+    memory: MemoryModel | None = None,
+    memory_limit: float | None = None,
+) -> Expansion:
+    """The expansion of these orders: the schedule's tables evaluated at `env`, the inputs from outside over
+    them. (The schedule's own memory and limit are evaluated even when replaced: a declaration that fails at
+    these sizes is reported either way.)"""
+    pp, vpp = env["pp"], env["vpp"]
+    names = [jt.name for jt in defn.job_types]
     cost = _job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn))
     _check_declared_numbers(defn, cost, "the cost of", cost_value_problem, defn.costs)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
@@ -175,25 +201,31 @@ def expand(
                     )
                 ]
             )
-    assert len(cost) == ntypes
+    rules = [
+        replace(rule, priority=None if prio is None else int(_call(prio, env, rule.span)))
+        for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
+    ]
+    table = CostTable(cost, latency, bandwidth)
+    if costs is not None:
+        table = costs.apply(table, names, stage_of)
+    assert len(table.jobs) == len(names)
     return Expansion(
         defn=defn,
         pp=pp,
         vpp=vpp,
-        microbatches=microbatches,
+        microbatches=env["microbatches"],
         params={k: env[k] for k in defn.params},
         stage_of=stage_of,
         jobs=jobs,
         sites=sites,
-        cost=cost,
-        latency=latency,
-        bandwidth=bandwidth,
-        mem_delta=mem,
-        memory_limit=limit,
-        rules=[
-            replace(rule, priority=None if prio is None else int(_call(prio, env, rule.span)))
-            for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
-        ],
+        cost=table.jobs,
+        latency=table.latency,
+        bandwidth=table.bandwidth,
+        mem_delta=mem if memory is None else memory.table(names, stage_of),
+        memory_limit=limit if memory_limit is None else [memory_limit] * pp,
+        rules=rules,
+        memory_unit="activations" if memory is None else memory.unit,
+        memory_limit_given=memory_limit is not None,
     )
 
 
@@ -225,6 +257,15 @@ def _bad_number(message: str, fn, expected: str, span: Span | None = None) -> Di
         label=f"`{getattr(fn, 'text', '')}`",
         help=f"make it {expected} for these sizes",
     )
+
+
+def scale_costs(exp: Expansion, factor: float) -> Expansion:
+    """The same expansion with every job's cost multiplied by `factor` > 0 (`ppdsl compare` and `synth` can
+    measure a chunk as 1/vpp of a rank's work); the links, the memory and the orders are the same."""
+    if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
+        raise ValueError(f"a cost scale is a positive number, not {factor!r}")
+    cost = [[[x * factor for x in per_chunk] for per_chunk in per_rank] for per_rank in exp.cost]
+    return replace(exp, cost=cost)
 
 
 def _too_many_jobs(what: str, jobs: int, limit: int) -> Diagnostic:
@@ -569,19 +610,4 @@ def expansion_from_orders(
     ntypes = len(types)
     jobs = [[(mb * vpp + c) * ntypes + index[t] for t, c, mb in order] for order in orders]
     env = {"pp": pp, "vpp": vpp, "microbatches": microbatches}
-    return Expansion(
-        defn=defn,
-        pp=pp,
-        vpp=vpp,
-        microbatches=microbatches,
-        params={},
-        stage_of=[list(row) for row in stage_of],
-        jobs=jobs,
-        sites=[[0] * len(j) for j in jobs],
-        cost=_job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn)),
-        latency=0.0,
-        bandwidth=None,
-        mem_delta=_job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn)),
-        memory_limit=[None] * pp,
-        rules=[],
-    )
+    return _build(defn, env, [list(row) for row in stage_of], jobs, [[0] * len(j) for j in jobs])

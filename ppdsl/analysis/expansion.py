@@ -7,6 +7,10 @@ packed integers:
 
 so that 262,144 jobs cost one Python int each. Every later stage (checks, execution, reports, codegen, the
 runtime) reads an `Expansion`.
+
+An `Expansion` is a value: `ppdsl.analysis.expand.expand` builds it with every input applied (the orders, the
+costs from outside, the memory model, the limit), and nothing writes into it afterwards. A changed one is a new
+one (`ppdsl.analysis.expand.scale_costs`, or `dataclasses.replace` for other job orders over the same tables).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 from ppdsl.language.ir import ScheduleDef, StreamRule
 
 
-@dataclass
+@dataclass(frozen=True)
 class Expansion:
     """A schedule bound to sizes: per-rank job orders plus the cost and memory tables the checks need."""
 
@@ -34,7 +38,7 @@ class Expansion:
     mem_delta: list[list[list[float]]]  # [type][rank][chunk]: activation units a job adds (negative: frees)
     memory_limit: list[float | None]  # [rank]
     rules: list[StreamRule]  # with priorities evaluated for these sizes
-    memory_unit: str = "activations"  # or "bytes", once measured on a real program (ppdsl.runtime.memory)
+    memory_unit: str = "activations"  # or "bytes", with a memory model measured on a real program
     memory_limit_given: bool = False  # the limit came from outside the schedule (`--memory-limit`)
 
     @property

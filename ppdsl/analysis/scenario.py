@@ -5,31 +5,31 @@ Every command that evaluates a schedule (`check`, `simulate`, `trace`, `plot`, `
 
     scenario = Scenario("1f1b", pp=4, microbatches=8, costs=CostSpec({"backward": 2.5}))
     scenario.expansion()   # every rank's job order, costs and memory applied
-    scenario.check()       # the checker's verdict and measures (never raises)
+    check(scenario)        # the checker's verdict and measures (never raises; `ppdsl.analysis.check`)
 
 A schedule is a library name (`1f1b`), a path, or an already resolved `ScheduleDef`.
 
 Memory measured on a real program (`--model`) needs the runtime, which this layer must not import: the caller
-passes `memory`, a function that rewrites an expansion's activation table in bytes (see
-`ppdsl.runtime.memory.model_memory`).
+passes `memory`, a `MemoryModel` (the activation table in bytes), or how to measure one on the program as this
+scenario's orders cut it (`ppdsl.runtime.memory.model_memory`). Either way the expansion is built with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, expand
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.library import find_schedule
 from ppdsl.language.resolve import load
 
 ParamValue = int | float | bool | str  # text as written on the command line, read against the parameter's type
-MemoryModel = Callable[[Expansion], None]
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Scenario:
     params: Mapping[str, ParamValue] | None = None
     costs: CostSpec | Mapping[str, float] | None = None
     rendezvous: bool = False
-    memory: MemoryModel | None = None
+    memory: MemoryModel | MeasureMemory | None = None
     memory_limit: float | None = None
     max_jobs: int = DEFAULT_MAX_JOBS
     _definition: ScheduleDef | None = field(default=None, init=False, repr=False, compare=False)
@@ -75,27 +75,24 @@ class Scenario:
         return self._definition
 
     def expansion(self) -> Expansion:
-        """A fresh expansion at these sizes: the orders run, then the costs, the measured memory and the limit
-        applied. Raises DiagnosticError (the file, the sizes, the parameters or the costs are wrong)."""
-        defn = self.definition()
+        """A fresh expansion at these sizes: the orders run, with the costs, the memory model and the limit.
+        Raises DiagnosticError (the file, the sizes, the parameters or the costs are wrong)."""
         costs = self.costs if isinstance(self.costs, CostSpec) else None
-        if costs is not None:
-            costs.check_names(defn)
-        exp = expand(defn, self.pp, self.microbatches, self.vpp, dict(self.params or {}), self.max_jobs)
-        if costs is not None:
-            costs.apply(exp)
-        if self.memory is not None:
-            self.memory(exp)
-        if self.memory_limit is not None:
-            exp.memory_limit = [self.memory_limit] * self.pp
-            exp.memory_limit_given = True
-        return exp
-
-    def check(self, record_comms: bool = False):
-        """The checker's verdict (`ppdsl.analysis.check.CheckResult`); diagnostics are in it, never raised."""
-        from ppdsl.analysis.check import check_scenario  # check builds on this module
-
-        return check_scenario(self, record_comms=record_comms)
+        memory = self.memory
+        if memory is not None and not isinstance(memory, MemoryModel):
+            # measured on the program as these orders cut it: their expansion in activations comes first
+            memory = memory(self.with_(memory=None, memory_limit=None).expansion())
+        return expand(
+            self.definition(),
+            self.pp,
+            self.microbatches,
+            self.vpp,
+            dict(self.params or {}),
+            self.max_jobs,
+            costs=costs,
+            memory=memory,
+            memory_limit=self.memory_limit,
+        )
 
     def with_(self, **changes) -> Scenario:
         """The same scenario with some fields changed (the loaded schedule is kept when it is the same)."""

@@ -56,6 +56,7 @@ def compile_cmd(
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Compile a schedule into a plan module: readable Python whose build_plan() makes its Paddle plan."""
+    from ppdsl.analysis.check import check
     from ppdsl.codegen.generate import generate_plan_module, module_stem
 
     sized = pp is not None or microbatches is not None or vpp is not None or bool(param)
@@ -65,7 +66,7 @@ def compile_cmd(
     spec = scenario(file, pp or 1, microbatches or 1, vpp or 1, param, max_jobs=max_jobs)
     defn = diagnosed(spec.definition)
     if sized:  # a plan for sizes the checker rejects would hang or fail on the cluster
-        result = spec.check()
+        result = check(spec)
         if result.diagnostics:
             err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
         if not result.valid:

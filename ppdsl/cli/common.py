@@ -20,7 +20,8 @@ from rich.text import Text
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, MAX_SIZE, parse_params
-from ppdsl.analysis.scenario import MemoryModel, Scenario, check_batch_size
+from ppdsl.analysis.memory import MeasureMemory
+from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.common.codes import EXIT_USAGE, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, number_text, render_all
 from ppdsl.common.files import write_output
@@ -222,8 +223,8 @@ def cost_spec(cost: str | None, costs: Path | None) -> CostSpec:
     return diagnosed(CostSpec.read, diagnosed(parse_cost_pairs, cost), costs)
 
 
-def measured_memory(model: str | None, batch_size: int, microbatches: int) -> MemoryModel | None:
-    """The `--model` memory hook (bytes measured on the real program), or None. The batch is checked first, so
+def measured_memory(model: str | None, batch_size: int, microbatches: int) -> MeasureMemory | None:
+    """How `--model` measures memory (bytes, on the real program), or None. The batch is checked first, so
     a batch that does not split fails before paddle loads."""
     if model is None:
         return None
@@ -246,7 +247,7 @@ def scenario(
     cost: str | None = None,
     costs: Path | None = None,
     rendezvous: bool = False,
-    memory: MemoryModel | None = None,
+    memory: MeasureMemory | None = None,
     memory_limit: float | None = None,
     max_jobs: int = DEFAULT_MAX_JOBS,
 ) -> Scenario:

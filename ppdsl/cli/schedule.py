@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ppdsl.analysis.check import CheckResult
+from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.checks import used_types
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.grid import text_grid
@@ -83,7 +83,7 @@ def check_cmd(
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
-    result = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs).check()
+    result = check(scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs))
     if fmt is TextOrJson.json:
         print_data(json.dumps(result.to_dict(), indent=2))
     else:

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import MAX_SIZE, parse_params
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.cli.app import app
@@ -149,7 +150,7 @@ def _save_dir_lock(opts: RunOptions) -> contextlib.AbstractContextManager:
 def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     _validate(opts)
     params = parse_params(opts.params)
-    result = Scenario(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params).check()
+    result = check(Scenario(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params))
     if result.diagnostics:
         err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
     if not result.valid:
@@ -161,7 +162,7 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     if opts.launch is not None:
         return _run_cluster(opts, exp, sim, out)
 
-    from ppdsl.runtime.model import load_model  # no paddle yet: a bad model path fails fast
+    from ppdsl.runtime.builtin_models import load_model  # no paddle yet: a bad model path fails fast
 
     model = load_model(opts.model)
     resume = _resume_point(opts, exp, model.name)  # and so does a checkpoint that cannot continue this run
@@ -323,7 +324,7 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
         command = launch_command(launch, next_launch_directory(launch.run_dir) / "spec.json")
         out.print(dry_run_text(exp, launch, command), markup=False, end="")
         return EXIT_VALID
-    from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.builtin_models import load_model
 
     model = load_model(opts.model)  # a bad model path fails here, before any process starts
     local = range(launch.node_rank * launch.nproc_per_node, (launch.node_rank + 1) * launch.nproc_per_node)

@@ -147,7 +147,7 @@ LOSS_AFTER = HEAD_AFTER.replace('head : forward ops "pd_op.matmul"', 'loss : for
 )
 HAND_PLAN = """import ppdsl
 from ppdsl.runtime.env import import_paddle
-from ppdsl.runtime.model import load_model
+from ppdsl.runtime.builtin_models import load_model
 from ppdsl.runtime.plan import build_plan
 from ppdsl.runtime.program import build_training_program
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.costs import COMM_KEYS, CostSpec
-from ppdsl.analysis.expand import MAX_SIZE
+from ppdsl.analysis.expand import MAX_SIZE, scale_costs
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import shortened
@@ -101,7 +101,7 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
     row.memory_unit = exp.memory_unit
     scale = 1.0 / exp.vpp if normalise else 1.0
     if scale != 1.0:
-        exp.cost = [[[x * scale for x in per_chunk] for per_chunk in per_rank] for per_rank in exp.cost]
+        exp = scale_costs(exp, scale)
     result = check_expansion(exp, scenario.rendezvous)
     if not result.valid:
         row.status, row.reason = "invalid", f"{result.errors[0].code}: {result.errors[0].message}"

@@ -1,7 +1,7 @@
 """The Paddle runtime: imports paddle only when called (elsewhere in ppdsl, only paddle_pass.py imports it).
 
-model.py           the `--model` contract (`ModelContext`) and loading a model by name
-builtin_models.py  the built-in models: a small GPT (the default) and an MLP
+model.py           the `--model` contract (`ModelContext`, `Model`)
+builtin_models.py  the built-in models (a small GPT, the default, and an MLP) and loading a model by name
 layers.py          nn.Layer stacks built eagerly and traced into the program stage by stage (`ctx.pipeline`)
 program.py         the training program: forward, backward, gradient accumulation, per-stage optimizer
 stages.py          completes op roles and stage (chunk) ids
@@ -12,5 +12,5 @@ plan.py            jobs in schedule order, skip-GC variables, `core.Plan`
 train.py           the training loop (a step whose parameters go NaN stops it) and the run summary
 checkpoint.py      checkpoints: written atomically, found for --resume, read without trusting them; the lock
 profile.py         measured job timings and held memory, from Paddle's host profiler
-memory.py          activation bytes estimated on the real program (`ppdsl check --model`)
+memory.py          activation bytes measured on the real program, as a memory model (`ppdsl check --model`)
 """

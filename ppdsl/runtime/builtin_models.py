@@ -1,4 +1,5 @@
-"""The built-in models: a small GPT (the default, `--model builtin`) and the MLP it replaced (`--model tiny_mlp`).
+"""The built-in models: a small GPT (the default, `--model builtin`) and the MLP it replaced (`--model tiny_mlp`);
+and `load_model`, which finds a model by `--model`'s name: a built-in one, or a `module:function` of the user's.
 
 Both read synthetic text with structure to learn (`synthetic_text`). Activations are [micro-batch, sequence,
 hidden] with a static micro-batch dimension and every weight gradient is a non-transposed matmul on them, which
@@ -8,10 +9,15 @@ Paddle's backward_b / backward_w split needs; so every library schedule, zero-bu
 from __future__ import annotations
 
 import functools
+import importlib
+import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.model import Model, ModelContext
 
 
@@ -167,3 +173,66 @@ def tiny_mlp_model(config: MLPConfig = MLPConfig(), name: str = "tiny_mlp") -> M
 TINY_MLP = tiny_mlp_model()
 
 BUILTIN = GPT  # `--model builtin`, the default
+
+
+# ---------------------------------------------------------------- a model by name
+
+
+def builtin_models() -> dict[str, Model]:
+    """The models `--model` names without a module: `builtin` (the default) and `tiny_mlp`."""
+    return {"builtin": BUILTIN, "gpt": GPT, "tiny_mlp": TINY_MLP}
+
+
+def load_model(spec: str | None, model_dir: str | Path | None = None) -> Model:
+    """The built-in model for None, a built-in name, else `module:function` (with the module's `make_batch`).
+
+    The module is looked for on sys.path, then in `model_dir` (default: the current directory, where the
+    command was typed; a rank gets the launching directory from its spec)."""
+    builtin = builtin_models()
+    if spec is None or spec in builtin:
+        return builtin[spec or "builtin"]
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E031",
+                    f"bad model `{spec}`",
+                    help=f"write `--model package.module:function`, or one of {', '.join(sorted(builtin))}",
+                )
+            ]
+        )
+    try:
+        module = _import_model_module(module_name, Path(model_dir) if model_dir is not None else Path.cwd())
+    except ImportError as err:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E031",
+                    f"cannot import model module `{module_name}`: {err}",
+                    help="the module must be importable from the current directory or PYTHONPATH",
+                )
+            ]
+        ) from None
+    build = getattr(module, func_name, None)
+    if not callable(build):
+        raise DiagnosticError(
+            [Diagnostic("E031", f"`{module_name}` has no function `{func_name}`", help="check the model path")]
+        )
+    return Model(spec, build, getattr(module, "make_batch", None))
+
+
+def _import_model_module(module_name: str, model_dir: Path):
+    """Import `module_name` with `model_dir` at the END of sys.path while it imports: the user's own module is
+    found in the folder the command was typed in (a console script's sys.path has its bin folder, not the
+    cwd), yet a `json.py` there never shadows the standard library or an installed package, and the folder is
+    off the path again for every later import."""
+    folder = os.fspath(model_dir)
+    added = folder not in sys.path
+    if added:
+        sys.path.append(folder)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)

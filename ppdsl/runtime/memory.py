@@ -18,12 +18,12 @@ sizes measured instead of declared.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.runtime.skip_gc import data_reads
 
 BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
@@ -102,20 +102,25 @@ def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
     return result
 
 
-def model_memory(model_spec: str | None, batch_size: int) -> Callable[[Expansion], None]:
-    """The `Scenario.memory` hook: measure activation bytes on this model (None: the built-in one) at this batch
-    size, for whatever expansion the scenario makes."""
+def model_memory(model_spec: str | None, batch_size: int) -> MeasureMemory:
+    """`Scenario.memory` for `--model`: the memory model in bytes, measured on this model (None: the built-in one)
+    at this batch size, as the expansion of whatever scenario asks cuts its program."""
 
-    def measure(exp: Expansion) -> None:
-        apply_model_memory(exp, model_spec, batch_size)
+    def measure(exp: Expansion) -> MemoryModel:
+        return memory_model(measure_stages(exp, model_spec, batch_size))
 
     return measure
 
 
-def apply_model_memory(exp: Expansion, model_spec: str | None, batch_size: int) -> dict[int, StageMemory]:
-    """Replace the expansion's activation units with bytes measured on the model's real program."""
+def memory_model(stages: dict[int, StageMemory]) -> MemoryModel:
+    """The activation table in bytes of measured stages (what `ppdsl.analysis.expand.expand` builds with)."""
+    return MemoryModel({s: dict(mem.delta) for s, mem in stages.items()})
+
+
+def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> dict[int, StageMemory]:
+    """Bytes per (stage, job type), measured on the model's real program cut by the expansion's orders."""
+    from ppdsl.runtime.builtin_models import load_model
     from ppdsl.runtime.env import import_paddle
-    from ppdsl.runtime.model import load_model
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
     from ppdsl.runtime.train import plan_arguments
@@ -135,12 +140,4 @@ def apply_model_memory(exp: Expansion, model_spec: str | None, batch_size: int) 
         program.startup,
         **plan_arguments(exp, rules=[]),
     )
-    stages = stage_memory(built.programs)
-    names = exp.type_names
-    for t, name in enumerate(names):
-        for r, row in enumerate(exp.stage_of):
-            for c, s in enumerate(row):
-                mem = stages.get(s)
-                exp.mem_delta[t][r][c] = float(mem.delta.get(name, 0)) if mem else 0.0
-    exp.memory_unit = "bytes"
-    return stages
+    return stage_memory(built.programs)

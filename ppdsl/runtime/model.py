@@ -1,4 +1,4 @@
-"""The model contract (`ppdsl run --model module:function`) and loading a model by name.
+"""The model contract (`ppdsl run --model module:function`): what a model function gets and gives.
 
     def build(ctx: ModelContext) -> paddle.pir.Value:
         # called under `program_guard` and the forward op role; returns the scalar mean loss of one micro-batch.
@@ -14,22 +14,17 @@
         # the full batch for a step, keyed by input name; leading dimension batch_size.
 
 Without `make_batch`, inputs are synthetic: integers in [0, 16) or standard-normal floats, from the seed.
-The built-in models (`builtin`, the default: a small GPT; `tiny_mlp`) live in `builtin_models.py`.
+The built-in models (`builtin`, the default: a small GPT; `tiny_mlp`) and loading a model by name
+(`load_model`) live in `builtin_models.py`, which builds on this contract.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
-
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
 
 @dataclass
@@ -139,68 +134,6 @@ class Model:
     name: str
     build: Callable[[ModelContext], object]
     make_batch: Callable[[int, int, int], dict[str, np.ndarray]] | None
-
-
-def builtin_models() -> dict[str, Model]:
-    """The models `--model` names without a module: `builtin` (the default) and `tiny_mlp`."""
-    from ppdsl.runtime.builtin_models import BUILTIN, GPT, TINY_MLP
-
-    return {"builtin": BUILTIN, "gpt": GPT, "tiny_mlp": TINY_MLP}
-
-
-def load_model(spec: str | None, model_dir: str | Path | None = None) -> Model:
-    """The built-in model for None, a built-in name, else `module:function` (with the module's `make_batch`).
-
-    The module is looked for on sys.path, then in `model_dir` (default: the current directory, where the
-    command was typed; a rank gets the launching directory from its spec)."""
-    builtin = builtin_models()
-    if spec is None or spec in builtin:
-        return builtin[spec or "builtin"]
-    module_name, sep, func_name = spec.partition(":")
-    if not sep or not module_name or not func_name:
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E031",
-                    f"bad model `{spec}`",
-                    help=f"write `--model package.module:function`, or one of {', '.join(sorted(builtin))}",
-                )
-            ]
-        )
-    try:
-        module = _import_model_module(module_name, Path(model_dir) if model_dir is not None else Path.cwd())
-    except ImportError as err:
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E031",
-                    f"cannot import model module `{module_name}`: {err}",
-                    help="the module must be importable from the current directory or PYTHONPATH",
-                )
-            ]
-        ) from None
-    build = getattr(module, func_name, None)
-    if not callable(build):
-        raise DiagnosticError(
-            [Diagnostic("E031", f"`{module_name}` has no function `{func_name}`", help="check the model path")]
-        )
-    return Model(spec, build, getattr(module, "make_batch", None))
-
-
-def _import_model_module(module_name: str, model_dir: Path):
-    """Import `module_name` with `model_dir` at the END of sys.path while it imports: the user's own module is
-    found in the folder the command was typed in (a console script's sys.path has its bin folder, not the
-    cwd), yet a `json.py` there never shadows the standard library or an installed package, and the folder is
-    off the path again for every later import."""
-    folder = os.fspath(model_dir)
-    added = folder not in sys.path
-    if added:
-        sys.path.append(folder)
-    try:
-        return importlib.import_module(module_name)
-    finally:
-        if added and folder in sys.path:
-            sys.path.remove(folder)
 
 
 def synthetic_batch(inputs: dict[str, tuple[list[int], str]], batch_size: int, step: int, seed: int):

@@ -32,6 +32,7 @@ from paddle.base import core
 from paddle.distributed.passes.pass_base import PassContext, new_pass, register_pass
 from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_pass_base import PipelinePassBase
 
+from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import parse_params
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.scenario import Scenario
@@ -121,7 +122,7 @@ class PipelinePPDSLPass(PipelinePassBase):
             params = self._params(declared)
         except DiagnosticError as err:
             raise ScheduleError(err.diagnostics, f"bad ppdsl_params for `{path}`:") from None
-        result = spec.with_(params=params).check()
+        result = check(spec.with_(params=params))
         if not result.valid:
             raise ScheduleError(
                 result.errors or result.diagnostics,

@@ -95,7 +95,7 @@ class RankProcess:
 
     def _build_program(self, p2p=None) -> None:
         """What both transports share: the model's program, this rank's plan, and which parameters are its own."""
-        from ppdsl.runtime.model import load_model
+        from ppdsl.runtime.builtin_models import load_model
         from ppdsl.runtime.plan import build_plan
         from ppdsl.runtime.program import build_training_program
         from ppdsl.runtime.train import plan_arguments

@@ -26,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ppdsl.analysis.check import CheckResult
+from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
-from ppdsl.analysis.scenario import MemoryModel, Scenario
+from ppdsl.analysis.memory import MeasureMemory
+from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
 from ppdsl.synth.exact import MAX_TICKS, time_ticks
@@ -52,7 +53,7 @@ class SynthRequest:
     placement: str = "looped"
     costs: CostSpec | None = None
     memory_limit: float | None = None
-    memory: MemoryModel | None = None  # bytes measured on a model (the CLI's --model); None: activations
+    memory: MeasureMemory | None = None  # bytes measured on a model (the CLI's --model); None: activations
     memory_options: str = ""  # how to measure it again on the command line (`--model M --batch-size B`)
     split: str = "auto"
     backward_b_frees: float = 0.5
@@ -186,12 +187,10 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
         scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
-        check = scenario.check()
-    wrong_makespan = microbatches is None and (
-        check.makespan is None or abs(check.makespan - result.makespan) > EPS * max(1.0, result.makespan)
-    )
-    if not check.valid or wrong_makespan:
-        found = "; ".join(f"{d.code}: {d.message}" for d in check.diagnostics) or f"makespan {check.makespan}"
+        checked = check(scenario)
+    wrong_makespan = microbatches is None and abs(checked.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    if not checked.valid or wrong_makespan:
+        found = "; ".join(f"{d.code}: {d.message}" for d in checked.diagnostics) or f"makespan {checked.makespan}"
         found += "" if microbatches is None else f" at microbatches={m}"
         raise DiagnosticError(
             [
@@ -203,7 +202,7 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
                 )
             ]
         )
-    return check
+    return checked
 
 
 def _header(request: SynthRequest, problem: Problem, result: SynthResult, block: Block | None) -> Header:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.execution import link_times
-from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, scale_costs
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.analysis.scenario import MemoryModel, Scenario
+from ppdsl.analysis.memory import MeasureMemory
+from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 from ppdsl.language.resolve import resolve_text
@@ -104,7 +105,7 @@ def build_problem(
     placement: str = "looped",
     costs: CostSpec | Mapping[str, float] | None = None,
     memory_limit: float | None = None,
-    memory: MemoryModel | None = None,
+    memory: MeasureMemory | None = None,
     split: str = "auto",
     backward_b_frees: float = 0.5,
     cost_scale: float = 1.0,
@@ -137,7 +138,7 @@ def build_problem(
     )
     exp = scenario.expansion()
     if cost_scale != 1.0:
-        exp.cost = [[[x * cost_scale for x in row] for row in per_rank] for per_rank in exp.cost]
+        exp = scale_costs(exp, cost_scale)
     return problem_from_expansion(exp, placement, split, backward_b_frees)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 from pathlib import Path
 
 import pytest
@@ -24,9 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ppdsl
-from ppdsl.analysis.costs import apply_costs
+from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import expand
-from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import load
 from ppdsl.reports.simulate import Simulation, simulate_expansion
 
@@ -139,33 +137,12 @@ def fthenb_makespan(p: int, m: int, f: float, b: float, link: float) -> float:
 def test_fthenb_with_latency_and_bandwidth(p, m):
     sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs={"forward": 1, "backward": 2})
     assert sim.makespan == fthenb_makespan(p, m, 1, 2, 0)
-    exp = ppdsl.expand(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs={"forward": 1, "backward": 2})
-    apply_costs(exp, {"latency": 0.25, "bandwidth": 4})  # an activation is 1 unit: L = 0.25 + 1 / 4
+    # an activation is 1 unit: L = 0.25 + 1 / 4
+    costs = {"forward": 1, "backward": 2, "latency": 0.25, "bandwidth": 4}
+    exp = ppdsl.expand(LIBRARY / "fthenb.sched", pp=p, microbatches=m, costs=costs)
     sim = simulate_expansion(exp)
     assert sim.makespan == pytest.approx(fthenb_makespan(p, m, 1, 2, 0.5))
     assert all(t.end - t.start == pytest.approx(0.5) for t in sim.transfers)
-
-
-def test_cost_file_overrides_the_schedule_and_sets_links(tmp_path):
-    """A cost file (what `ppdsl calibrate` writes): per-type costs, a per-stage override, latency."""
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}, "latency": 0.5}), encoding="utf-8")
-    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=4, microbatches=8, costs=path)
-    assert sim.makespan == fthenb_makespan(4, 8, 1, 1, 0.5)
-    # one slow stage: the last one's forward takes 2, so the forwards leave it every 2 units
-    path.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}, "stages": {"3": {"forward": 2}}}), "utf-8")
-    sim = ppdsl.simulate(LIBRARY / "fthenb.sched", pp=4, microbatches=8, costs=path)
-    # micro-batch 0 reaches stage 3 at 3, its 8 forwards end at 3 + 16, then 8 backwards and 3 more stages
-    assert sim.makespan == 3 + 8 * 2 + 8 * 1 + 3 * 1
-    assert [r.busy for r in sim.execution.ranks] == [16, 16, 16, 24]
-
-
-def test_unreadable_cost_file_is_a_diagnostic(tmp_path):
-    path = tmp_path / "costs.json"
-    path.write_text("[1, 2", encoding="utf-8")
-    with pytest.raises(DiagnosticError) as info:
-        ppdsl.simulate(LIBRARY / "1f1b.sched", pp=2, microbatches=2, costs=path)
-    assert info.value.diagnostics[0].code == "E008"
 
 
 @pytest.mark.parametrize("p", [1, 2, 4, 5])
@@ -206,9 +183,7 @@ def library_runs(draw):
         m = p * draw(st.integers(1, 3))
     costs = {t: float(draw(st.integers(1, 4))) for t in ("forward", "backward", "backward_b", "backward_w")}
     links = {"latency": float(draw(st.integers(0, 3))), "bandwidth": float(draw(st.sampled_from([0, 1, 2, 4])))}
-    exp = expand(load(LIBRARY / f"{stem}.sched"), p, m, vpp)
-    apply_costs(exp, {"costs": costs, **links})  # (the job types the schedule has)
-    return exp
+    return expand(load(LIBRARY / f"{stem}.sched"), p, m, vpp, costs=CostSpec(file={"costs": costs, **links}))
 
 
 @PROPERTY

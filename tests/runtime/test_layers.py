@@ -68,7 +68,7 @@ def test_bad_splits_are_diagnosed(stages, split, fragment):
 )
 def test_pipelined_layer_stack_trains_like_the_plain_run(build, stem, pp, vpp, first_blocks, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
-    from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.builtin_models import load_model
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, reference_run, train
 
     m = 4

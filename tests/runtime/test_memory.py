@@ -12,6 +12,7 @@ import importlib.util
 
 import pytest
 
+from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import expand
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.units import format_bytes, parse_size
@@ -32,27 +33,28 @@ def tensor_bytes(micro_batch: int) -> int:
 
 @pytest.mark.parametrize("micro_batch", [1, 3])
 def test_whole_backward_frees_what_forward_keeps(micro_batch, monkeypatch):
-    from ppdsl.runtime.memory import apply_model_memory
+    from ppdsl.runtime.memory import measure_stages, memory_model
 
     monkeypatch.syspath_prepend(str(ROOT))
     pp, m = 3, 4
-    exp = expand(load(library_dir() / "1f1b.sched"), pp, m)
-    stages = apply_model_memory(exp, MODEL, micro_batch * m)
+    defn = load(library_dir() / "1f1b.sched")
+    stages = measure_stages(expand(defn, pp, m), MODEL, micro_batch * m)
     for s in range(pp - 1):  # the last stage also keeps the loss's inputs
         assert stages[s].delta["forward"] == 2 * tensor_bytes(micro_batch)
         assert stages[s].delta["backward"] == -2 * tensor_bytes(micro_batch)
     assert stages[pp - 1].delta["forward"] > 2 * tensor_bytes(micro_batch)
+    exp = expand(defn, pp, m, memory=memory_model(stages))  # the expansion built with the measured model
     assert exp.memory_unit == "bytes"
     forward = exp.type_names.index("forward")
     assert exp.mem_delta[forward][0][0] == 2 * tensor_bytes(micro_batch)
 
 
 def test_split_backward_hands_one_tensor_to_backward_w(monkeypatch):
-    from ppdsl.runtime.memory import apply_model_memory
+    from ppdsl.runtime.memory import measure_stages
 
     monkeypatch.syspath_prepend(str(ROOT))
     exp = expand(load(library_dir() / "zbv.sched"), 2, 4, 2)
-    stages = apply_model_memory(exp, MODEL, 8)
+    stages = measure_stages(exp, MODEL, 8)
     one = tensor_bytes(2)
     for s in range(3):
         d = stages[s].delta
@@ -66,13 +68,13 @@ def test_check_reports_bytes_and_checks_the_limit(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     pp, m, batch = 2, 4, 8
     one = tensor_bytes(batch // m)
-    ok = Scenario(library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch)).check()
+    ok = check(Scenario(library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch)))
     assert ok.valid
     # FThenB keeps every micro-batch's activations: rank 0 peaks at m * (2 tensors)
     assert ok.execution.ranks[0].peak_activations == m * 2 * one
-    tight = Scenario(
-        library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch), memory_limit=m * 2 * one - 1
-    ).check()
+    tight = check(
+        Scenario(library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch), memory_limit=m * 2 * one - 1)
+    )
     assert [d.code for d in tight.errors] and all(d.code == "S106" for d in tight.errors)
     assert "KiB" in tight.errors[0].message or " B" in tight.errors[0].message
 
@@ -186,7 +188,7 @@ def test_run_measures_held_bytes_near_the_estimate(tmp_path, in_repo):
     )
     assert result.exit_code == 0, result.output
     measured = json.loads(summary.read_text())["peak_bytes"]
-    estimate = Scenario(library_dir() / "1f1b.sched", pp, m, memory=model_memory(None, batch)).check()
+    estimate = check(Scenario(library_dir() / "1f1b.sched", pp, m, memory=model_memory(None, batch)))
     expected = [r.peak_activations for r in estimate.execution.ranks]
     assert len(measured) == pp and all(e > 0 for e in expected)
     assert all(abs(got / want - 1) <= 0.10 for got, want in zip(measured, expected, strict=True)), (measured, expected)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ppdsl.runtime.model import load_model
+from ppdsl.runtime.builtin_models import load_model
 
 from paths import ROOT, TESTS
 

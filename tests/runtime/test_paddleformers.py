@@ -49,7 +49,7 @@ def _dygraph_run(batches):
 @pytest.mark.parametrize(("stem", "pp", "m", "vpp"), [("1f1b", 2, 4, 1), ("zbv", 2, 4, 2)])
 def test_llama_pipelined_trains_like_the_dygraph_model(stem, pp, m, vpp, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
-    from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.builtin_models import load_model
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
     exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)

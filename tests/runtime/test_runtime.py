@@ -215,7 +215,7 @@ def test_a_job_that_reads_a_later_jobs_value_is_refused_before_anything_runs():
 
 
 def test_split_backward_needs_a_splittable_model():
-    from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.builtin_models import load_model
 
     sys.path.insert(0, str(ROOT))
     with pytest.raises(DiagnosticError) as err:

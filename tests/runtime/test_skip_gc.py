@@ -24,7 +24,7 @@ SPLIT_LAST = "order { forward * microbatches backward_b * microbatches backward_
 
 
 def _trainer(exp, model_spec=None, batch_size=None):
-    from ppdsl.runtime.model import load_model
+    from ppdsl.runtime.builtin_models import load_model
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig
 
     config = TrainConfig(batch_size=batch_size or 2 * exp.microbatches, optimizer="sgd")
