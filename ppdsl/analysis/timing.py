@@ -68,6 +68,13 @@ def input_stage(kind: int, stage: int, nstages: int) -> int | None:
     return frm if 0 <= frm < nstages else None
 
 
+def reads(kind: int, stage: int, producer_kind: int, producer_stage: int) -> bool:
+    """Does a `kind` job on `stage` read the output of a `producer_kind` job on `producer_stage` (same
+    micro-batch), from the neighbouring stage?"""
+    step = FLOW.get(kind)
+    return step is not None and producer_kind in PRODUCERS[kind] and producer_stage == stage - step
+
+
 def start_time(free: float, arrival: float) -> float:
     """Rule 2: when a job starts on a rank free at `free` whose input arrives at `arrival`."""
     return arrival if arrival > free else free

@@ -12,11 +12,10 @@ import re
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.language.jobs import Job
 
-_ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
 _OVERLAP = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
 _TORCH_ONLY = re.compile(r"^\d+(UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)\d*$")
-LETTER_TYPE = {"F": "F", "B": "B", "I": "I", "W": "W"}
 MAX_ERRORS = 20
 
 
@@ -27,6 +26,15 @@ def _cells(line: str) -> list[tuple[int, str]]:
         out.append((col + len(raw) - len(raw.lstrip()), raw.strip()))
         col += len(raw) + 1
     return out
+
+
+def _compute_action(token: str) -> Job | None:
+    """The compute job a torch action names (`0F3`, `2I1`), None for anything else."""
+    try:
+        job = Job.parse(token)
+    except ValueError:
+        return None
+    return job if job.letter is not None else None
 
 
 def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span]]]:
@@ -45,9 +53,9 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
             overlap = _OVERLAP.match(cell)
             parts = [overlap.group(1), overlap.group(2)] if overlap else [cell]
             for part in parts:
-                m = _ACTION.match(part)
-                if m:
-                    actions.append((int(m.group(1)), LETTER_TYPE[m.group(2)], int(m.group(3)), span))
+                job = _compute_action(part)
+                if job is not None:
+                    actions.append((job.stage, job.letter, job.mb, span))
                     continue
                 if _TORCH_ONLY.match(part):
                     help_text = 'export the compute-only schedule (`_dump_csv(..., format="compute_only")`)'
