@@ -29,7 +29,7 @@ from ppdsl.language.jobtypes import BUILTIN_TYPES
 LETTER_OF: dict[int, str] = {t: jt.letter for t, jt in enumerate(BUILTIN_TYPES) if jt.letter}
 TYPE_OF_LETTER: dict[str, int] = {letter: t for t, letter in LETTER_OF.items()}
 # `1F0`; a type without a letter (the optimizer, a schedule's own job types) by its index in brackets: `0[4]0`
-_TOKEN = re.compile(r"^(\d+)(?:([A-Z])|\[(\d+)\])(\d+)$")
+_TOKEN = re.compile(r"([0-9]+)(?:([A-Z])|\[([0-9]+)\])([0-9]+)")
 
 
 class Job(NamedTuple):
@@ -48,7 +48,7 @@ class Job(NamedTuple):
     @classmethod
     def parse(cls, token: str) -> Job:
         """The job a token names (the inverse of `str`); raises ValueError for anything else."""
-        m = _TOKEN.match(token)
+        m = _TOKEN.fullmatch(token)
         if m is None:
             raise ValueError(f"`{token}` is not a job token (`<stage><F|B|I|W><micro-batch>`, e.g. `1F0`)")
         stage, letter, index, mb = m.groups()
