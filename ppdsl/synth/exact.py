@@ -34,6 +34,7 @@ from math import lcm
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
@@ -41,7 +42,6 @@ from ppdsl.synth.schedule import Order
 INSTALL_HINT = "install it with `pip install 'ppdsl[synth]'` (OR-Tools' CP-SAT solver)"
 MAX_SCALE = 10**6
 KINDS = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
-Job = tuple[int, int, int]
 
 
 @dataclass

@@ -20,7 +20,7 @@ import heapq
 import random
 from dataclasses import dataclass, replace
 
-from ppdsl.analysis.timing import FLOW, Stream, output_stage, start_time
+from ppdsl.analysis.timing import FLOW, Stream, input_stage, output_stage, start_time
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
@@ -97,10 +97,11 @@ class StageState:
     """One stage's progress: the next micro-batch to go forward and backward, the deferred weight gradients, and
     when each micro-batch's inputs arrive (-1: not yet known)."""
 
-    __slots__ = ("f_end", "f_in", "g_in", "index", "next_b", "next_f", "pending_w", "rank")
+    __slots__ = ("f_end", "f_in", "g_in", "index", "last", "next_b", "next_f", "pending_w", "rank")
 
-    def __init__(self, index: int, rank: int, microbatches: int):
+    def __init__(self, index: int, rank: int, microbatches: int, nstages: int):
         self.index, self.rank = index, rank
+        self.last = input_stage(BACKWARD, index, nstages) is None  # no gradient comes: its backward reads its F
         self.next_f = 0  # next micro-batch to go forward
         self.next_b = 0  # next micro-batch to go backward
         self.pending_w: list[int] = []  # micro-batches whose W is deferred, oldest first
@@ -179,6 +180,20 @@ class RankState:
         return self.level + mem_f <= self.limit + EPS
 
 
+class Ready:
+    """What a rank could run at one moment: the best ready backward, forward and deferred W (each (key, stage,
+    micro-batch), or None), the earliest inputs still on their way, and (planned policies) the jobs whose input
+    is coming, as (tie value, arrival)."""
+
+    __slots__ = ("backward", "coming", "forward", "next_b_known", "next_known", "weight")
+
+    def __init__(self) -> None:
+        self.backward = self.forward = self.weight = None
+        self.next_b_known = float("inf")  # the earliest backward input on its way
+        self.next_known = float("inf")  # the earliest input of any kind on its way
+        self.coming: list[tuple[float, float]] = []
+
+
 class ListScheduler:
     """The list scheduler's state (a `RankState` per rank, a `StageState` per stage, and a heap of ranks by the
     time they reconsider) and its steps: what is ready on a rank, which ready job it runs, running it, and
@@ -190,7 +205,7 @@ class ListScheduler:
         self.bwd = BACKWARD_B if policy.split else BACKWARD
         self.rng = random.Random(policy.seed) if policy.seed is not None else None
         m = p.microbatches
-        self.stages = [StageState(s, p.rank_of[s], m) for s in range(p.nstages)]
+        self.stages = [StageState(s, p.rank_of[s], m, p.nstages) for s in range(p.nstages)]
         per_stage = 3 if policy.split else 2
         self.ranks = [RankState(r, p, policy, len(p.stages_of[r]) * m * per_stage) for r in range(p.pp)]
         # [type][stage]: the stage that reads its output (None: none), by the timing rule
@@ -240,56 +255,71 @@ class ListScheduler:
 
     def choose(self, rank: RankState, now: float) -> tuple[tuple[int, int, int] | None, float]:
         """The job rank runs at `now` (None: it waits), and the earliest known input still on its way."""
-        p, policy, bwd, stages = self.problem, self.policy, self.bwd, self.stages
-        r, S, m = rank.index, p.nstages, p.microbatches
-        cost = p.cost
-        ready_b = None  # (key, stage, mb)
-        ready_f = None
-        next_b_known = float("inf")  # the earliest backward input on its way
-        coming = []  # (planned) jobs whose input is on its way: (tie value, arrival)
-        backward_pref, forward_pref = self.backward_pref[r], self.forward_pref[r]
-        for s in backward_pref:
-            stage = stages[s]
+        ready = Ready()
+        self.scan_backwards(rank, now, ready)
+        self.scan_forwards(rank, now, ready)
+        if self.policy.split:
+            self.scan_weights(rank, ready)
+        return self.pick(rank, now, ready), ready.next_known
+
+    def scan_backwards(self, rank: RankState, now: float, ready: Ready) -> None:
+        """The rank's next backward per stage: the best one whose input has arrived, the earliest still coming."""
+        bwd, planned = self.bwd, self.policy.planned
+        pref = self.backward_pref[rank.index]
+        for s in pref:
+            stage = self.stages[s]
             k = stage.next_b
             if k < stage.next_f:
-                arrival = stage.f_end[k] if s == S - 1 else stage.g_in[k]
+                arrival = stage.f_end[k] if stage.last else stage.g_in[k]
                 if arrival >= 0.0:
                     if arrival <= now + EPS:
-                        key = (self.tie(bwd, s, k), backward_pref.index(s))
-                        if ready_b is None or key < ready_b[0]:
-                            ready_b = (key, s, k)
+                        key = (self.tie(bwd, s, k), pref.index(s))
+                        if ready.backward is None or key < ready.backward[0]:
+                            ready.backward = (key, s, k)
                     else:
-                        if arrival < next_b_known:
-                            next_b_known = arrival
-                        if policy.planned:
-                            coming.append((self.tie(bwd, s, k), arrival))
-        next_known = next_b_known  # the earliest input of any kind on its way
-        for s in forward_pref:
-            stage = stages[s]
+                        if arrival < ready.next_b_known:
+                            ready.next_b_known = arrival
+                        if planned:
+                            ready.coming.append((self.tie(bwd, s, k), arrival))
+        ready.next_known = ready.next_b_known
+
+    def scan_forwards(self, rank: RankState, now: float, ready: Ready) -> None:
+        """The rank's next forward per stage: the best one whose input has arrived and that fits, the earliest
+        input still coming."""
+        p, planned = self.problem, self.policy.planned
+        pref = self.forward_pref[rank.index]
+        for s in pref:
+            stage = self.stages[s]
             k = stage.next_f
-            if k < m:
+            if k < p.microbatches:
                 arrival = stage.f_in[k]
                 if arrival >= 0.0:
                     if arrival <= now + EPS:
                         if rank.admissible(s, p.mem[FORWARD][s]):
-                            key = (self.tie(FORWARD, s, k), forward_pref.index(s))
-                            if ready_f is None or key < ready_f[0]:
-                                ready_f = (key, s, k)
+                            key = (self.tie(FORWARD, s, k), pref.index(s))
+                            if ready.forward is None or key < ready.forward[0]:
+                                ready.forward = (key, s, k)
                     else:
-                        if arrival < next_known:
-                            next_known = arrival
-                        if policy.planned:
-                            coming.append((self.tie(FORWARD, s, k), arrival))
-        oldest_w = None
-        if policy.split:
-            for s in forward_pref:
-                pending = stages[s].pending_w
-                if pending:
-                    key = (self.tie(BACKWARD_W, s, pending[0]), pending[0], forward_pref.index(s))
-                    if oldest_w is None or key < oldest_w[0]:
-                        oldest_w = (key, s, pending[0])
-        lag = rank.w_lag
-        must_w = lag is not None and rank.deferred > lag
+                        if arrival < ready.next_known:
+                            ready.next_known = arrival
+                        if planned:
+                            ready.coming.append((self.tie(FORWARD, s, k), arrival))
+
+    def scan_weights(self, rank: RankState, ready: Ready) -> None:
+        """The rank's oldest deferred weight gradient (ties by the policy's stage preference)."""
+        pref = self.forward_pref[rank.index]
+        for s in pref:
+            pending = self.stages[s].pending_w
+            if pending:
+                key = (self.tie(BACKWARD_W, s, pending[0]), pending[0], pref.index(s))
+                if ready.weight is None or key < ready.weight[0]:
+                    ready.weight = (key, s, pending[0])
+
+    def pick(self, rank: RankState, now: float, ready: Ready) -> tuple[int, int, int] | None:
+        """The policy's choice among what is ready (None: the rank waits)."""
+        policy, bwd, cost = self.policy, self.bwd, self.problem.cost
+        ready_b, ready_f, oldest_w = ready.backward, ready.forward, ready.weight
+        must_w = rank.w_lag is not None and rank.deferred > rank.w_lag
         choice = None
         if policy.planned and not must_w:
             options = [(x[0][0], kind, x[1], x[2]) for kind, x in ((bwd, ready_b), (FORWARD, ready_f)) if x]
@@ -298,7 +328,7 @@ class ListScheduler:
             if options:
                 planned, *choice = min(options)
                 # not when it would delay a job planned before it whose input is about to arrive
-                if any(p_ < planned and now + cost[choice[0]][choice[1]] > a + EPS for p_, a in coming):
+                if any(p_ < planned and now + cost[choice[0]][choice[1]] > a + EPS for p_, a in ready.coming):
                     choice = None
         elif oldest_w is not None and (must_w or (policy.w_before_f and ready_b is None)):
             choice = (BACKWARD_W, oldest_w[1], oldest_w[2])
@@ -309,11 +339,11 @@ class ListScheduler:
         elif oldest_w is not None:
             choice = (BACKWARD_W, oldest_w[1], oldest_w[2])
         if choice is not None and choice[0] != bwd and not must_w and not policy.planned:
-            arrives = next_known if choice[0] == BACKWARD_W else next_b_known
+            arrives = ready.next_known if choice[0] == BACKWARD_W else ready.next_b_known
             patient = policy.w_fit if choice[0] == BACKWARD_W else policy.f_fit
             if patient and now + cost[choice[0]][choice[1]] > arrives + EPS:
                 choice = None
-        return (None if choice is None else tuple(choice)), next_known
+        return None if choice is None else tuple(choice)
 
     # ------------------------------------------------------------------ running
 
@@ -323,7 +353,7 @@ class ListScheduler:
         arrival = 0.0
         if t == FORWARD:
             arrival = stage.f_in[mb]
-        elif t == self.bwd and s < p.nstages - 1:
+        elif t == self.bwd and not stage.last:
             arrival = stage.g_in[mb]
         end = rank.run((t, s, mb), arrival, now, p.cost[t][s])
         if t == FORWARD:

@@ -29,11 +29,11 @@ from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 from ppdsl.synth.window import Statics
 
-Job = tuple[int, int]  # (type, stage) of one micro-batch's job
+BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job
 MAX_PERIOD_TRIES = 16  # periods tried before giving up (a tight limit needs a longer period than the work's)
 
 
-def kinds(problem: Problem, split: bool) -> list[Job]:
+def kinds(problem: Problem, split: bool) -> list[BlockJob]:
     types = (FORWARD, BACKWARD_B, BACKWARD_W) if split else (FORWARD, BACKWARD)
     return [(t, s) for s in range(problem.nstages) for t in types]
 
@@ -89,7 +89,7 @@ class BlockModel:
         self.offset = offset
         grad = BACKWARD_B if split else BACKWARD
 
-        def cost(job: Job) -> int:
+        def cost(job: BlockJob) -> int:
             return st.cost[job[0]][job[1]]
 
         model.Add(offset[(FORWARD, 0)] == 0)
@@ -154,7 +154,7 @@ class BlockModel:
                 model.Add(room == st.cap[r] - sum(k * a for k, a in full))
                 model.AddCumulative(intervals, demands, room)
 
-    def solve(self, seconds: float, seed: int = 0) -> tuple[dict[Job, int] | None, str, float]:
+    def solve(self, seconds: float, seed: int = 0) -> tuple[dict[BlockJob, int] | None, str, float]:
         solver = self.cp.CpSolver()
         solver.parameters.max_deterministic_time = max(seconds, 0.001)
         solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
@@ -169,9 +169,9 @@ class BlockModel:
         return {job: solver.Value(v) for job, v in self.offset.items()}, name, spent
 
 
-def orders_from_block(problem: Problem, offsets: dict[Job, int], period: int) -> list[Order]:
+def orders_from_block(problem: Problem, offsets: dict[BlockJob, int], period: int) -> list[Order]:
     """Every micro-batch's jobs at its block's offsets, one period apart, as each rank's order."""
-    timed: list[list[tuple[int, int, Job, int]]] = [[] for _ in range(problem.pp)]
+    timed: list[list[tuple[int, int, BlockJob, int]]] = [[] for _ in range(problem.pp)]
     for mb in range(problem.microbatches):
         for (t, s), o in offsets.items():
             timed[problem.rank_of[s]].append((o + mb * period, mb, (t, s), mb))
@@ -184,7 +184,7 @@ class Block:
     time), and the orders that repetition gives at the problem's sizes."""
 
     name: str
-    offsets: dict[Job, int]
+    offsets: dict[BlockJob, int]
     period: int
     ticks: int
     orders: list[Order]
@@ -199,7 +199,7 @@ class Block:
             for mb in range(microbatches)
         }
 
-    def rounds(self, rank_of: list[int], rank: int) -> list[tuple[int, Job]]:
+    def rounds(self, rank_of: list[int], rank: int) -> list[tuple[int, BlockJob]]:
         """Rank `rank`'s jobs of the block as (periods of delay, job), in the order they run within a period:
         in period n the rank runs each job for micro-batch n - delay (when that micro-batch exists)."""
         mine = [(o // self.period, o % self.period, job) for job, o in self.offsets.items() if rank_of[job[1]] == rank]

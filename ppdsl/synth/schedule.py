@@ -10,11 +10,13 @@ from dataclasses import dataclass, replace
 
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 from ppdsl.synth.problem import Problem
 
 COMPUTE = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
-Order = list[tuple[int, int, int]]  # (type, stage, micro-batch) of one rank, in order
+# one rank's jobs in order; a plain (type, stage, micro-batch) tuple equals its `Job`, so hot loops build tuples
+Order = list[Job]
 
 
 @dataclass

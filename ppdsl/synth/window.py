@@ -25,12 +25,12 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
+from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.exact import integer_scale, load_cp_model
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Order
 
-Job = tuple[int, int, int]
 GRADIENT = (BACKWARD, BACKWARD_B)
 # no presolve: on these small models it costs more than the search (and can lose the hint); no LP relaxation
 PARAMS: dict = {"cp_model_presolve": False, "linearization_level": 0}

@@ -154,7 +154,11 @@ def test_the_exact_model_times_a_fixed_order_as_execute(problem):
 
 @needs_cp_sat
 @CP_SAT
-@given(st.one_of(problems(max_pp=5, max_m=8, calm=True), problems(max_pp=5, max_m=8)), st.floats(0.0, 1.0), st.floats(0.05, 0.6))
+@given(
+    st.one_of(problems(max_pp=5, max_m=8, calm=True), problems(max_pp=5, max_m=8)),
+    st.floats(0.0, 1.0),
+    st.floats(0.05, 0.6),
+)
 def test_a_window_model_accepts_execute_times_and_their_makespan(problem, where, width):
     orders = _greedy_orders(problem)
     ev = Evaluator(problem).evaluate(orders)
