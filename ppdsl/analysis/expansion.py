@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppdsl.language.ir import ScheduleDef, StreamRule
-from ppdsl.language.jobs import Job, JobCodec
+from ppdsl.language.jobs import Job, JobCodec, pack_code, unpack_code
 
 
 @dataclass
@@ -54,14 +54,14 @@ class Expansion:
 
     def decode(self, code: int) -> tuple[int, int, int]:
         """(type index, chunk, micro-batch) of a packed job code."""
-        return self.codec.unpack(code)
+        return unpack_code(code, len(self.defn.job_types), self.vpp)
 
     def encode(self, t: int, chunk: int, mb: int) -> int:
-        return self.codec.pack(t, chunk, mb)
+        return pack_code(t, chunk, mb, len(self.defn.job_types), self.vpp)
 
     def job(self, rank: int, code: int) -> Job:
         """The job a code of `rank`'s order names, with its global stage."""
-        t, chunk, mb = self.codec.unpack(code)
+        t, chunk, mb = self.decode(code)
         return Job(t, self.stage_of[rank][chunk], mb)
 
     def rank_of_stage(self) -> list[tuple[int, int]]:

@@ -65,6 +65,18 @@ class Job(NamedTuple):
         return LETTER_OF.get(self.type)
 
 
+def pack_code(t: int, chunk: int, mb: int, ntypes: int, vpp: int) -> int:
+    """The code of (type, chunk, micro-batch) among `ntypes` job types and `vpp` chunks a rank: the formula."""
+    return (mb * vpp + chunk) * ntypes + t
+
+
+def unpack_code(code: int, ntypes: int, vpp: int) -> tuple[int, int, int]:
+    """(type, chunk, micro-batch) of a code: the inverse of `pack_code`."""
+    rest, t = divmod(code, ntypes)
+    mb, chunk = divmod(rest, vpp)
+    return t, chunk, mb
+
+
 @dataclass(frozen=True, slots=True)
 class JobCodec:
     """The packing of (type, chunk, micro-batch) into one int, for `ntypes` job types and `vpp` chunks a rank."""
@@ -73,13 +85,11 @@ class JobCodec:
     vpp: int
 
     def pack(self, t: int, chunk: int, mb: int) -> int:
-        return (mb * self.vpp + chunk) * self.ntypes + t
+        return pack_code(t, chunk, mb, self.ntypes, self.vpp)
 
     def unpack(self, code: int) -> tuple[int, int, int]:
         """(type, chunk, micro-batch) of a code."""
-        rest, t = divmod(code, self.ntypes)
-        mb, chunk = divmod(rest, self.vpp)
-        return t, chunk, mb
+        return unpack_code(code, self.ntypes, self.vpp)
 
     @property
     def stride(self) -> int:
