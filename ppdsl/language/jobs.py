@@ -13,7 +13,9 @@ A job is a job type, a place and a micro-batch. The place is spelled two ways, b
   plain `(type, stage, mb)` tuple compares and hashes equal to it: hot loops may build plain tuples.
 
 This module is the only place that packs or unpacks a code, or writes or parses a token; everything else calls
-it (hot loops bind `codec.unpack` or use its bulk helpers once, rather than repeat the arithmetic).
+it. The hottest loops (the executor, the synthesizer's evaluator) split a code by `JobCodec.stride` into its
+micro-batch and its slot and read per-slot tables that `JobCodec.slots` lays out; other loops use the bulk
+helpers (`types_of`, `chunks_of`, `types_in`) rather than repeat the arithmetic.
 """
 
 from __future__ import annotations
