@@ -347,17 +347,20 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
     ends = [row[cursor[r] - 1] if cursor[r] else 0.0 for r, row in enumerate(end)]
     makespan = max(ends) if ends else 0.0
     stats = []
+    codec = exp.codec
+    stride, slots = codec.stride, codec.slots()
     for r in range(pp):
         jobs = exp.jobs[r]
         busy = 0.0
         level = peak = 0.0
         peak_time = 0.0
-        cost, mem = exp.cost, exp.mem_delta
+        slot_cost = [exp.cost[t][r][c] for _, t, c in slots]  # by a code's slot, as in `execute`
+        slot_mem = [exp.mem_delta[t][r][c] for _, t, c in slots]
         end_row = end[r]
-        ran = jobs[: cursor[r]]
-        for i, t, c in zip(range(len(ran)), exp.codec.types_of(ran), exp.codec.chunks_of(ran), strict=True):
-            busy += cost[t][r][c]
-            level += mem[t][r][c]
+        for i in range(cursor[r]):
+            k = jobs[i] % stride
+            busy += slot_cost[k]
+            level += slot_mem[k]
             if level > peak:
                 peak = level
                 peak_time = end_row[i]
