@@ -95,8 +95,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def _compute_jobs(exp) -> int:
     names = exp.type_names
     compute = {t for t, name in enumerate(names) if name in COMPUTE_TYPES}
-    ntypes = len(names)
-    return sum(1 for jobs in exp.jobs for code in jobs if code % ntypes in compute)
+    return sum(1 for jobs in exp.jobs for t in exp.codec.types_of(jobs) if t in compute)
 
 
 def _ppdsl_run(path: Path, pp: int, vpp: int, m: int, with_load: bool, defn=None) -> dict[str, Any]:
@@ -271,7 +270,7 @@ if mode != "baseline":
     names = exp.type_names
     compute = {t for t, name in enumerate(names) if name in COMPUTE_TYPES}
     out["jobs"] = sum(len(j) for j in exp.jobs)
-    out["compute_jobs"] = sum(1 for j in exp.jobs for c in j if c % len(names) in compute)
+    out["compute_jobs"] = sum(1 for j in exp.jobs for t in exp.codec.types_of(j) if t in compute)
     times = [t3 - t1]
     for _ in range(repeats - 1):
         del exp, result

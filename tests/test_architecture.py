@@ -50,12 +50,9 @@ def test_a_back_edge_breaks_the_contract(tmp_path):
 
 # ------------------------------------------------------------------------------------ the module import graph
 
-# Private names imported across modules that are being removed; each entry says by whom.
-PRIVATE_IMPORTS_ALLOWED = {
-    # synth/window reuses exact's scaling to integers: the engineer unifying the synth engines' timing rule moves it
-    # to a public name; drop this entry with that merge.
-    ("ppdsl.synth.window", "ppdsl.synth.exact", "_scale"),
-}
+# Private names imported across modules that are being removed (none left: synth/window now imports
+# exact.integer_scale); an entry would say who removes it and when.
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str, str]] = set()
 
 
 def _modules(root: Path, package: str = "ppdsl") -> dict[str, Path]:

@@ -157,7 +157,7 @@ class RankJobs:
     def steps(self, t: int) -> list[int]:
         """The step of job type `t` of every (chunk, micro-batch), in code order (-1: never runs): a slice of `pos`,
         so that a check can first ask, at C speed, whether anything is wrong at all."""
-        return self.pos[t :: self.exp.ntypes]
+        return self.pos[self.exp.codec.type_slice(t)]
 
     def gradient_steps(self) -> list[int]:
         """Per (chunk, micro-batch), the step of the job that computes its input gradient: the whole backward, or
@@ -181,14 +181,14 @@ class RankJobs:
     def bases(self):
         """The first code of every (chunk, micro-batch) the rank owns, with that chunk and micro-batch."""
         exp = self.exp
-        ntypes, vpp = exp.ntypes, exp.vpp
-        for c in range(vpp):
+        base = exp.codec.base
+        for c in range(exp.vpp):
             for mb in range(exp.microbatches):
-                yield (mb * vpp + c) * ntypes, c, mb
+                yield base(c, mb), c, mb
 
 
 def index_rank(exp: Expansion, rank: int, aux: list[int]) -> RankJobs:
-    size = exp.microbatches * exp.vpp * exp.ntypes
+    size = exp.codec.size(exp.microbatches)
     pos = [-1] * size
     outside: list[int] = []
     repeats: list[tuple[int, int]] = []
@@ -204,11 +204,11 @@ def index_rank(exp: Expansion, rank: int, aux: list[int]) -> RankJobs:
 
 def used_types(exp: Expansion) -> set[int]:
     """Job types that occur anywhere in the expansion."""
-    ntypes = exp.ntypes
+    codec = exp.codec
     seen: set[int] = set()
     for jobs in exp.jobs:
-        seen.update({code % ntypes for code in jobs})
-        if len(seen) == ntypes:
+        seen.update(codec.types_in(jobs))
+        if len(seen) == codec.ntypes:
             break
     return seen
 
@@ -366,10 +366,10 @@ def optimizer(view: RankJobs, out: Findings) -> None:
     """S104: the optimizer is missing, or is not the rank's last job."""
     exp, rank = view.exp, view.rank
     jobs = exp.jobs[rank]
-    ntypes = exp.ntypes
+    type_of = exp.codec.type_of
     steps = [i for i in view.steps(OPTIMIZER) if i >= 0]
-    steps += [i for i, _ in view.repeats if jobs[i] % ntypes == OPTIMIZER]
-    steps += [i for i in view.outside if jobs[i] % ntypes == OPTIMIZER]
+    steps += [i for i, _ in view.repeats if type_of(jobs[i]) == OPTIMIZER]
+    steps += [i for i in view.outside if type_of(jobs[i]) == OPTIMIZER]
     if not steps:
         out.add(_render_no_optimizer, view.end_site, rank)
     elif len(steps) == 1 and steps[0] != len(jobs) - 1:
@@ -555,32 +555,29 @@ def missing_jobs(view: RankJobs, out: Findings) -> None:
     ):
         return
     exp, pos, aux = view.exp, view.pos, view.aux
-    ntypes, vpp = exp.ntypes, exp.vpp
     missing: dict[int, list[tuple[int, int]]] = {}  # job type -> [(code, micro-batch)]
-    for c in range(vpp):
-        for mb in range(exp.microbatches):
-            base = (mb * vpp + c) * ntypes
-            if pos[base] < 0:
-                missing.setdefault(FORWARD, []).append((base, mb))
-            b, bb, bw = pos[base + BACKWARD], pos[base + BACKWARD_B], pos[base + BACKWARD_W]
-            if b >= 0:
-                if bb >= 0 or bw >= 0:
-                    continue  # a whole and a split backward: S102's
-            elif bb < 0 and bw < 0:
-                missing.setdefault(BACKWARD, []).append((base + BACKWARD, mb))
-                continue
-            else:
-                for t, p in ((BACKWARD_B, bb), (BACKWARD_W, bw)):
-                    if p < 0:
-                        missing.setdefault(t, []).append((base + t, mb))
-            for t in aux:
-                if pos[base + t] < 0:
+    for base, _, mb in view.bases():
+        if pos[base] < 0:
+            missing.setdefault(FORWARD, []).append((base, mb))
+        b, bb, bw = pos[base + BACKWARD], pos[base + BACKWARD_B], pos[base + BACKWARD_W]
+        if b >= 0:
+            if bb >= 0 or bw >= 0:
+                continue  # a whole and a split backward: S102's
+        elif bb < 0 and bw < 0:
+            missing.setdefault(BACKWARD, []).append((base + BACKWARD, mb))
+            continue
+        else:
+            for t, p in ((BACKWARD_B, bb), (BACKWARD_W, bw)):
+                if p < 0:
                     missing.setdefault(t, []).append((base + t, mb))
+        for t in aux:
+            if pos[base + t] < 0:
+                missing.setdefault(t, []).append((base + t, mb))
     if not missing:
         return
     last_of: dict[int, int] = {}  # job type -> step of its last job on this rank
-    for i, code in enumerate(exp.jobs[view.rank]):
-        last_of[code % ntypes] = i
+    for i, t in enumerate(exp.codec.types_of(exp.jobs[view.rank])):
+        last_of[t] = i
     for t, jobs in missing.items():
         last = last_of.get(t)
         site = view.site(last) if last is not None else view.end_site

@@ -1,7 +1,8 @@
 """Cross-rank execution of an Expansion: every rank runs its order, stages exchange activations and gradients.
 
 One pass computes, for a fixed per-rank order, each job's start and end under the declared costs, and finds a
-deadlock when no rank can move. Communication semantics:
+deadlock when no rank can move. The timing rule is `ppdsl.analysis.timing`'s (the synthesizer's engines use the
+same); how this executor applies it:
 
 * a forward on stage s > 0 waits for the forward of stage s - 1 (same micro-batch) to arrive: each rank sends
   on one send stream, one transfer after another, each taking `comm latency` plus, with a `comm bandwidth`,
@@ -21,6 +22,15 @@ from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.records import Transfer
+from ppdsl.analysis.timing import (
+    FLOW,
+    Stream,
+    after_rendezvous,
+    input_stage,
+    output_stage,
+    start_time,
+    transfer_seconds,
+)
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD
 
 F_SIGNAL, G_SIGNAL = 0, 1  # activation sent forward / gradient sent backward
@@ -116,18 +126,12 @@ def _signal_tables(exp: Expansion, used: set[int]):
             sender[exp.defn.type_index(jt.after)] = t
 
     def base_in(t: int, s: int) -> int:
-        if t == FORWARD and s > 0:
-            return signals.encode(s - 1, 0, F_SIGNAL)
-        if t in (BACKWARD, BACKWARD_B) and s < nstages - 1:
-            return signals.encode(s + 1, 0, G_SIGNAL)
-        return -1
+        frm = input_stage(t, s, nstages)
+        return -1 if frm is None else signals.encode(frm, 0, F_SIGNAL if FLOW[t] > 0 else G_SIGNAL)
 
     def base_out(t: int, s: int) -> int:
-        if t == FORWARD and s < nstages - 1:
-            return signals.encode(s, 0, F_SIGNAL)
-        if t in (BACKWARD, BACKWARD_B) and s > 0:
-            return signals.encode(s, 0, G_SIGNAL)
-        return -1
+        to = output_stage(t, s, nstages)
+        return -1 if to is None else signals.encode(s, 0, F_SIGNAL if FLOW[t] > 0 else G_SIGNAL)
 
     in_off, out_off = [], []
     for t, jt in enumerate(types):
@@ -183,8 +187,7 @@ def _transfer_table(exp: Expansion, out_off) -> list[list[list[float]]]:
                     per_rank.append(-1.0)
                     continue
                 size = abs(exp.mem_delta[FORWARD][r][c])
-                seconds = exp.latency + (size / exp.bandwidth if exp.bandwidth else 0.0)
-                per_rank.append(seconds)
+                per_rank.append(transfer_seconds(exp.latency, exp.bandwidth, size))
             per_type.append(per_rank)
         table.append(per_type)
     return table
@@ -202,12 +205,18 @@ def execute(
 
     if used is None:
         used = used_types(exp)
-    pp, vpp, m, ntypes = exp.pp, exp.vpp, exp.microbatches, exp.ntypes
+    pp, m = exp.pp, exp.microbatches
     in_off, out_off = _signal_tables(exp, used)
     transfer = _transfer_table(exp, out_off)
-    send_free = [0.0] * pp  # each rank's send stream: transfers leave one after another
+    # per rank, indexed by a code's slot (its type and chunk; `JobCodec.stride`): signal offsets, cost, link time
+    codec = exp.codec
+    stride, slots = codec.stride, codec.slots()
+    slot_in = [[in_off[t][r][c] for _, t, c in slots] for r in range(pp)]
+    slot_out = [[out_off[t][r][c] for _, t, c in slots] for r in range(pp)]
+    slot_cost = [[exp.cost[t][r][c] for _, t, c in slots] for r in range(pp)]
+    slot_link = [[transfer[t][r][c] for _, t, c in slots] for r in range(pp)]
+    streams = [Stream() for _ in range(pp)]  # each rank's send stream: transfers leave one after another
     comms: list[Transfer] | None = [] if record_comms else None
-    cost = exp.cost
     rank_of_stage = [r for r, _ in exp.rank_of_stage()]
     nsig = exp.nstages * m * 2
     sig_end = [-1.0] * nsig
@@ -233,16 +242,15 @@ def execute(
             p = posted[pending_send[r]]
             if p < 0:
                 continue
-            t_free = max(t_free, p)
+            t_free = after_rendezvous(t_free, p)
             pending_send[r] = -1
         st_row, en_row = start[r], end[r]
+        r_in, r_out, r_cost, r_link, stream = slot_in[r], slot_out[r], slot_cost[r], slot_link[r], streams[r]
         while i < n:
             code = jobs[i]
-            t = code % ntypes
-            rest = code // ntypes
-            c = rest % vpp
-            mb = rest // vpp
-            off = in_off[t][r][c]
+            mb = code // stride
+            k = code - mb * stride
+            off = r_in[k]
             if off >= 0:
                 sg = off + 2 * mb
                 # rendezvous: a remote sender may now complete (arrival times already include the transfer)
@@ -255,24 +263,22 @@ def execute(
                 if e < 0:
                     waiter[sg] = r
                     break
-                st = e if e > t_free else t_free
+                st = start_time(t_free, e)
             else:
                 st = t_free
-            en = st + cost[t][r][c]
+            en = st + r_cost[k]
             st_row[i] = st
             en_row[i] = en
             if visits is not None:
                 visits.append((r, i))
             t_free = en
             i += 1
-            off = out_off[t][r][c]
+            off = r_out[k]
             if off >= 0:
                 sg = off + 2 * mb
-                x = transfer[t][r][c]
+                x = r_link[k]
                 if x >= 0.0:
-                    leave = en if en > send_free[r] else send_free[r]
-                    arrive = leave + x
-                    send_free[r] = arrive
+                    leave, arrive = stream.carry(en, x)
                     sig_end[sg] = arrive
                     if comms is not None:
                         to = rank_of_stage[signals.receiver(sg)]
@@ -290,8 +296,7 @@ def execute(
                             sender_waiting[sg] = r
                             pending_send[r] = sg
                             break
-                        if p > t_free:
-                            t_free = p
+                        t_free = after_rendezvous(t_free, p)
         cursor[r] = i
         free[r] = t_free
 
@@ -342,20 +347,20 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
     ends = [row[cursor[r] - 1] if cursor[r] else 0.0 for r, row in enumerate(end)]
     makespan = max(ends) if ends else 0.0
     stats = []
+    codec = exp.codec
+    stride, slots = codec.stride, codec.slots()
     for r in range(pp):
         jobs = exp.jobs[r]
         busy = 0.0
         level = peak = 0.0
         peak_time = 0.0
-        ntypes, vpp = exp.ntypes, exp.vpp
-        cost, mem = exp.cost, exp.mem_delta
+        slot_cost = [exp.cost[t][r][c] for _, t, c in slots]  # by a code's slot, as in `execute`
+        slot_mem = [exp.mem_delta[t][r][c] for _, t, c in slots]
         end_row = end[r]
         for i in range(cursor[r]):
-            code = jobs[i]
-            t = code % ntypes
-            c = (code // ntypes) % vpp
-            busy += cost[t][r][c]
-            level += mem[t][r][c]
+            k = jobs[i] % stride
+            busy += slot_cost[k]
+            level += slot_mem[k]
             if level > peak:
                 peak = level
                 peak_time = end_row[i]

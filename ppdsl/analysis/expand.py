@@ -20,6 +20,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span, number_t
 from ppdsl.common.text import count, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
+from ppdsl.language.jobs import JobCodec
 from ppdsl.language.jobtypes import default_cost
 
 DEFAULT_BACKWARD_B_FREES = 0.5
@@ -488,6 +489,7 @@ def _table_orders(defn: ScheduleDef, env: dict, pp: int, vpp: int, ntypes: int):
             ]
         )
     jobs, sites = [], []
+    pack = JobCodec(ntypes, vpp).pack
     for r in range(pp):
         out_jobs, out_sites = [], []
         for t, chunk, mb, site in rows[r]:
@@ -502,7 +504,7 @@ def _table_orders(defn: ScheduleDef, env: dict, pp: int, vpp: int, ntypes: int):
                         )
                     ]
                 )
-            out_jobs.append((mb * vpp + chunk) * ntypes + t)
+            out_jobs.append(pack(t, chunk, mb))
             out_sites.append(site)
         jobs.append(out_jobs)
         sites.append(out_sites)
@@ -607,7 +609,7 @@ def expansion_from_orders(
         sites=[Site(Span("<plan>", 1, 1, 1, 2), "")],
         line_sites={},
     )
-    ntypes = len(types)
-    jobs = [[(mb * vpp + c) * ntypes + index[t] for t, c, mb in order] for order in orders]
+    pack = JobCodec(len(types), vpp).pack
+    jobs = [[pack(index[t], c, mb) for t, c, mb in order] for order in orders]
     env = {"pp": pp, "vpp": vpp, "microbatches": microbatches}
     return _build(defn, env, [list(row) for row in stage_of], jobs, [[0] * len(j) for j in jobs])

@@ -1,11 +1,8 @@
 """A schedule bound to sizes: every rank's job order, and the cost and memory tables the checks need.
 
 `Expansion` binds pp / vpp / microbatches / params to a `ScheduleDef` and holds every rank's job order as
-packed integers:
-
-    code = (microbatch * vpp + chunk) * len(job_types) + type_index
-
-so that 262,144 jobs cost one Python int each. Every later stage (checks, execution, reports, codegen, the
+packed integers (`ppdsl.language.jobs.JobCodec`, the one encoding), so that 262,144 jobs cost one Python int
+each. Every later stage (checks, execution, reports, codegen, the
 runtime) reads an `Expansion`.
 
 An `Expansion` is a value: `ppdsl.analysis.expand.expand` builds it with every input applied (the orders, the
@@ -18,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppdsl.language.ir import ScheduleDef, StreamRule
+from ppdsl.language.jobs import Job, JobCodec, pack_code, unpack_code
 
 
 @dataclass(frozen=True)
@@ -53,14 +51,22 @@ class Expansion:
     def type_names(self) -> list[str]:
         return [jt.name for jt in self.defn.job_types]
 
+    @property
+    def codec(self) -> JobCodec:
+        """How this expansion's job codes pack (type, chunk, micro-batch)."""
+        return JobCodec(len(self.defn.job_types), self.vpp)
+
     def decode(self, code: int) -> tuple[int, int, int]:
         """(type index, chunk, micro-batch) of a packed job code."""
-        rest, t = divmod(code, self.ntypes)
-        mb, chunk = divmod(rest, self.vpp)
-        return t, chunk, mb
+        return unpack_code(code, len(self.defn.job_types), self.vpp)
 
     def encode(self, t: int, chunk: int, mb: int) -> int:
-        return (mb * self.vpp + chunk) * self.ntypes + t
+        return pack_code(t, chunk, mb, len(self.defn.job_types), self.vpp)
+
+    def job(self, rank: int, code: int) -> Job:
+        """The job a code of `rank`'s order names, with its global stage."""
+        t, chunk, mb = self.decode(code)
+        return Job(t, self.stage_of[rank][chunk], mb)
 
     def rank_of_stage(self) -> list[tuple[int, int]]:
         """[stage] -> (rank, chunk)."""

@@ -27,6 +27,7 @@ from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.common.text import count, source_lines
 from ppdsl.language import ast, types
 from ppdsl.language.ir import ScheduleDef, Site
+from ppdsl.language.jobs import JobCodec
 from ppdsl.language.jobtypes import SHARED_COUNTER
 from ppdsl.language.types import ANY, BOOL, FLOAT, INT, NUMBER
 
@@ -908,7 +909,7 @@ class OrderCompiler:
         else:
             self._emit(indent, f"_k = {mb_src}", site)
             self._emit(indent, f"if _k < 0: _fail({site}, 'mb', _k)", site)
-        code = f"_k * _V * _T + {t}" if c == "0" else f"(_k * _V + _c) * _T + {t}"
+        code = JobCodec.pack_source(t, c, "_k", "_V", "_T")
         self._emit(indent, f"_ja({code}); _sa({site})", site)
 
     # ------------------------------------------------------------------ the readable backend

@@ -7,7 +7,6 @@ import io
 import json
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.language.jobtypes import letter_of
 
 
 def to_dict(exp: Expansion) -> dict:
@@ -53,16 +52,10 @@ def torch_actions(exp: Expansion) -> list[list[str]]:
     Jobs with no torch counterpart (optimizer, auxiliary send/receive jobs) are left out: torch's compute-only
     format has no place for them.
     """
-    names = exp.type_names
     out = []
-    for r, jobs in enumerate(exp.jobs):
-        row = []
-        for code in jobs:
-            t, c, mb = exp.decode(code)
-            letter = letter_of(names[t])
-            if letter:
-                row.append(f"{exp.stage_of[r][c]}{letter}{mb}")
-        out.append(row)
+    for r, codes in enumerate(exp.jobs):
+        jobs = (exp.job(r, code) for code in codes)
+        out.append([str(job) for job in jobs if job.letter is not None])
     return out
 
 

@@ -14,16 +14,18 @@ from pathlib import Path
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import CSV_BYTES, read_text
 from ppdsl.common.text import shortened
+from ppdsl.language.jobs import Job
 from ppdsl.language.sched_text import sched_docstring_text, sched_string
 
-_ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
 _OVERLAP = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
 _TORCH_ONLY = re.compile(r"^\d+(UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)\d*$")
-LETTER_TYPE = {"F": "F", "B": "B", "I": "I", "W": "W"}
 MAX_ERRORS = 20
 # digits of a stage or micro-batch number: Python refuses to read integers past 4300 digits, and no pipeline has a
 # billion stages or micro-batches
 MAX_DIGITS = 9
+# a compute action's shape, to refuse an over-long number before `Job.parse` reads it (Python's int() of a
+# 5000-digit string raises)
+_ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
 
 
 def _cells(line: str) -> list[tuple[int, str]]:
@@ -33,6 +35,15 @@ def _cells(line: str) -> list[tuple[int, str]]:
         out.append((col + len(raw) - len(raw.lstrip()), raw.strip()))
         col += len(raw) + 1
     return out
+
+
+def _compute_action(token: str) -> Job | None:
+    """The compute job a torch action names (`0F3`, `2I1`), None for anything else."""
+    try:
+        job = Job.parse(token)
+    except ValueError:
+        return None
+    return job if job.letter is not None else None
 
 
 def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span]]]:
@@ -65,8 +76,9 @@ def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span
                         )
                     )
                     continue
-                if m:
-                    actions.append((int(m.group(1)), LETTER_TYPE[m.group(2)], int(m.group(3)), span))
+                job = _compute_action(part)
+                if job is not None:
+                    actions.append((job.stage, job.letter, job.mb, span))
                     continue
                 if _TORCH_ONLY.match(part):
                     help_text = 'export the compute-only schedule (`_dump_csv(..., format="compute_only")`)'

@@ -13,6 +13,9 @@ Model, in integer time (costs scaled to integers exactly, by their common denomi
 - with `--split-backward auto`, each (stage, micro-batch) chooses a whole backward or I + W;
 - the makespan is the latest end, plus the optimizer where it costs anything.
 
+The rule is `ppdsl.analysis.timing`'s, as constraints: each precedence between stages comes from
+`timing.input_stage` (the stage whose output a job waits for), its delay is `timing.link_delay` of the problem's
+link table (the one `execute` uses), and the precedences on a stage are `timing.SAME_STAGE_INPUT`'s.
 Transfers are delays of the link time. The checker also queues a rank's transfers one after another on its send
 stream; that queue never forms when every job that sends lasts at least as long as a transfer, and then the
 model is exact. Otherwise it is a relaxation: its bound is still a bound, and the schedule is re-timed by the
@@ -29,7 +32,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
 
+from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
@@ -37,7 +42,6 @@ from ppdsl.synth.schedule import Order
 INSTALL_HINT = "install it with `pip install 'ppdsl[synth]'` (OR-Tools' CP-SAT solver)"
 MAX_SCALE = 10**6
 KINDS = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
-Job = tuple[int, int, int]
 
 
 @dataclass
@@ -76,12 +80,12 @@ def time_ticks(problem: Problem) -> tuple[int, int]:
     S = problem.nstages
     values = [problem.cost[t][s] for t in range(4) for s in range(S)]
     links = [max(x, 0.0) for t in range(4) for x in problem.link[t]]
-    k = _scale(values + links + list(problem.optimizer_cost))
+    k = integer_scale(values + links + list(problem.optimizer_cost))
     work = problem.microbatches * (sum(values) + 2 * sum(links)) + sum(problem.optimizer_cost)
     return k, round(k * work)
 
 
-def _scale(values: list[float]) -> int:
+def integer_scale(values: list[float]) -> int:
     """The smallest integer factor that makes every value an integer (values rounded to 1e-6 first)."""
     factor = 1
     for v in values:
@@ -111,14 +115,14 @@ class ScheduleModel:
         self.cp = load_cp_model()
         p = self.problem = problem
         m, S = p.microbatches, p.nstages
-        values = [p.cost[t][s] for t in KINDS for s in range(S)] + [max(x, 0.0) for t in KINDS for x in p.link[t]]
-        self.k = _scale(values + list(p.optimizer_cost))
-        self.km = _scale([x for t in KINDS for x in p.mem[t]] + [x for x in p.limit if x != float("inf")])
+        values = [p.cost[t][s] for t in KINDS for s in range(S)] + [link_delay(x) for t in KINDS for x in p.link[t]]
+        self.k = integer_scale(values + list(p.optimizer_cost))
+        self.km = integer_scale([x for t in KINDS for x in p.mem[t]] + [x for x in p.limit if x != float("inf")])
         if horizon is None:
             per_mb = [
                 p.cost[FORWARD][s]
                 + max(p.cost[BACKWARD][s], p.cost[BACKWARD_B][s] + p.cost[BACKWARD_W][s])
-                + 2 * max(p.link[FORWARD][s], 0.0)
+                + 2 * link_delay(p.link[FORWARD][s])
                 for s in range(S)
             ]
             horizon = sum(per_mb) * m + sum(p.optimizer_cost)
@@ -197,22 +201,24 @@ class ScheduleModel:
         self.grad = {(s, mb): self._gradient(s, mb) for s in range(S) for mb in range(m)}
         start, end = self.start, self.end
         for s in range(S):
-            link_f = self.ticks(max(p.link[FORWARD][s - 1], 0.0)) if s > 0 else 0
-            link_g = self.ticks(max(p.link[BACKWARD][s + 1], 0.0)) if s < S - 1 else 0
+            # the timing rule's inputs: the stage a forward's activation and a backward's gradient come from
+            f_from, g_from = input_stage(FORWARD, s, S), input_stage(BACKWARD, s, S)
+            link_f = 0 if f_from is None else self.ticks(link_delay(p.link[FORWARD][f_from]))
+            link_g = 0 if g_from is None else self.ticks(link_delay(p.link[BACKWARD][g_from]))
             for mb in range(m):
                 f = (FORWARD, s, mb)
                 gs, _ = self.grad[(s, mb)]
-                if s > 0:
-                    model.Add(start[f] >= end[(FORWARD, s - 1, mb)] + link_f)
+                if f_from is not None:
+                    model.Add(start[f] >= end[(FORWARD, f_from, mb)] + link_f)
                 if mb > 0:  # micro-batches in order on every stage
                     model.Add(start[f] >= end[(FORWARD, s, mb - 1)])
                     model.Add(gs >= self.grad[(s, mb - 1)][1])
-                model.Add(gs >= end[f])
-                if s < S - 1:
-                    model.Add(gs >= self.grad[(s + 1, mb)][1] + link_g)
+                model.Add(gs >= end[(SAME_STAGE_INPUT[BACKWARD], s, mb)])
+                if g_from is not None:
+                    model.Add(gs >= self.grad[(g_from, mb)][1] + link_g)
                 if self.choice[(s, mb)] == "whole":
                     continue
-                w, i = (BACKWARD_W, s, mb), (BACKWARD_B, s, mb)
+                w, i = (BACKWARD_W, s, mb), (SAME_STAGE_INPUT[BACKWARD_W], s, mb)
                 lits = self._split_literal(s, mb)
                 c = model.Add(start[w] >= end[i])
                 if lits:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import time
 
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD
+from ppdsl.analysis.timing import PRODUCERS, input_stage, reads
 from ppdsl.synth.lns import total_score as score
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
@@ -25,7 +25,6 @@ EPS = 1e-9
 def critical_path(problem: Problem, orders: list[Order], ev: Evaluation) -> list[tuple[int, int]]:
     """(rank, step) of the jobs whose chain ends at the makespan, last first."""
     where = {job: (r, i) for r, order in enumerate(orders) for i, job in enumerate(order)}
-    last_stage = problem.nstages - 1
     r = max(range(problem.pp), key=lambda q: ev.end[q][len(orders[q]) - 1] if orders[q] else 0.0)
     i = len(orders[r]) - 1
     path = []
@@ -37,12 +36,10 @@ def critical_path(problem: Problem, orders: list[Order], ev: Evaluation) -> list
         if start <= before + EPS:
             i -= 1
             continue
-        if t == FORWARD and s > 0:
-            producer = (FORWARD, s - 1, mb)
-        elif t in (BACKWARD, BACKWARD_B) and s < last_stage:
-            producer = next(job for job in ((BACKWARD_B, s + 1, mb), (BACKWARD, s + 1, mb)) if job in where)
-        else:
+        frm = input_stage(t, s, problem.nstages)  # it waited for its input (the timing rule's)
+        if frm is None:
             break  # started at time 0
+        producer = next(job for job in ((kind, frm, mb) for kind in PRODUCERS[t]) if job in where)
         r, i = where[producer]
     return path
 
@@ -58,9 +55,7 @@ def _depends(first: tuple[int, int, int], second: tuple[int, int, int]) -> bool:
         return False
     if s1 == s2:
         return True  # F before I/B, I before W
-    if t1 == FORWARD and t2 == FORWARD:
-        return s2 == s1 + 1
-    return t1 in (BACKWARD, BACKWARD_B) and t2 in (BACKWARD, BACKWARD_B) and s2 == s1 - 1
+    return reads(t2, s2, t1, s1)  # the next stage's job on the same rank reads its output
 
 
 def _moves(path: list[tuple[int, int]], orders: list[Order], reach: int) -> list[tuple[int, int, int]]:

@@ -5,7 +5,7 @@ In a pipeline's steady state every micro-batch goes through the same motions, on
 micro-batch's jobs on every stage, each at an offset from the micro-batch's first forward; micro-batch k runs
 job j at offset(j) + k * T. The model chooses the offsets for a period T:
 - a job starts after its input (the forward of the stage before, the backward of the stage after, plus the
-  link time; W after its I);
+  link time; W after its I): the timing rule's (`ppdsl.analysis.timing`), as constraints;
 - each rank runs one job at a time modulo T (a job and its copy one period earlier never overlap another);
 - memory: in the steady state a forward's activation is held from the forward to its backward (or I), what I
   leaves until W; a hold longer than k periods counts k micro-batches in full, the rest as a partial hold at its
@@ -22,17 +22,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.exact import load_cp_model
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 from ppdsl.synth.window import Statics
 
-Job = tuple[int, int]  # (type, stage) of one micro-batch's job
+BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job
 MAX_PERIOD_TRIES = 16  # periods tried before giving up (a tight limit needs a longer period than the work's)
 
 
-def kinds(problem: Problem, split: bool) -> list[Job]:
+def kinds(problem: Problem, split: bool) -> list[BlockJob]:
     types = (FORWARD, BACKWARD_B, BACKWARD_W) if split else (FORWARD, BACKWARD)
     return [(t, s) for s in range(problem.nstages) for t in types]
 
@@ -45,14 +46,15 @@ def minimum_period(st: Statics, split: bool) -> int:
     S = p.nstages
     grad = BACKWARD_B if split else BACKWARD
     types = (FORWARD, BACKWARD_B, BACKWARD_W) if split else (FORWARD, BACKWARD)
-    link = [[st.tick(max(x, 0.0)) for x in row] for row in p.link]
+    link = [[st.tick(link_delay(x)) for x in row] for row in p.link]
     # the shortest time from a forward's start on stage s to its backward's start: the round trip beyond s
     trip = [0] * S
     for s in range(S - 1, -1, -1):
-        if s == S - 1:
+        after = input_stage(grad, s, S)  # where the gradient comes from (and the activation goes)
+        if after is None:
             trip[s] = st.cost[FORWARD][s]
         else:
-            trip[s] = st.cost[FORWARD][s] + link[FORWARD][s] + trip[s + 1] + st.cost[grad][s + 1] + link[grad][s + 1]
+            trip[s] = st.cost[FORWARD][s] + link[FORWARD][s] + trip[after] + st.cost[grad][after] + link[grad][after]
     period = 0
     for r in range(p.pp):
         period = max(period, sum(st.cost[t][s] for s in p.stages_of[r] for t in types))
@@ -76,7 +78,7 @@ class BlockModel:
         model = self.model = self.cp.CpModel()
         jobs = self.jobs = kinds(p, split)
         S, T = p.nstages, period
-        link = [[st.tick(max(x, 0.0)) for x in row] for row in p.link]
+        link = [[st.tick(link_delay(x)) for x in row] for row in p.link]
         horizon = sum(st.cost[t][s] for t, s in jobs) + sum(max(row) for row in link) * 2 * S + T
         self.horizon = horizon
         offset, phase = {}, {}
@@ -87,19 +89,23 @@ class BlockModel:
         self.offset = offset
         grad = BACKWARD_B if split else BACKWARD
 
-        def cost(job: Job) -> int:
+        def cost(job: BlockJob) -> int:
             return st.cost[job[0]][job[1]]
 
         model.Add(offset[(FORWARD, 0)] == 0)
-        for s in range(S):
+        for s in range(S):  # the timing rule's inputs (see ppdsl.analysis.timing)
             f, g = (FORWARD, s), (grad, s)
-            if s > 0:
-                model.Add(offset[f] >= offset[(FORWARD, s - 1)] + cost((FORWARD, s - 1)) + link[FORWARD][s - 1])
-            model.Add(offset[g] >= offset[f] + cost(f))
-            if s < S - 1:
-                model.Add(offset[g] >= offset[(grad, s + 1)] + cost((grad, s + 1)) + link[grad][s + 1])
+            f_from, g_from = input_stage(FORWARD, s, S), input_stage(grad, s, S)
+            if f_from is not None:
+                src = (FORWARD, f_from)
+                model.Add(offset[f] >= offset[src] + cost(src) + link[FORWARD][f_from])
+            model.Add(offset[g] >= offset[(SAME_STAGE_INPUT[grad], s)] + cost((SAME_STAGE_INPUT[grad], s)))
+            if g_from is not None:
+                src = (grad, g_from)
+                model.Add(offset[g] >= offset[src] + cost(src) + link[grad][g_from])
             if split:
-                model.Add(offset[(BACKWARD_W, s)] >= offset[g] + cost(g))
+                w = SAME_STAGE_INPUT[BACKWARD_W]
+                model.Add(offset[(BACKWARD_W, s)] >= offset[(w, s)] + cost((w, s)))
         # one job at a time on each rank, modulo the period
         for r in range(p.pp):
             intervals = []
@@ -148,7 +154,7 @@ class BlockModel:
                 model.Add(room == st.cap[r] - sum(k * a for k, a in full))
                 model.AddCumulative(intervals, demands, room)
 
-    def solve(self, seconds: float, seed: int = 0) -> tuple[dict[Job, int] | None, str, float]:
+    def solve(self, seconds: float, seed: int = 0) -> tuple[dict[BlockJob, int] | None, str, float]:
         solver = self.cp.CpSolver()
         solver.parameters.max_deterministic_time = max(seconds, 0.001)
         solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
@@ -163,9 +169,9 @@ class BlockModel:
         return {job: solver.Value(v) for job, v in self.offset.items()}, name, spent
 
 
-def orders_from_block(problem: Problem, offsets: dict[Job, int], period: int) -> list[Order]:
+def orders_from_block(problem: Problem, offsets: dict[BlockJob, int], period: int) -> list[Order]:
     """Every micro-batch's jobs at its block's offsets, one period apart, as each rank's order."""
-    timed: list[list[tuple[int, int, Job, int]]] = [[] for _ in range(problem.pp)]
+    timed: list[list[tuple[int, int, BlockJob, int]]] = [[] for _ in range(problem.pp)]
     for mb in range(problem.microbatches):
         for (t, s), o in offsets.items():
             timed[problem.rank_of[s]].append((o + mb * period, mb, (t, s), mb))
@@ -178,7 +184,7 @@ class Block:
     time), and the orders that repetition gives at the problem's sizes."""
 
     name: str
-    offsets: dict[Job, int]
+    offsets: dict[BlockJob, int]
     period: int
     ticks: int
     orders: list[Order]
@@ -193,7 +199,7 @@ class Block:
             for mb in range(microbatches)
         }
 
-    def rounds(self, rank_of: list[int], rank: int) -> list[tuple[int, Job]]:
+    def rounds(self, rank_of: list[int], rank: int) -> list[tuple[int, BlockJob]]:
         """Rank `rank`'s jobs of the block as (periods of delay, job), in the order they run within a period:
         in period n the rank runs each job for micro-batch n - delay (when that micro-batch exists)."""
         mine = [(o // self.period, o % self.period, job) for job, o in self.offsets.items() if rank_of[job[1]] == rank]

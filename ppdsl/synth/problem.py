@@ -33,15 +33,6 @@ order {{ optimizer }}
 """
 
 
-@dataclass(frozen=True)
-class Job:
-    """One job of the problem: type (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W), global stage, micro-batch."""
-
-    type: int
-    stage: int
-    mb: int
-
-
 @dataclass
 class Problem:
     """Tables indexed [type][stage] (a stage is one (rank, chunk)), for the four compute job types."""

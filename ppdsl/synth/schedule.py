@@ -10,11 +10,13 @@ from dataclasses import dataclass, replace
 
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 from ppdsl.synth.problem import Problem
 
 COMPUTE = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
-Order = list[tuple[int, int, int]]  # (type, stage, micro-batch) of one rank, in order
+# one rank's jobs in order; a plain (type, stage, micro-batch) tuple equals its `Job`, so hot loops build tuples
+Order = list[Job]
 
 
 @dataclass
@@ -35,17 +37,20 @@ class Evaluator:
             raise ValueError("a problem built without its expansion cannot be evaluated")
         self.problem = problem
         self.base: Expansion = problem.expansion
-        self.ntypes = self.base.ntypes
         self.used = {FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER}
         self.calls = 0
+        codec = self.base.codec
+        # a job's code is its micro-batch's stride plus the slot of its (type, chunk) (`JobCodec.stride`)
+        self.stride = codec.stride
+        self.slot = [[codec.slot(t, c) for c in problem.chunk_of] for t in range(codec.ntypes)]  # [type][stage]
+        self.optimizer = codec.pack(OPTIMIZER, 0, 0)
 
     def pack(self, orders: list[Order]) -> list[list[int]]:
-        p, v, n = self.problem, self.base.vpp, self.ntypes
-        chunk = p.chunk_of
+        stride, slot = self.stride, self.slot
         packed = []
         for order in orders:
-            codes = [(mb * v + chunk[s]) * n + t for t, s, mb in order]
-            codes.append(OPTIMIZER)  # (micro-batch 0, chunk 0)
+            codes = [mb * stride + slot[t][s] for t, s, mb in order]
+            codes.append(self.optimizer)
             packed.append(codes)
         return packed
 

@@ -9,7 +9,8 @@ Each rank's order is cut in three: a prefix, a window (the free jobs) and a suff
   end of the schedule through the jobs after it (its rank's next job, its output's reader). With the suffix's
   order fixed, the makespan is exactly the largest of (a window job's end + the tail of what follows it) and
   the constants of the prefix, so the model minimises the schedule's makespan with a few dozen jobs instead of
-  all of them (transfers taken as delays, as in the exact model: the checker re-times the result).
+  all of them (transfers taken as delays, as in the exact model: the checker re-times the result). A job's
+  inputs are the timing rule's (`ppdsl.analysis.timing`: `input_stage`, `SAME_STAGE_INPUT`, `link_delay`).
 
 A rank's window is a contiguous stretch of its order, so the same jobs run there in another order: its memory
 level before and after the window is unchanged, and only the window's own levels are constrained.
@@ -23,12 +24,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
+from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.exact import _scale, load_cp_model
+from ppdsl.synth.exact import integer_scale, load_cp_model
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Order
 
-Job = tuple[int, int, int]
 GRADIENT = (BACKWARD, BACKWARD_B)
 # no presolve: on these small models it costs more than the search (and can lose the hint); no LP relaxation
 PARAMS: dict = {"cp_model_presolve": False, "linearization_level": 0}
@@ -42,10 +44,10 @@ class Statics:
         p, S = problem, problem.nstages
         self.problem = p
         values = [p.cost[t][s] for t in range(4) for s in range(S)]
-        values += [max(x, 0.0) for t in range(4) for x in p.link[t]] + list(p.optimizer_cost)
-        self.k = _scale(values)
+        values += [link_delay(x) for t in range(4) for x in p.link[t]] + list(p.optimizer_cost)
+        self.k = integer_scale(values)
         limits = [x for x in p.limit if x != float("inf")]
-        self.km = _scale([x for t in range(4) for x in p.mem[t]] + limits)
+        self.km = integer_scale([x for t in range(4) for x in p.mem[t]] + limits)
         self.cost = [[round(c * self.k) for c in row] for row in p.cost]
         self.mem = [[round(x * self.km) for x in row] for row in p.mem]
         self.cap = [None if x == float("inf") else int(x * self.km + 1e-6) for x in p.limit]
@@ -58,20 +60,17 @@ class Statics:
         tick = self.tick
         for job in jobs:
             t, s, mb = job
-            ins = []
+            ins = []  # the timing rule's inputs: the same stage's first (same rank: order only), then another stage's
+            if t in SAME_STAGE_INPUT:
+                ins.append(((SAME_STAGE_INPUT[t], s, mb), 0))
+            frm = input_stage(t, s, S)
+            if frm is not None:
+                producer = (FORWARD, frm, mb) if t == FORWARD else grad[(frm, mb)]
+                ins.append((producer, tick(link_delay(p.link[producer[0]][frm]))))
             if t == FORWARD:
-                if s > 0:
-                    ins.append(((FORWARD, s - 1, mb), tick(max(p.link[FORWARD][s - 1], 0.0))))
                 self.release[job] = grad[(s, mb)]
-            elif t in GRADIENT:
-                ins.append(((FORWARD, s, mb), 0))  # (same rank: order only)
-                if s < S - 1:
-                    g = grad[(s + 1, mb)]
-                    ins.append((g, tick(max(p.link[g[0]][s + 1], 0.0))))
-                if t == BACKWARD_B:
-                    self.release[job] = (BACKWARD_W, s, mb)
-            else:
-                ins.append(((BACKWARD_B, s, mb), 0))
+            elif t == BACKWARD_B:
+                self.release[job] = (BACKWARD_W, s, mb)
             self.inputs[job] = ins
             for producer, x in ins:
                 self.readers[producer].append((job, x))

@@ -81,6 +81,7 @@ def test_idle_cells_and_overlap_actions_import():
     ("text", "row", "col", "fragment"),
     [
         ("0F0,0X1\n1F0\n", 1, 5, "`0X1` is not a compute action"),
+        ("0F0,0[4]0\n1F0\n", 1, 5, "`0[4]0` is not a compute action"),  # a job token, but no torch action
         ("0F0,0B0\n1F0, 1SEND_F0\n", 2, 6, "`1SEND_F0` is not a compute action"),
         ("0F0\n0B0\n", 2, 1, "stage 0 appears on rank 0 and on rank 1"),
         ("", 1, 1, "the CSV has no actions"),

@@ -1,0 +1,121 @@
+"""The pipeline's timing rule: when a job can start, and when its output reaches the rank that reads it.
+
+Every engine that times a schedule uses this module: the checker's executor (`analysis.execution.execute`), the
+synthesizer's list scheduler (`synth.greedy`), and the CP-SAT models (`synth.exact`, `synth.window`,
+`synth.periodic`), which express the same rule as constraints. The rule:
+
+1. **Data flow between stages** (`FLOW`): a forward on stage s reads the activation of the forward on s - 1; a
+   backward (whole, or its input-gradient part `backward_b`) on stage s reads the gradient of the backward of
+   s + 1. `input_stage` / `output_stage` say which neighbour a job reads from and writes to.
+2. **Start**: a job starts when its rank is free and its input has arrived (`start_time`).
+3. **Link** (`transfer_seconds`): an output for another rank takes `latency` plus, with a bandwidth, the
+   activation's size over it (a gradient is as large as its activation); to the same rank it takes no time.
+4. **Streams** (`Stream`): a rank sends on one send stream, one transfer after another: a transfer leaves when
+   the job has ended and the stream's previous transfer has arrived (`Stream.carry`).
+5. **Rendezvous** (only with `rendezvous=True`, a blocking transport such as gloo): a send completes only when
+   the receiving rank has reached the job that receives it, and the sender's next job waits for that
+   (`after_rendezvous`).
+
+How each engine holds to it:
+- `execute` and `greedy` call these functions for every job (the same `Stream` objects, the same link tables
+  from `analysis.execution.link_times`), so they cannot drift; a property test (tests/synth/test_timing_rule.py)
+  checks that greedy's own times equal `execute`'s.
+- The CP-SAT models cannot call a function per job at solve time; they build their precedences from
+  `input_stage` (which job's end a job's start waits for) and their delays from `link_delay` over the same link
+  tables. They leave out rule 4 (the queue on a send stream; exact whenever no transfer outlasts the job that
+  sends it, `synth.exact.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
+  anyone reads its makespan.
+
+Extending the rule (the next job kinds, such as an activation offload / reload on a copy stream): a kind that
+moves data to a neighbouring stage adds its row to `FLOW`; a kind that rides a stream of its own gets a `Stream`
+per rank in the engines that model it, and its transfer time next to `transfer_seconds`; a kind that reads a job
+of its own stage (as `backward_w` reads `backward_b`) adds its row to `SAME_STAGE_INPUT`.
+"""
+
+from __future__ import annotations
+
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+
+# Rule 1: the direction each kind of job sends its output in (+1: the next stage, -1: the stage before). A job of
+# such a kind reads the same kind of data from the neighbour on the other side.
+FLOW: dict[int, int] = {FORWARD: +1, BACKWARD: -1, BACKWARD_B: -1}
+# The kinds whose output a kind reads from its neighbour: a backward's gradient comes from a whole backward or an
+# input-gradient one, whichever the next stage ran.
+PRODUCERS: dict[int, tuple[int, ...]] = {
+    FORWARD: (FORWARD,),
+    BACKWARD: (BACKWARD, BACKWARD_B),
+    BACKWARD_B: (BACKWARD, BACKWARD_B),
+}
+# What a job reads on its own stage (the rank's order keeps it before; the CP-SAT models add it as a precedence).
+SAME_STAGE_INPUT: dict[int, int] = {BACKWARD: FORWARD, BACKWARD_B: FORWARD, BACKWARD_W: BACKWARD_B}
+
+
+def output_stage(kind: int, stage: int, nstages: int) -> int | None:
+    """The stage that reads the output of a `kind` job on `stage` (None: it sends nothing)."""
+    step = FLOW.get(kind)
+    if step is None:
+        return None
+    to = stage + step
+    return to if 0 <= to < nstages else None
+
+
+def input_stage(kind: int, stage: int, nstages: int) -> int | None:
+    """The stage whose output a `kind` job on `stage` waits for (None: it waits for no other stage)."""
+    step = FLOW.get(kind)
+    if step is None:
+        return None
+    frm = stage - step
+    return frm if 0 <= frm < nstages else None
+
+
+def reads(kind: int, stage: int, producer_kind: int, producer_stage: int) -> bool:
+    """Does a `kind` job on `stage` read the output of a `producer_kind` job on `producer_stage` (same
+    micro-batch), from the neighbouring stage?"""
+    step = FLOW.get(kind)
+    return step is not None and producer_kind in PRODUCERS[kind] and producer_stage == stage - step
+
+
+def start_time(free: float, arrival: float) -> float:
+    """Rule 2: when a job starts on a rank free at `free` whose input arrives at `arrival`."""
+    return arrival if arrival > free else free
+
+
+def transfer_seconds(latency: float, bandwidth: float | None, size: float) -> float:
+    """Rule 3: how long an output of `size` takes to reach another rank."""
+    return latency + (size / bandwidth if bandwidth else 0.0)
+
+
+def link_delay(seconds: float) -> float:
+    """A link time as the CP-SAT models' delay after the producer's end: the link tables say -1 for an output
+    that stays on its rank, which arrives when the job ends."""
+    return seconds if seconds > 0.0 else 0.0
+
+
+class Stream:
+    """Rule 4: one transfer after another (a rank's send stream; a copy stream would be another instance)."""
+
+    __slots__ = ("free",)
+
+    def __init__(self) -> None:
+        self.free = 0.0  # when the last transfer on it arrives
+
+    def carry(self, ready: float, seconds: float) -> tuple[float, float]:
+        """(leave, arrive) of a transfer of `seconds` whose data is ready at `ready`."""
+        leave = ready if ready > self.free else self.free
+        arrive = leave + seconds
+        self.free = arrive
+        return leave, arrive
+
+    def send(self, end: float, seconds: float) -> float:
+        """When the output of a job that ended at `end` arrives: on this stream when it goes to another rank
+        (`seconds` >= 0), at once when it stays on the rank (`seconds` < 0, the link tables' "no transfer")."""
+        if seconds < 0.0:
+            return end
+        leave = end if end > self.free else self.free
+        self.free = arrive = leave + seconds
+        return arrive
+
+
+def after_rendezvous(free: float, received: float) -> float:
+    """Rule 5: when a rank that sent (blocking) is free again, given when the receiver reached its receive."""
+    return received if received > free else free
