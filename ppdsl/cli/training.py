@@ -60,6 +60,7 @@ class RunOptions:
 
 
 MAX_SEED = 2**31 - 2  # Paddle's program seed is a 32-bit int, and 2**31 - 1 stands in for seed 0 (runtime/program.py)
+MAX_STEPS = 10**9  # far more than any run; past it `--steps` is a typo, and 10**30 trained without end
 MAX_COMM_TIMEOUT = 24 * 3600.0  # seconds; a thread join refuses far larger timeouts
 
 
@@ -68,6 +69,8 @@ def _validate(opts: RunOptions) -> None:
     problems = []
     if opts.steps < 0:
         problems.append(Diagnostic("E007", f"--steps must not be negative, got {opts.steps}"))
+    if opts.steps > MAX_STEPS:
+        problems.append(Diagnostic("E007", f"--steps must be at most {MAX_STEPS}, got {opts.steps}"))
     try:
         check_batch_size(opts.batch_size, opts.microbatches)
     except DiagnosticError as e:

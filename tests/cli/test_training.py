@@ -34,6 +34,8 @@ def _refused(*args: str):
         (["--seed", str(2**31 - 1)], "--seed must be an integer from 0 to 2147483646, got 2147483647"),
         (["--seed", str(10**30)], "--seed must be an integer from 0 to 2147483646"),
         (["--steps", "-1"], "--steps must not be negative, got -1"),
+        # --steps 10**30 was accepted and trained without end
+        (["--steps", str(10**30)], "--steps must be at most 1000000000"),
         (["--batch-size", "0"], "--batch-size must be positive, got 0"),
         (["--batch-size", str(2**40)], f"--batch-size must be at most 1048576, got {2**40}"),
         (["--save-every", "-2", "--save-dir", "x"], "--save-every must not be negative, got -2"),
