@@ -13,6 +13,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import LexerThread
 from lark.parsers.lalr_analysis import Shift
+from lark.parsers.lalr_parser import _Parser as _LalrParser
 from lark.utils import TextSlice
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
@@ -157,17 +158,29 @@ def parse(text: str, file: str = "<string>") -> ast.SchedFile:
     too_deep = _nesting_error(text, file)
     if too_deep is not None:  # before lark: 200,000 unclosed `{` are refused in milliseconds, not parsed twice
         raise DiagnosticError([too_deep])
-    parser = _parser()
     with paused_gc():
         try:
-            tree = parser.parse(text)
+            items = _parse_to_ast(text, _ToAst(file))
         except UnexpectedInput:
             raise DiagnosticError(_recover(text, file)) from None
-        try:
-            items = _to_ast(tree, _ToAst(file))
-        except _Refused as err:
-            raise DiagnosticError([err.diagnostic]) from None
+        except _Refused:
+            # Rare (a too-deep expression, an over-long number): the tree-based path below names the same node
+            # the refusal always named, and a syntax error anywhere still wins over it.
+            raise DiagnosticError([_refusal_by_tree(text, file)]) from None
     return ast.SchedFile(path=file, text=text, items=items)
+
+
+def _refusal_by_tree(text: str, file: str) -> Diagnostic:
+    """What a file the tree-less parse refused gets: its syntax errors, else the refusal `_to_ast` finds."""
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput:
+        raise DiagnosticError(_recover(text, file)) from None
+    try:
+        _to_ast(tree, _ToAst(file))
+    except _Refused as err:
+        return err.diagnostic
+    raise AssertionError("the tree-less parse refused a file the tree-based one accepts")  # pragma: no cover
 
 
 def _nul_byte(text: str, file: str) -> Diagnostic:
@@ -298,6 +311,149 @@ def _to_ast(tree: Tree, builder: _ToAst):
         except ValueError:  # int() of a literal over Python's 4300-digit limit
             raise _Refused(Diagnostic("E001", "a number has too many digits", builder._span(sub.meta))) from None
     return tree.children[0]
+
+
+class _Node:
+    """A reduced rule on the parser's stack, in place of a lark Tree: its AST value (or, for a rule lark inlines,
+    the list of its children's values), its expression depth and its position. The position follows lark's
+    `propagate_positions`: `line`..`end_column` is the node's own span, `c_*` the span of the text it was
+    reduced from (wider when a rule such as `"(" expr ")"` passed the node up; the parent's span starts there)."""
+
+    __slots__ = (
+        "c_column",
+        "c_end_column",
+        "c_end_line",
+        "c_line",
+        "column",
+        "depth",
+        "empty",
+        "end_column",
+        "end_line",
+        "line",
+        "value",
+    )
+
+
+def _start_of(children: list) -> tuple[int, int] | None:
+    for c in children:
+        if type(c) is _Node:
+            if not c.empty:
+                return c.c_line, c.c_column
+        else:
+            return c.line, c.column
+    return None
+
+
+def _end_of(children: list) -> tuple[int, int] | None:
+    for c in reversed(children):
+        if type(c) is _Node:
+            if not c.empty:
+                return c.c_end_line, c.c_end_column
+        else:
+            return c.end_line, c.end_column
+    return None
+
+
+def _spanned(node: _Node, children: list) -> _Node:
+    start, end = _start_of(children), _end_of(children)
+    node.empty = start is None
+    if start is not None:
+        node.line, node.column = node.c_line, node.c_column = start
+        node.end_line, node.end_column = node.c_end_line, node.c_end_column = end
+    else:
+        node.line = node.column = node.end_line = node.end_column = None
+    return node
+
+
+def _rule_callback(rule, builder: _ToAst, methods: dict):
+    """What the LALR parser calls when it reduces `rule`: lark's tree building (child filter, inlining of
+    `_rules`, `?rule` pass-through, positions) done straight into AST values."""
+    expansion = rule.expansion
+    keep_all = rule.options.keep_all_tokens
+    kept = [
+        (i, not sym.is_term and sym.name.startswith("_"))
+        for i, sym in enumerate(expansion)
+        if keep_all or not (sym.is_term and sym.filter_out)
+    ]
+    name = rule.alias or rule.options.template_source or rule.origin.name
+    passes_up = bool(rule.options.expand1 and not rule.alias)
+    if passes_up and len(expansion) == 1 and len(kept) == 1 and not kept[0][1]:
+        return _first  # `?a: b`: b is a's value, its position unchanged
+    inline = name.startswith("_")
+    counts_depth = name in _EXPR_RULES
+    method = None if inline else methods.setdefault(name, getattr(builder, name, None))
+
+    def reduce(s: list):
+        values: list = []
+        depth = 0
+        for i, flatten in kept:
+            c = s[i]
+            if type(c) is _Node:
+                if c.depth > depth:
+                    depth = c.depth
+                if flatten:
+                    if values:
+                        values += c.value
+                    else:
+                        values = c.value  # left recursion (`item*`): the list grows in place
+                else:
+                    values.append(c.value)
+            else:
+                values.append(c)
+        if passes_up and len(values) == 1:
+            c = s[kept[0][0]]
+            if type(c) is _Node and len(s) > 1:
+                start, end = _start_of(s), _end_of(s)
+                if start is not None:
+                    c.c_line, c.c_column = start
+                    c.c_end_line, c.c_end_column = end
+            return c
+        node = _spanned(_Node(), s)
+        if inline:
+            node.value, node.depth = values, depth
+            return node
+        if counts_depth:
+            depth += 1
+            if depth > MAX_EXPR_DEPTH:
+                raise _Refused(_deep_diagnostic(builder.file, builder._span(node), "expression"))
+        else:
+            depth = 0
+        node.depth = depth
+        try:
+            node.value = method(node, values)
+        except ValueError:  # int() of a literal over Python's 4300-digit limit
+            raise _Refused(Diagnostic("E001", "a number has too many digits", builder._span(node))) from None
+        return node
+
+    return reduce
+
+
+def _first(s: list):
+    return s[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _reduced_rules() -> tuple:
+    """The rules of the parse table, the very objects its actions hold (a dict keyed by them finds each by
+    identity, not by comparing rules)."""
+    table = _parser().parser.parser._parse_table
+    rules = {
+        id(arg): arg for actions in table.states.values() for action, arg in actions.values() if action is not Shift
+    }
+    return tuple(rules.values())
+
+
+def _parse_to_ast(text: str, builder: _ToAst) -> list:
+    """The top-level items of `text`, built by the parser's own reductions: no parse tree is made (lark's
+    Transformer-at-parse-time cannot pass positions, so the callbacks are ours). Raises lark's UnexpectedInput
+    on a syntax error and _Refused past MAX_EXPR_DEPTH or for a number too long."""
+    lark_parser = _parser()
+    methods: dict = {}
+    callbacks = {rule: _rule_callback(rule, builder, methods) for rule in _reduced_rules()}
+    frontend = lark_parser.parser
+    lalr = _LalrParser(frontend.parser.parser.parse_table, callbacks)
+    root = lalr.parse(frontend._make_lexer_thread(text), "start")
+    return root.value
 
 
 def _recover(text: str, file: str) -> list[Diagnostic]:
