@@ -13,7 +13,6 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import LexerThread
 from lark.parsers.lalr_analysis import Shift
-from lark.parsers.lalr_parser import _Parser as _LalrParser
 from lark.utils import TextSlice
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
@@ -433,27 +432,88 @@ def _first(s: list):
 
 
 @functools.lru_cache(maxsize=1)
-def _reduced_rules() -> tuple:
-    """The rules of the parse table, the very objects its actions hold (a dict keyed by them finds each by
-    identity, not by comparing rules)."""
+def _table() -> tuple[list, dict, int, int]:
+    """The parse table as the loop in `_parse_to_ast` reads it: the rules, and for each state and token either
+    (None, next state) for a shift or (index of the rule, (size of the rule, the rule's name)) for a reduce."""
     table = _parser().parser.parser._parse_table
-    rules = {
-        id(arg): arg for actions in table.states.values() for action, arg in actions.values() if action is not Shift
-    }
-    return tuple(rules.values())
+    rules: list = []
+    index: dict[int, int] = {}
+    states: dict = {}
+    for state, actions in table.states.items():
+        row = states[state] = {}
+        for token, (action, arg) in actions.items():
+            if action is Shift:
+                row[token] = (None, arg)
+            else:
+                if id(arg) not in index:
+                    index[id(arg)] = len(rules)
+                    rules.append(arg)
+                row[token] = (index[id(arg)], (len(arg.expansion), arg.origin.name))
+    return rules, states, table.start_states["start"], table.end_states["start"]
+
+
+class _StackTop:
+    """What lark's contextual lexer asks the parser: its state, which picks the terminals that may come next."""
+
+    __slots__ = ("stack",)
+
+    def __init__(self, stack: list):
+        self.stack = stack
+
+    @property
+    def position(self) -> int:
+        return self.stack[-1]
 
 
 def _parse_to_ast(text: str, builder: _ToAst) -> list:
     """The top-level items of `text`, built by the parser's own reductions: no parse tree is made (lark's
-    Transformer-at-parse-time cannot pass positions, so the callbacks are ours). Raises lark's UnexpectedInput
-    on a syntax error and _Refused past MAX_EXPR_DEPTH or for a number too long."""
-    lark_parser = _parser()
+    Transformer-at-parse-time cannot pass positions, so the callbacks are ours), and the LALR loop is lark's
+    `feed_token` without its per-token call and checks. Lark's lexer makes the tokens. Raises lark's
+    UnexpectedInput on a syntax error (`_recover` then parses again, with lark's own loop, to report it) and
+    _Refused past MAX_EXPR_DEPTH or for a number too long."""
+    rules, states, state, end_state = _table()
     methods: dict = {}
-    callbacks = {rule: _rule_callback(rule, builder, methods) for rule in _reduced_rules()}
-    frontend = lark_parser.parser
-    lalr = _LalrParser(frontend.parser.parser.parse_table, callbacks)
-    root = lalr.parse(frontend._make_lexer_thread(text), "start")
-    return root.value
+    reduce = [_rule_callback(rule, builder, methods) for rule in rules]
+    state_stack, value_stack = [state], []
+    tokens = _parser().parser._make_lexer_thread(text).lex(_StackTop(state_stack))
+    token = None
+    for token in tokens:
+        kind = token.type
+        while True:
+            try:
+                rule, arg = states[state_stack[-1]][kind]
+            except KeyError:
+                raise UnexpectedToken(token, set()) from None
+            if rule is None:
+                state_stack.append(arg)
+                value_stack.append(token)
+                break
+            size, name = arg
+            if size:
+                children = value_stack[-size:]
+                del state_stack[-size:], value_stack[-size:]
+            else:
+                children = []
+            value_stack.append(reduce[rule](children))
+            state_stack.append(states[state_stack[-1]][name][1])
+    end = Token.new_borrow_pos("$END", "", token) if token else Token("$END", "", 0, 1, 1)
+    while True:
+        try:
+            rule, arg = states[state_stack[-1]]["$END"]
+        except KeyError:
+            raise UnexpectedToken(end, set()) from None
+        if rule is None:  # pragma: no cover - lark's tables never shift the end of input
+            raise UnexpectedToken(end, set())
+        size, name = arg
+        if size:
+            children = value_stack[-size:]
+            del state_stack[-size:], value_stack[-size:]
+        else:
+            children = []
+        value_stack.append(reduce[rule](children))
+        state_stack.append(states[state_stack[-1]][name][1])
+        if state_stack[-1] == end_state:
+            return value_stack[-1].value
 
 
 def _recover(text: str, file: str) -> list[Diagnostic]:
