@@ -452,17 +452,27 @@ def _table() -> tuple[list, dict, int, int]:
     return rules, states, table.start_states["start"], table.end_states["start"]
 
 
-class _StackTop:
-    """What lark's contextual lexer asks the parser: its state, which picks the terminals that may come next."""
+class _Scanners(dict):
+    """State -> how lark's contextual lexer scans in it (its regexes, token callbacks, which terminals hold
+    newlines and which are skipped), read from lark's lexer of that state when the state is first met (lark
+    compiles a state's regexes lazily too: building them all would slow every start-up)."""
 
-    __slots__ = ("stack",)
+    def __init__(self, lexers: dict):
+        super().__init__()
+        self.lexers = lexers
 
-    def __init__(self, stack: list):
-        self.stack = stack
+    def __missing__(self, state: int) -> tuple:
+        lexer = self.lexers[state]
+        scanner = lexer.scanner  # compiles the regexes and makes `lexer.callback`
+        if scanner.use_bytes:  # pragma: no cover - not how ppdsl builds it
+            raise AssertionError("the .sched lexer matches text, not bytes")
+        found = self[state] = (scanner._mres, lexer.callback, lexer.newline_types, lexer.ignore_types)
+        return found
 
-    @property
-    def position(self) -> int:
-        return self.stack[-1]
+
+@functools.lru_cache(maxsize=1)
+def _scanners() -> _Scanners:
+    return _Scanners(_parser().parser.lexer.lexers)
 
 
 def _parse_to_ast(text: str, builder: _ToAst) -> list:
@@ -475,10 +485,36 @@ def _parse_to_ast(text: str, builder: _ToAst) -> list:
     methods: dict = {}
     reduce = [_rule_callback(rule, builder, methods) for rule in rules]
     state_stack, value_stack = [state], []
-    tokens = _parser().parser._make_lexer_thread(text).lex(_StackTop(state_stack))
+    scanners = _scanners()
     token = None
-    for token in tokens:
-        kind = token.type
+    pos, line, line_start, length = 0, 1, 0, len(text)
+    while pos < length:
+        # lark's contextual lexer, inline: the next token as the terminals of this state match it
+        mres, callbacks, newline_types, ignore_types = scanners[state_stack[-1]]
+        for mre in mres:
+            m = mre.match(text, pos)
+            if m:
+                break
+        else:  # _recover lexes again with lark's lexer, which names what it expected
+            raise UnexpectedCharacters(text, pos, line, pos - line_start + 1)
+        value, kind = m.group(0), m.lastgroup
+        start, start_line, column = pos, line, pos - line_start + 1
+        pos += len(value)
+        if kind in newline_types:
+            newlines = value.count("\n")
+            if newlines:
+                line += newlines
+                line_start = start + value.rindex("\n") + 1
+        if kind in ignore_types and kind not in callbacks:
+            continue
+        token = Token(kind, value, start, start_line, column)
+        token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
+        if kind in callbacks:
+            token = callbacks[kind](token)
+            kind = token.type
+        if kind in ignore_types:
+            continue
+        # the LALR loop: reduce while the table says so, then shift the token
         while True:
             try:
                 rule, arg = states[state_stack[-1]][kind]
