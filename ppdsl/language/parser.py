@@ -158,17 +158,29 @@ def parse(text: str, file: str = "<string>") -> ast.SchedFile:
     too_deep = _nesting_error(text, file)
     if too_deep is not None:  # before lark: 200,000 unclosed `{` are refused in milliseconds, not parsed twice
         raise DiagnosticError([too_deep])
-    parser = _parser()
     with paused_gc():
         try:
-            tree = parser.parse(text)
+            items = _parse_to_ast(text, _ToAst(file))
         except UnexpectedInput:
             raise DiagnosticError(_recover(text, file)) from None
-        try:
-            items = _to_ast(tree, _ToAst(file))
-        except _Refused as err:
-            raise DiagnosticError([err.diagnostic]) from None
+        except _Refused:
+            # Rare (a too-deep expression, an over-long number): the tree-based path below names the same node
+            # the refusal always named, and a syntax error anywhere still wins over it.
+            raise DiagnosticError([_refusal_by_tree(text, file)]) from None
     return ast.SchedFile(path=file, text=text, items=items)
+
+
+def _refusal_by_tree(text: str, file: str) -> Diagnostic:
+    """What a file the tree-less parse refused gets: its syntax errors, else the refusal `_to_ast` finds."""
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput:
+        raise DiagnosticError(_recover(text, file)) from None
+    try:
+        _to_ast(tree, _ToAst(file))
+    except _Refused as err:
+        return err.diagnostic
+    raise AssertionError("the tree-less parse refused a file the tree-based one accepts")  # pragma: no cover
 
 
 def _nul_byte(text: str, file: str) -> Diagnostic:
@@ -299,6 +311,246 @@ def _to_ast(tree: Tree, builder: _ToAst):
         except ValueError:  # int() of a literal over Python's 4300-digit limit
             raise _Refused(Diagnostic("E001", "a number has too many digits", builder._span(sub.meta))) from None
     return tree.children[0]
+
+
+class _Node:
+    """A reduced rule on the parser's stack, in place of a lark Tree: its AST value (or, for a rule lark inlines,
+    the list of its children's values), its expression depth and its position. The position follows lark's
+    `propagate_positions`: `line`..`end_column` is the node's own span, `c_*` the span of the text it was
+    reduced from (wider when a rule such as `"(" expr ")"` passed the node up; the parent's span starts there)."""
+
+    __slots__ = (
+        "c_column",
+        "c_end_column",
+        "c_end_line",
+        "c_line",
+        "column",
+        "depth",
+        "empty",
+        "end_column",
+        "end_line",
+        "line",
+        "value",
+    )
+
+
+def _start_of(children: list) -> tuple[int, int] | None:
+    for c in children:
+        if type(c) is _Node:
+            if not c.empty:
+                return c.c_line, c.c_column
+        else:
+            return c.line, c.column
+    return None
+
+
+def _end_of(children: list) -> tuple[int, int] | None:
+    for c in reversed(children):
+        if type(c) is _Node:
+            if not c.empty:
+                return c.c_end_line, c.c_end_column
+        else:
+            return c.end_line, c.end_column
+    return None
+
+
+def _spanned(node: _Node, children: list) -> _Node:
+    start, end = _start_of(children), _end_of(children)
+    node.empty = start is None
+    if start is not None:
+        node.line, node.column = node.c_line, node.c_column = start
+        node.end_line, node.end_column = node.c_end_line, node.c_end_column = end
+    else:
+        node.line = node.column = node.end_line = node.end_column = None
+    return node
+
+
+def _rule_callback(rule, builder: _ToAst, methods: dict):
+    """What the LALR parser calls when it reduces `rule`: lark's tree building (child filter, inlining of
+    `_rules`, `?rule` pass-through, positions) done straight into AST values."""
+    expansion = rule.expansion
+    keep_all = rule.options.keep_all_tokens
+    kept = [
+        (i, not sym.is_term and sym.name.startswith("_"))
+        for i, sym in enumerate(expansion)
+        if keep_all or not (sym.is_term and sym.filter_out)
+    ]
+    name = rule.alias or rule.options.template_source or rule.origin.name
+    passes_up = bool(rule.options.expand1 and not rule.alias)
+    if passes_up and len(expansion) == 1 and len(kept) == 1 and not kept[0][1]:
+        return _first  # `?a: b`: b is a's value, its position unchanged
+    inline = name.startswith("_")
+    counts_depth = name in _EXPR_RULES
+    method = None if inline else methods.setdefault(name, getattr(builder, name, None))
+
+    def reduce(s: list):
+        values: list = []
+        depth = 0
+        for i, flatten in kept:
+            c = s[i]
+            if type(c) is _Node:
+                if c.depth > depth:
+                    depth = c.depth
+                if flatten:
+                    if values:
+                        values += c.value
+                    else:
+                        values = c.value  # left recursion (`item*`): the list grows in place
+                else:
+                    values.append(c.value)
+            else:
+                values.append(c)
+        if passes_up and len(values) == 1:
+            c = s[kept[0][0]]
+            if type(c) is _Node and len(s) > 1:
+                start, end = _start_of(s), _end_of(s)
+                if start is not None:
+                    c.c_line, c.c_column = start
+                    c.c_end_line, c.c_end_column = end
+            return c
+        node = _spanned(_Node(), s)
+        if inline:
+            node.value, node.depth = values, depth
+            return node
+        if counts_depth:
+            depth += 1
+            if depth > MAX_EXPR_DEPTH:
+                raise _Refused(_deep_diagnostic(builder.file, builder._span(node), "expression"))
+        else:
+            depth = 0
+        node.depth = depth
+        try:
+            node.value = method(node, values)
+        except ValueError:  # int() of a literal over Python's 4300-digit limit
+            raise _Refused(Diagnostic("E001", "a number has too many digits", builder._span(node))) from None
+        return node
+
+    return reduce
+
+
+def _first(s: list):
+    return s[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> tuple[list, dict, int, int]:
+    """The parse table as the loop in `_parse_to_ast` reads it: the rules, and for each state and token either
+    (None, next state) for a shift or (index of the rule, (size of the rule, the rule's name)) for a reduce."""
+    table = _parser().parser.parser._parse_table
+    rules: list = []
+    index: dict[int, int] = {}
+    states: dict = {}
+    for state, actions in table.states.items():
+        row = states[state] = {}
+        for token, (action, arg) in actions.items():
+            if action is Shift:
+                row[token] = (None, arg)
+            else:
+                if id(arg) not in index:
+                    index[id(arg)] = len(rules)
+                    rules.append(arg)
+                row[token] = (index[id(arg)], (len(arg.expansion), arg.origin.name))
+    return rules, states, table.start_states["start"], table.end_states["start"]
+
+
+class _Scanners(dict):
+    """State -> how lark's contextual lexer scans in it (its regexes, token callbacks, which terminals hold
+    newlines and which are skipped), read from lark's lexer of that state when the state is first met (lark
+    compiles a state's regexes lazily too: building them all would slow every start-up)."""
+
+    def __init__(self, lexers: dict):
+        super().__init__()
+        self.lexers = lexers
+
+    def __missing__(self, state: int) -> tuple:
+        lexer = self.lexers[state]
+        scanner = lexer.scanner  # compiles the regexes and makes `lexer.callback`
+        if scanner.use_bytes:  # pragma: no cover - not how ppdsl builds it
+            raise AssertionError("the .sched lexer matches text, not bytes")
+        found = self[state] = (scanner._mres, lexer.callback, lexer.newline_types, lexer.ignore_types)
+        return found
+
+
+@functools.lru_cache(maxsize=1)
+def _scanners() -> _Scanners:
+    return _Scanners(_parser().parser.lexer.lexers)
+
+
+def _parse_to_ast(text: str, builder: _ToAst) -> list:
+    """The top-level items of `text`, built by the parser's own reductions: no parse tree is made (lark's
+    Transformer-at-parse-time cannot pass positions, so the callbacks are ours), and the LALR loop is lark's
+    `feed_token` without its per-token call and checks. Lark's lexer makes the tokens. Raises lark's
+    UnexpectedInput on a syntax error (`_recover` then parses again, with lark's own loop, to report it) and
+    _Refused past MAX_EXPR_DEPTH or for a number too long."""
+    rules, states, state, end_state = _table()
+    methods: dict = {}
+    reduce = [_rule_callback(rule, builder, methods) for rule in rules]
+    state_stack, value_stack = [state], []
+    scanners = _scanners()
+    token = None
+    pos, line, line_start, length = 0, 1, 0, len(text)
+    while pos < length:
+        # lark's contextual lexer, inline: the next token as the terminals of this state match it
+        mres, callbacks, newline_types, ignore_types = scanners[state_stack[-1]]
+        for mre in mres:
+            m = mre.match(text, pos)
+            if m:
+                break
+        else:  # _recover lexes again with lark's lexer, which names what it expected
+            raise UnexpectedCharacters(text, pos, line, pos - line_start + 1)
+        value, kind = m.group(0), m.lastgroup
+        start, start_line, column = pos, line, pos - line_start + 1
+        pos += len(value)
+        if kind in newline_types:
+            newlines = value.count("\n")
+            if newlines:
+                line += newlines
+                line_start = start + value.rindex("\n") + 1
+        if kind in ignore_types and kind not in callbacks:
+            continue
+        token = Token(kind, value, start, start_line, column)
+        token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
+        if kind in callbacks:
+            token = callbacks[kind](token)
+            kind = token.type
+        if kind in ignore_types:
+            continue
+        # the LALR loop: reduce while the table says so, then shift the token
+        while True:
+            try:
+                rule, arg = states[state_stack[-1]][kind]
+            except KeyError:
+                raise UnexpectedToken(token, set()) from None
+            if rule is None:
+                state_stack.append(arg)
+                value_stack.append(token)
+                break
+            size, name = arg
+            if size:
+                children = value_stack[-size:]
+                del state_stack[-size:], value_stack[-size:]
+            else:
+                children = []
+            value_stack.append(reduce[rule](children))
+            state_stack.append(states[state_stack[-1]][name][1])
+    end = Token.new_borrow_pos("$END", "", token) if token else Token("$END", "", 0, 1, 1)
+    while True:
+        try:
+            rule, arg = states[state_stack[-1]]["$END"]
+        except KeyError:
+            raise UnexpectedToken(end, set()) from None
+        if rule is None:  # pragma: no cover - lark's tables never shift the end of input
+            raise UnexpectedToken(end, set())
+        size, name = arg
+        if size:
+            children = value_stack[-size:]
+            del state_stack[-size:], value_stack[-size:]
+        else:
+            children = []
+        value_stack.append(reduce[rule](children))
+        state_stack.append(states[state_stack[-1]][name][1])
+        if state_stack[-1] == end_state:
+            return value_stack[-1].value
 
 
 def _recover(text: str, file: str) -> list[Diagnostic]:
