@@ -8,9 +8,15 @@ is in the registry (`ppdsl.common.codes`), which also gives the exit status.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 
 from ppdsl.common.text import escaped, source_lines
+
+# A diagnostic quotes a line of a file the reader (ppdsl.common.files, which imports this module) has already
+# read under its cap; the same bound here keeps a file swapped in since from being read whole or waited on.
+QUOTED_FILE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -86,13 +92,10 @@ class SourceCache:
     def line(self, file: str, line: int) -> str | None:
         lines = self._texts.get(file)
         if lines is None:
-            from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input  # (files.py imports this module)
-
-            try:
-                lines = source_lines(read_input(file, SCHEDULE_BYTES).decode("utf-8", errors="replace"))
-            except InputError:
+            text = _quoted_file_text(file)
+            if text is None:
                 return None
-            self._texts[file] = lines
+            lines = self._texts[file] = source_lines(text)
         if 1 <= line <= len(lines):
             return lines[line - 1]
         return None
@@ -167,3 +170,17 @@ def number_text(value: object) -> str:
         return str(value)
     except ValueError:
         return f"<a {value.bit_length()}-bit integer>"
+
+
+def _quoted_file_text(file: str) -> str | None:
+    """The text of `file` to quote from: a regular file of at most QUOTED_FILE_BYTES, opened without blocking
+    (a FIFO is never waited on); None for anything else."""
+    try:
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > QUOTED_FILE_BYTES:
+            return None
+        return f.read(QUOTED_FILE_BYTES).decode("utf-8", errors="replace")

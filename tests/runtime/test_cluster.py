@@ -6,6 +6,7 @@ and compares the parameters each rank wrote for its stages, and the last rank's 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -283,12 +284,18 @@ def _start_long_run(tmp_path, tag: str) -> subprocess.Popen:
         start_new_session=True,
     )
     deadline = time.monotonic() + 60
-    while not all((run_dir / "launch-1" / f"rank{r}.status").exists() for r in range(2)):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the ranks never got ready"
-        time.sleep(0.2)
-    time.sleep(1)  # into the training steps
-    assert len(_tagged(tag)) >= 6, "ppdsl, the launcher, two guards and two ranks"
+    try:
+        while not all((run_dir / "launch-1" / f"rank{r}.status").exists() for r in range(2)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the ranks never got ready"
+            time.sleep(0.2)
+        time.sleep(1)  # into the training steps
+        assert len(_tagged(tag)) >= 6, "ppdsl, the launcher, two guards and two ranks"
+    except BaseException:  # a run of 100,000 steps must not outlive a failed test
+        for pid in _tagged(tag):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     return proc
 
 
