@@ -8,10 +8,9 @@ is in the registry (`ppdsl.common.codes`), which also gives the exit status.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass, field
 
+from ppdsl.common.regular_files import NotRegular, TooLarge, read_regular
 from ppdsl.common.text import escaped, source_lines
 
 # A diagnostic quotes a line of a file the reader (ppdsl.common.files, which imports this module) has already
@@ -176,11 +175,7 @@ def _quoted_file_text(file: str) -> str | None:
     """The text of `file` to quote from: a regular file of at most QUOTED_FILE_BYTES, opened without blocking
     (a FIFO is never waited on); None for anything else."""
     try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, ValueError):
+        data, _ = read_regular(file, QUOTED_FILE_BYTES)
+    except (NotRegular, TooLarge, OSError, ValueError):
         return None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > QUOTED_FILE_BYTES:
-            return None
-        return f.read(QUOTED_FILE_BYTES).decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors="replace")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.regular_files import NotRegular, TooLarge, kind, read_regular
 
 MiB = 2**20
 # How much ppdsl reads of each kind of input: far above any real file of the kind, far below what would hurt.
@@ -48,19 +49,6 @@ _TEMP = re.compile(r"^\.(?P<name>.+)\.ppdsl-(?P<host>[A-Za-z0-9-]*)-(?P<pid>\d+)
 _STALE_SECONDS = 60.0  # a temporary file younger than this may still be on its way to its name
 _FD_LINK = re.compile(r"^/(?:proc/(?P<pid>self|thread-self|\d+)/fd|dev/fd)/(?P<fd>\d+)$|^/dev/std(?P<std>in|out|err)$")
 _STD_FDS = {"in": 0, "out": 1, "err": 2}
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def _size(limit: int) -> str:
@@ -129,24 +117,13 @@ class InputError(Exception):
 def read_input(path: str | Path, limit: int) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them; raises InputError."""
     try:
-        st = os.stat(path)  # before opening: opening a FIFO waits for a writer, a device may do anything
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        data, st = read_regular(path, limit)
+    except NotRegular as err:
+        raise _not_regular(path, err.mode) from None
+    except TooLarge as err:
+        raise _too_large(path, limit, err.size) from None
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the path
         raise InputError(path, getattr(err, "strerror", None) or str(err)) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)  # the file opened, which a rename since the stat may have swapped
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-        if st.st_size > limit:
-            raise _too_large(path, limit, st.st_size)
-        try:
-            data = f.read(limit + 1)  # a file growing while it is read stops at the cap too
-        except OSError as err:
-            raise InputError(path, err.strerror or str(err)) from None
-    if len(data) > limit:
-        raise _too_large(path, limit)
     _inputs.setdefault((st.st_dev, st.st_ino), str(path))
     return data
 
@@ -173,7 +150,7 @@ def read_text(path: str | Path, limit: int, code: str = "E000", what: str = "", 
 
 def _not_regular(path: str | Path, mode: int) -> InputError:
     return InputError(
-        path, f"{_kind(mode)}, not a regular file", "E051", help="ppdsl reads regular files only: copy it into one"
+        path, f"{kind(mode)}, not a regular file", "E051", help="ppdsl reads regular files only: copy it into one"
     )
 
 
@@ -286,9 +263,7 @@ def _target(path: str | Path, make_parents: bool = False) -> _Target:
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
             return _Target(Path(shown), through=True, shown=shown)
         if not stat.S_ISREG(st.st_mode):
-            raise _refuse(
-                shown, f"it is {_kind(st.st_mode)}", help="write a regular file, a FIFO or a character device"
-            )
+            raise _refuse(shown, f"it is {kind(st.st_mode)}", help="write a regular file, a FIFO or a character device")
     real = Path(os.path.realpath(path))  # a symlink: its target is replaced, where it lives
     if st is None:
         if make_parents:

@@ -9,13 +9,12 @@ expanded, and the bytes included in all.
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.common.files import record_input
+from ppdsl.common.regular_files import NotRegular, kind, open_regular
 
 MAX_INCLUDE_DEPTH = 32  # files in one chain of includes (a includes b includes c ...)
 MAX_INCLUDES = 1_000  # include statements expanded in one resolution, whatever the files
@@ -77,22 +76,20 @@ class IncludeBudget:
         if target.suffix != SCHED_SUFFIX:
             raise IncludeRefused(_not_sched(named, span, f"it is not a `{SCHED_SUFFIX}` file"))
         try:
-            fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        except OSError as err:
+            f, info = open_regular(target)
+        except NotRegular as err:
+            raise IncludeRefused(_not_sched(named, span, f"it is {kind(err.mode)}, not a regular file")) from None
+        except (OSError, ValueError) as err:
             raise IncludeRefused(
                 Diagnostic(
                     "E005",
-                    f"cannot include `{named}`: {err.strerror or err}",
+                    f"cannot include `{named}`: {getattr(err, 'strerror', None) or err}",
                     span,
                     help="paths are relative to the including file",
                 )
             ) from None
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            os.close(fd)
-            raise IncludeRefused(_not_sched(named, span, f"it is {_kind(info.st_mode)}, not a regular file"))
         record_input(target)  # an output naming this file is refused (E050)
-        with os.fdopen(fd, "rb") as f:
+        with f:
             key = (info.st_dev, info.st_ino)
             if key in self.files:
                 return None
@@ -127,15 +124,3 @@ def _not_sched(named: str, span: Span, why: str) -> Diagnostic:
         label="not a schedule file",
         help=f"an include names a `{SCHED_SUFFIX}` file, relative to the including file",
     )
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
