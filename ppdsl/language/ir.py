@@ -52,19 +52,6 @@ class JobType:
             "sends": self.sends,
         }
 
-    @classmethod
-    def from_dict(cls, data: dict) -> JobType:
-        return cls(
-            data["name"],
-            data["region"],
-            tuple(data.get("ops") or ("*",)),
-            data.get("alias"),
-            data.get("before"),
-            data.get("after"),
-            bool(data.get("receives")),
-            bool(data.get("sends")),
-        )
-
     @property
     def builtin(self) -> bool:
         return self.name in BUILTIN
