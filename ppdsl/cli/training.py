@@ -26,7 +26,6 @@ from rich.table import Table
 
 from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import MAX_SIZE, parse_params
-from ppdsl.analysis.plan_spec import plan_spec
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.cli.app import app
 from ppdsl.cli.common import VPP, Params, diagnosed, emit, err, out, styled, usage_error
@@ -162,6 +161,8 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     for output in (opts.summary_json, opts.profile):  # refused now, not after the training it would record
         if output is not None:
             check_output(output)
+    from ppdsl.analysis.plan_spec import plan_spec  # here: every command imports this module
+
     exp, sim = result.expansion, result.execution
     plan = plan_spec(result)  # what every process that trains builds its plan from
     if opts.launch is not None:

@@ -300,6 +300,13 @@ FINGERPRINT = "schedule_fingerprint"
 def _check_identity(path: Path, meta: dict, identity: Mapping) -> None:
     missing = [key for key in identity if key not in meta]
     changed = [key for key, value in identity.items() if key in meta and meta[key] != value]
+    saved_print = meta.get(FINGERPRINT)
+    if FINGERPRINT in changed and not (isinstance(saved_print, str) and len(saved_print) == len(identity[FINGERPRINT])):
+        raise _error(  # ppdsl before the plan specification hashed the schedule another way: nothing to compare
+            "E037",
+            f"checkpoint `{path}` records its schedule's text by an older ppdsl's fingerprint",
+            help="ppdsl cannot tell whether it belongs to this run; start afresh without --resume",
+        )
     if changed == [FINGERPRINT]:  # the same run but for the schedule's text: say so, with both fingerprints
         raise _error(
             "E090",

@@ -185,7 +185,7 @@ def plan_module_spec(
     STREAM_RULES at the sizes it was called with). No check merged its orders: `build_plan` merges them by the
     values each job reads. A plan module's process may import the language (a rank of `ppdsl run` never comes
     here: it has a spec)."""
-    from ppdsl.language.jobtypes import BUILTIN, program_order
+    from ppdsl.language.jobtypes import BUILTIN, letter_of, program_order
 
     if job_types is None or stage_of is None or orders is None or microbatches is None:
         raise TypeError("build_plan takes a PlanSpec, or a plan module's job_types, stage_of, orders, microbatches")
@@ -199,7 +199,7 @@ def plan_module_spec(
             jt.get("after"),
             bool(jt.get("receives")),
             bool(jt.get("sends")),
-            jt["name"],
+            letter_of(jt["name"]) or jt["name"],  # JOB_TYPES has no aliases: a user type's label is its name
             program_order(jt["name"]),
             jt["name"] in BUILTIN,
         )

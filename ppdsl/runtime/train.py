@@ -83,6 +83,8 @@ class PipelineTrainer:
         check_batch_size(self.config.batch_size, m)
         if self.spec is None:
             self.spec = checked_spec(self.exp)
+        elif (self.spec.pp, self.spec.vpp, self.spec.microbatches) != (self.exp.pp, self.exp.vpp, m):
+            raise ValueError("the plan specification is of other sizes than the expansion")
         paddle = self.paddle = import_paddle()
         self.program = build_training_program(
             paddle,

@@ -124,6 +124,14 @@ def test_a_checkpoint_of_an_edited_schedule_is_refused_naming_both_fingerprints(
     assert f"hashes to {was}, but `ZBH1` now hashes to {now}" in stderr, stderr
 
 
+def test_a_checkpoint_with_an_older_ppdsls_fingerprint_is_refused_as_unknown_not_as_edited(saved, tmp_path):
+    """Before the plan specification the fingerprint was 16 hex digits of another hash: nothing says the text
+    changed, only that it cannot be compared."""
+    directory = _rewritten(saved, tmp_path, meta={"schedule_fingerprint": "0123456789abcdef"})
+    stderr = _refused(*COMMAND, "--resume", str(directory))
+    assert "error[E037]" in stderr and "by an older ppdsl's fingerprint" in stderr, stderr
+
+
 def test_a_checkpoint_holding_nan_is_refused(saved, tmp_path):
     with np.load(saved) as data:
         head = data["head"].copy()
