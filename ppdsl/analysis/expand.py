@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_value_problem
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryModel
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span, number_text
-from ppdsl.common.text import count, numbered
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.jobs import JobCodec

@@ -21,8 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, number_text
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.jsontext import JsonError, parse_json
+from ppdsl.common.text import job_label
 
 if TYPE_CHECKING:
     from ppdsl.analysis.check import CheckResult
@@ -131,12 +132,10 @@ class PlanSpec:
         return [(names[t], c, mb) for t, c, mb in self.orders[rank]]
 
     def label(self, job: JobTuple) -> str:
-        """Compact job name: `F3`, `B0.c1`, `recv_forward2`, `optimizer` (as `ppdsl.language.ir.JobType.label`)."""
+        """Compact job name: `F3`, `B0.c1`, `recv_forward2`, `optimizer` (`ppdsl.common.text.job_label`)."""
         t, chunk, mb = job
         jt = self.job_types[t]
-        if jt.name == "optimizer":
-            return "optimizer"
-        return f"{jt.short}{number_text(mb)}" + (f".c{chunk}" if self.vpp > 1 else "")
+        return job_label(jt.name, jt.short, chunk, mb, self.vpp)
 
     def rule_dicts(self) -> list[dict]:
         return [rule.as_dict() for rule in self.rules]
@@ -249,7 +248,7 @@ def expansion_spec(exp: Expansion, merged: tuple[tuple[int, int], ...] | None = 
             jt.after,
             jt.receives,
             jt.sends,
-            jt.label(0, 0, 1).removesuffix("0") if jt.name != "optimizer" else "optimizer",
+            jt.short,
             program_order(jt.name),
             jt.builtin,
         )

@@ -164,14 +164,6 @@ def to_json(diagnostics: list[Diagnostic]) -> str:
     return json.dumps([d.to_dict() for d in diagnostics], indent=2)
 
 
-def number_text(value: object) -> str:
-    """`str(value)`, or the size of an integer too long for Python to print (over 4300 digits)."""
-    try:
-        return str(value)
-    except ValueError:
-        return f"<a {value.bit_length()}-bit integer>"
-
-
 def _quoted_file_text(file: str) -> str | None:
     """The text of `file` to quote from: a regular file of at most QUOTED_FILE_BYTES, opened without blocking
     (a FIFO is never waited on); None for anything else."""
