@@ -13,6 +13,7 @@ import stat
 from dataclasses import dataclass, field
 
 from ppdsl.common.text import escaped, source_lines
+from ppdsl.common.text import number_text as number_text  # moved to text.py; still importable from here
 
 # A diagnostic quotes a line of a file the reader (ppdsl.common.files, which imports this module) has already
 # read under its cap; the same bound here keeps a file swapped in since from being read whole or waited on.
