@@ -127,7 +127,7 @@ def run_emulated(exp, model, args, init_dir: Path) -> dict[str, Any]:
     try:  # tensors each link carries per step, from the plan the processes build too
         from ppdsl.runtime.cluster import communication_plan
 
-        _, channels = communication_plan(exp, trainer.built.flow)
+        _, channels = communication_plan(trainer.spec, trainer.built.flow)
         messages = {
             f"{s}->{d}": {"messages": len(msgs), "tensors": sum(len(m.items) for m in msgs)}
             for (s, d), msgs in sorted(channels.items())

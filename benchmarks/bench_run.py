@@ -54,6 +54,7 @@ if str(ROOT) not in sys.path:
 
 from ppdsl.analysis.check import check  # noqa: E402
 from ppdsl.analysis.expand import expand  # noqa: E402
+from ppdsl.analysis.plan_spec import checked_spec  # noqa: E402
 from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.language.resolve import load  # noqa: E402
 from ppdsl.runtime import plan as plan_module  # noqa: E402
@@ -68,7 +69,6 @@ from ppdsl.runtime.train import (  # noqa: E402
     PipelineTrainer,
     TrainConfig,
     canonical_name,
-    plan_arguments,
     startup_state_names,
     train,
 )
@@ -328,7 +328,7 @@ def bench_pair(paddle, model: Model, mode: str, stem: str, vpp: int, args) -> di
         ours = build_plan(
             ours_prog.main,
             ours_prog.startup,
-            **plan_arguments(exp),
+            checked_spec(exp),
             rank=0,
         )
         ours_build = time.perf_counter() - t0
@@ -346,7 +346,7 @@ def bench_pair(paddle, model: Model, mode: str, stem: str, vpp: int, args) -> di
     emulated = build_plan(
         ours_prog.main,
         ours_prog.startup,
-        **plan_arguments(exp),
+        checked_spec(exp),
         rank=None,
     )
 
@@ -464,7 +464,7 @@ def _skip_gc_bytes(paddle, model: Model, stem: str, vpp: int, params, m: int, ar
         built = build_plan(
             program.main,
             program.startup,
-            **plan_arguments(exp),
+            checked_spec(exp),
         )
     sizes = _value_bytes(built.plan)
 
@@ -587,7 +587,7 @@ def bench_build(paddle, stem: str, pp: int, vpp: int, m: int, layers: int, repea
         built = build_plan(
             program.main,  # build_plan works on a clone: the same program serves every repeat
             program.startup,
-            **plan_arguments(exp),
+            checked_spec(exp),
             rank=None,
         )
         runs.append(dict(built.seconds))

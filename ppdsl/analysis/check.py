@@ -143,9 +143,11 @@ def schedule_check(*codes: str) -> Callable[[ScheduleRun], ScheduleRun]:
     return register
 
 
-def check(scenario: Scenario, record_comms: bool = False) -> CheckResult:
+def check(scenario: Scenario, record_comms: bool = False, record_visits: bool = False) -> CheckResult:
     """Prove the scenario's schedule complete, ordered and deadlock-free for its sizes, and measure it (never
-    raises for a wrong schedule: the diagnostics are in the result)."""
+    raises for a wrong schedule: the diagnostics are in the result). `record_visits` keeps the order in which the
+    execution ran the jobs, from which `Execution.merged_order` merges every rank's order into one (a plan
+    specification records it: `ppdsl.analysis.plan_spec`); it costs the execution about a third more."""
     result = CheckResult(str(scenario.schedule), scenario.pp, scenario.vpp, scenario.microbatches)
     try:
         result.path = scenario.path
@@ -154,11 +156,15 @@ def check(scenario: Scenario, record_comms: bool = False) -> CheckResult:
     except DiagnosticError as err:
         result.diagnostics.extend(err.diagnostics)
         return result
-    return check_expansion(result.expansion, scenario.rendezvous, result, record_comms)
+    return check_expansion(result.expansion, scenario.rendezvous, result, record_comms, record_visits)
 
 
 def check_expansion(
-    exp: Expansion, rendezvous: bool = False, result: CheckResult | None = None, record_comms: bool = False
+    exp: Expansion,
+    rendezvous: bool = False,
+    result: CheckResult | None = None,
+    record_comms: bool = False,
+    record_visits: bool = False,
 ) -> CheckResult:
     """Check an expansion; `record_comms` keeps the execution's transfer log (`ppdsl.reports.simulate` reads it)."""
     if result is None:
@@ -167,7 +173,9 @@ def check_expansion(
     result.diagnostics.extend(problems)
     if problems:
         return result
-    ex = execute(exp, rendezvous=rendezvous, used=used_types(exp), record_comms=record_comms)
+    ex = execute(
+        exp, rendezvous=rendezvous, used=used_types(exp), record_visits=record_visits, record_comms=record_comms
+    )
     result.execution = ex
     for whole in SCHEDULE_CHECKS:
         result.diagnostics.extend(whole.run(exp, ex, rendezvous))

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_value_problem
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryModel
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span, number_text
-from ppdsl.common.text import count, numbered
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.jobs import JobCodec
@@ -571,45 +571,3 @@ def _job_table(defn: ScheduleDef, env: dict, pp: int, vpp: int, stage_of, fns) -
             rows.append(row)
         table.append(rows)
     return table
-
-
-def expansion_from_orders(
-    job_types: list[dict],
-    stage_of: list[list[int]],
-    orders: list[list[tuple[str, int, int]]],
-    microbatches: int,
-    name: str = "plan",
-) -> Expansion:
-    """An Expansion of given job lists (a generated plan module's `job_list`s), with default costs, so the
-    checks and the execution model apply to them too."""
-    from ppdsl.language.ir import JobType, ScheduleDef, Site
-
-    types = [JobType.from_dict(jt) for jt in job_types]
-    index = {jt.name: i for i, jt in enumerate(types)}
-    pp, vpp = len(stage_of), len(stage_of[0]) if stage_of else 1
-    defn = ScheduleDef(
-        name=name,
-        doc="",
-        path="<plan>",
-        params={},
-        requires=[],
-        job_types=types,
-        placement_kind="expr",
-        placement_fn=None,
-        costs={},
-        comm={},
-        memory={},
-        memory_limit_fn=None,
-        memory_limit_span=None,
-        rules=[],
-        rule_priorities=[],
-        order_fn=None,
-        order_source="",
-        tables=[],
-        sites=[Site(Span("<plan>", 1, 1, 1, 2), "")],
-        line_sites={},
-    )
-    pack = JobCodec(len(types), vpp).pack
-    jobs = [[pack(index[t], c, mb) for t, c, mb in order] for order in orders]
-    env = {"pp": pp, "vpp": vpp, "microbatches": microbatches}
-    return _build(defn, env, [list(row) for row in stage_of], jobs, [[0] * len(j) for j in jobs])

@@ -23,8 +23,9 @@ from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, MAX_SIZE, parse_params
 from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario, check_batch_size
 from ppdsl.common.codes import EXIT_USAGE, exit_code
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, number_text, render_all
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.files import write_output
+from ppdsl.common.text import number_text
 from ppdsl.common.units import parse_size
 from ppdsl.language.library import find_schedule
 

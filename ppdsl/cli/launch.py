@@ -3,7 +3,8 @@ Paddle's own launcher, `paddle.distributed.launch`.
 
 Each launch makes a directory of its own in the run directory (`--run-dir`, default `ppdsl-run/`):
 `launch-<n>/`, the next free n, created new, so ppdsl writes only there and never deletes or overwrites a file
-of the run directory it did not make. It holds the spec every rank reads (`spec.json`), the launcher's logs
+of the run directory it did not make. It holds the spec every rank reads (`spec.json`) and the plan specification
+of the checked schedule it names (`plan.json`, ppdsl.analysis.plan_spec), the launcher's logs
 (`launch.log`, `log/`), and what each rank writes back (`rank<r>.json`, `rank<r>.npz`, or `rank<r>.error`). No
 paddle import here: the processes import it.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import new_owned_directory, next_owned_number, write_output
 from ppdsl.runtime.lifeline import PARENT_PID, STOP_SIGNALS, RankStatus, status_path
@@ -194,11 +196,14 @@ def rank_environment() -> dict[str, str]:
     return {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
 
 
-def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions, run_dir: Path) -> ClusterResult:
+def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions, run_dir: Path, plan: PlanSpec) -> ClusterResult:
     """Start every rank of this node with `run_dir` (from `new_launch_directory`) as their directory, and wait;
-    raise DiagnosticError naming the failed rank(s). Check the port (`check_master_port`) before making `run_dir`."""
-    spec_path = run_dir / "spec.json"
-    write_output(spec_path, json.dumps({**spec, "run_dir": str(run_dir.resolve())}, indent=1))
+    raise DiagnosticError naming the failed rank(s). Check the port (`check_master_port`) before making `run_dir`.
+    Every rank builds its plan from `plan`, written beside the spec, and from nothing else of the schedule."""
+    spec_path, plan_path = run_dir / "spec.json", run_dir / "plan.json"
+    write_output(plan_path, plan.to_json())
+    located = {"plan": str(plan_path.resolve()), "fingerprint": plan.fingerprint, "run_dir": str(run_dir.resolve())}
+    write_output(spec_path, json.dumps({**spec, **located}, indent=1))
     cmd = launch_command(opts, spec_path)
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
     started = time.time()

@@ -127,7 +127,7 @@ def _output_problem(path: Path | None, flag: str) -> Diagnostic | None:
     return None
 
 
-def _resume_point(opts: RunOptions, exp, model_name: str, ranks=None) -> dict:
+def _resume_point(opts: RunOptions, plan, model_name: str, ranks=None) -> dict:
     """The checked checkpoint of each rank to resume (none without --resume), before paddle loads: whole, finite,
     of this run (schedule text, sizes, model, batch, --lr, --optimizer, --seed), every rank at one step, and not
     past --steps."""
@@ -136,7 +136,7 @@ def _resume_point(opts: RunOptions, exp, model_name: str, ranks=None) -> dict:
     from ppdsl.runtime.checkpoint import read_resume, run_identity
 
     identity = run_identity(
-        exp, model_name, batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed
+        plan, model_name, batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed
     )
     return read_resume(opts.resume, identity, ranks, steps=opts.steps)
 
@@ -153,7 +153,7 @@ def _save_dir_lock(opts: RunOptions) -> contextlib.AbstractContextManager:
 def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     _validate(opts)
     params = parse_params(opts.params)
-    result = check(Scenario(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params))
+    result = check(Scenario(opts.schedule, opts.pp, opts.microbatches, opts.vpp, params), record_visits=True)
     if result.diagnostics:
         err.print(render_all(result.diagnostics, SourceCache(), color=err.is_terminal), markup=False)
     if not result.valid:
@@ -161,25 +161,27 @@ def run_training(opts: RunOptions, out: Console, err: Console) -> int:
     for output in (opts.summary_json, opts.profile):  # refused now, not after the training it would record
         if output is not None:
             check_output(output)
+    from ppdsl.analysis.plan_spec import plan_spec  # here: every command imports this module
+
     exp, sim = result.expansion, result.execution
+    plan = plan_spec(result)  # what every process that trains builds its plan from
     if opts.launch is not None:
-        return _run_cluster(opts, exp, sim, out)
+        return _run_cluster(opts, exp, sim, out, plan)
 
     from ppdsl.runtime.builtin_models import load_model  # no paddle yet: a bad model path fails fast
 
     model = load_model(opts.model)
-    resume = _resume_point(opts, exp, model.name)  # and so does a checkpoint that cannot continue this run
+    resume = _resume_point(opts, plan, model.name)  # and so does a checkpoint that cannot continue this run
     with _save_dir_lock(opts):
-        return _train_one_process(opts, exp, sim, model, resume.get(0), out)
+        return _train_one_process(opts, exp, sim, model, resume.get(0), out, plan)
 
 
-def _train_one_process(opts: RunOptions, exp, sim, model, resume, out: Console) -> int:
+def _train_one_process(opts: RunOptions, exp, sim, model, resume, out: Console, plan) -> int:
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, checksum, train
 
     t0 = time.perf_counter()
-    trainer = PipelineTrainer(
-        exp, model, TrainConfig(batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed)
-    )
+    config = TrainConfig(batch_size=opts.batch_size, lr=opts.lr, optimizer=opts.optimizer, seed=opts.seed)
+    trainer = PipelineTrainer(exp, model, config, spec=plan)
     build_seconds = time.perf_counter() - t0
     if resume is not None:
         start = trainer.restore(resume)
@@ -317,7 +319,7 @@ def _write_summary(opts: RunOptions, exp, model_name: str, run, sums) -> None:
     emit(json.dumps(data, indent=1) + "\n", opts.summary_json)
 
 
-def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
+def _run_cluster(opts: RunOptions, exp, sim, out: Console, plan) -> int:
     """One process per rank through paddle.distributed.launch (or, with --dry-run, what would run)."""
     from ppdsl.cli.launch import dry_run_text, launch_command, next_launch_directory, validate
 
@@ -332,21 +334,16 @@ def _run_cluster(opts: RunOptions, exp, sim, out: Console) -> int:
     model = load_model(opts.model)  # a bad model path fails here, before any process starts
     local = range(launch.node_rank * launch.nproc_per_node, (launch.node_rank + 1) * launch.nproc_per_node)
     # and so does a checkpoint that cannot continue this run; the ranks read it again, the arrays are not kept here
-    resume = {r: (c.path, c.step) for r, c in _resume_point(opts, exp, model.name, local).items()}
+    resume = {r: (c.path, c.step) for r, c in _resume_point(opts, plan, model.name, local).items()}
     with _save_dir_lock(opts):
-        return _train_cluster(opts, exp, sim, resume, out)
+        return _train_cluster(opts, exp, sim, resume, out, plan)
 
 
-def _train_cluster(opts: RunOptions, exp, sim, resume: dict[int, tuple[Path, int]], out: Console) -> int:
+def _train_cluster(opts: RunOptions, exp, sim, resume: dict[int, tuple[Path, int]], out: Console, plan) -> int:
     from ppdsl.cli.launch import check_master_port, new_launch_directory, run_cluster
 
     launch = opts.launch
-    spec = {
-        "schedule": str(Path(opts.schedule).resolve()),
-        "pp": exp.pp,
-        "vpp": exp.vpp,
-        "microbatches": exp.microbatches,
-        "params": opts.params or [],
+    spec = {  # the schedule goes as `plan.json`, which run_cluster writes beside this
         "model": opts.model,
         # where the command was typed: each rank finds a `--model` module there (runtime/model.py: load_model)
         "model_dir": os.getcwd(),
@@ -377,7 +374,7 @@ def _train_cluster(opts: RunOptions, exp, sim, resume: dict[int, tuple[Path, int
         )
     )
     with out.status("training across processes"):
-        result = run_cluster(spec, exp, launch, run_dir)
+        result = run_cluster(spec, exp, launch, run_dir, plan)
     import numpy as np  # here, not at the top: every command imports this module, and numpy costs `check` 0.1 s
 
     table = Table(title="summary", show_header=False, box=None, pad_edge=False)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.common.regular_files import NotRegular, TooLarge, read_regular
 from ppdsl.common.text import escaped, source_lines
+from ppdsl.common.text import number_text as number_text  # moved to text.py; still importable from here
 
 # A diagnostic quotes a line of a file the reader (ppdsl.common.files, which imports this module) has already
 # read under its cap; the same bound here keeps a file swapped in since from being read whole or waited on.
@@ -161,14 +162,6 @@ def render_all(diagnostics: list[Diagnostic], sources: SourceCache, color: bool 
 
 def to_json(diagnostics: list[Diagnostic]) -> str:
     return json.dumps([d.to_dict() for d in diagnostics], indent=2)
-
-
-def number_text(value: object) -> str:
-    """`str(value)`, or the size of an integer too long for Python to print (over 4300 digits)."""
-    try:
-        return str(value)
-    except ValueError:
-        return f"<a {value.bit_length()}-bit integer>"
 
 
 def _quoted_file_text(file: str) -> str | None:

@@ -778,6 +778,40 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100", paddle=True),
     ),
+    "E090": Explanation(
+        "A plan specification (`ppdsl.analysis.plan_spec.PlanSpec`) records the fingerprint of the schedule it was "
+        "checked from: the sha256 of the `.sched` text and of every file it includes, in order. Whatever reuses a "
+        "plan or a state made under it against a source compares the two, for another text may order the jobs, "
+        "and so the floating-point sums, differently: a `--resume` checkpoint saved under another text, or a "
+        "rank handed a plan of another schedule than its launch checked. The message names both fingerprints; "
+        "resume under the text the checkpoint was saved with, or start afresh.",
+        cmd(
+            "ppdsl run example.sched --pp 2 -m 2 --steps 2 --save-dir ckpt",
+            "echo '# edited' >> example.sched",
+            "ppdsl run example.sched --pp 2 -m 2 --steps 4 --resume ckpt",
+            files=((SCHED, ONE_F_ONE_B.strip("\n") + "\n"),),
+            paddle=True,
+        ),
+        cmd(
+            "ppdsl run example.sched --pp 2 -m 2 --steps 2 --save-dir ckpt",
+            "ppdsl run example.sched --pp 2 -m 2 --steps 4 --resume ckpt",
+            files=((SCHED, ONE_F_ONE_B.strip("\n") + "\n"),),
+            paddle=True,
+        ),
+    ),
+    "E091": Explanation(
+        "`ppdsl run --nproc-per-node` writes the checked schedule's plan specification into the launch's "
+        "directory (`plan.json`) and every rank builds its plan from it, not from the `.sched` file. A rank refuses "
+        "a file that is not a whole plan of this ppdsl's format (not JSON, another format version, a field of the "
+        "wrong kind, a job or stage out of range) rather than train something half read.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2",
+            note="while its ranks start, `plan.json` of the launch is overwritten",
+            setting="a launch's plan.json replaced while its ranks start",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2", paddle=True),
+    ),
     "E055": Explanation(
         "A rule's `attr` changes how the ops it matches are run, never what they compute: it takes only the "
         "communication and scheduling attributes Paddle's own pipeline passes set (`use_calc_stream`, "

@@ -5,6 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
+def number_text(value: object) -> str:
+    """`str(value)`, or the size of an integer too long for Python to print (over 4300 digits)."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"<a {value.bit_length()}-bit integer>"
+
+
+def job_label(name: str, short: str, chunk: int, mb: int, vpp: int) -> str:
+    """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (one a rank).
+    `short` is its type's label prefix (PyTorch's letter, else its alias, else its name). The one spelling of a
+    label: the language's job types and the runtime's plan specification both call it."""
+    if name == "optimizer":
+        return "optimizer"
+    return f"{short}{number_text(mb)}" + (f".c{chunk}" if vpp > 1 else "")
+
+
 def plural(noun: str) -> str:
     """`jobs`, `micro-batches`."""
     return noun + ("es" if noun.endswith(("ch", "sh", "s", "x", "z")) else "s")

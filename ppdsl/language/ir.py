@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ppdsl.common.diagnostics import Span, number_text
+from ppdsl.common.diagnostics import Span
+from ppdsl.common.text import job_label
 from ppdsl.language.jobtypes import BUILTIN, letter_of
 
 if TYPE_CHECKING:
@@ -52,29 +53,18 @@ class JobType:
             "sends": self.sends,
         }
 
-    @classmethod
-    def from_dict(cls, data: dict) -> JobType:
-        return cls(
-            data["name"],
-            data["region"],
-            tuple(data.get("ops") or ("*",)),
-            data.get("alias"),
-            data.get("before"),
-            data.get("after"),
-            bool(data.get("receives")),
-            bool(data.get("sends")),
-        )
-
     @property
     def builtin(self) -> bool:
         return self.name in BUILTIN
 
+    @property
+    def short(self) -> str:
+        """Its jobs' label prefix: PyTorch's letter (`F`), else its alias, else its name."""
+        return letter_of(self.name) or self.alias or self.name
+
     def label(self, chunk: int, mb: int, vpp: int) -> str:
         """Compact job name: `F3`, `B0.c1`, `recv_forward2`, `optimizer`."""
-        if self.name == "optimizer":
-            return "optimizer"
-        short = letter_of(self.name) or self.alias or self.name
-        return f"{short}{number_text(mb)}" + (f".c{chunk}" if vpp > 1 else "")
+        return job_label(self.name, self.short, chunk, mb, vpp)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import SCHEDULE_BYTES, read_text
+from ppdsl.common.rule_settings import attribute_problem, stream_template_problem
 from ppdsl.language import ast, types
 from ppdsl.language.includes import IncludeBudget, IncludeRefused
 from ppdsl.language.ir import (
@@ -41,7 +42,6 @@ from ppdsl.language.lowering import (
     walk,
 )
 from ppdsl.language.parser import MAX_EXPR_DEPTH, parse, paused_gc
-from ppdsl.language.rule_settings import attribute_problem, stream_template_problem
 from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")

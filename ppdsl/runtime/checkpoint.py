@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -38,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic
 
@@ -57,27 +56,18 @@ def rank_checkpoint_name(step: int, rank: int) -> str:
 # ---------------------------------------------------------------- what a checkpoint must match
 
 
-def schedule_fingerprint(exp: Expansion) -> str:
-    """A hash of every file the schedule was read from (its includes too): a checkpoint resumes only under the same
-    schedule text, for an edited schedule may order the jobs, and so the floating-point sums, differently."""
-    digest = hashlib.sha256()
-    for text in exp.defn.sources.values():
-        digest.update(text.encode("utf-8", "surrogatepass"))
-        digest.update(b"\0")
-    digest.update(exp.defn.order_source.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()[:16]
-
-
-def run_identity(exp: Expansion, model_name: str, *, batch_size: int, lr: float, optimizer: str, seed: int) -> dict:
-    """What a checkpoint must match to be resumed: the schedule (its name and text), its sizes and parameters, the
-    model, the batch, and what else decides the next step's numbers (learning rate, optimizer, data seed)."""
+def run_identity(spec: PlanSpec, model_name: str, *, batch_size: int, lr: float, optimizer: str, seed: int) -> dict:
+    """What a checkpoint must match to be resumed: the schedule (its name, and the fingerprint of its text and
+    includes: an edited schedule may order the jobs, and so the floating-point sums, differently), its sizes and
+    parameters, the model, the batch, and what else decides the next step's numbers (learning rate, optimizer,
+    data seed)."""
     return {
-        "schedule": exp.defn.name,
-        "schedule_fingerprint": schedule_fingerprint(exp),
-        "pp": exp.pp,
-        "vpp": exp.vpp,
-        "microbatches": exp.microbatches,
-        "params": dict(exp.params),
+        "schedule": spec.schedule,
+        "schedule_fingerprint": spec.fingerprint,
+        "pp": spec.pp,
+        "vpp": spec.vpp,
+        "microbatches": spec.microbatches,
+        "params": spec.parameters,
         "model": model_name,
         "batch_size": batch_size,
         "lr": lr,
@@ -304,14 +294,32 @@ def _value(value) -> str:
     return _shown(value if isinstance(value, str) else json.dumps(value), 40)
 
 
+FINGERPRINT = "schedule_fingerprint"
+
+
 def _check_identity(path: Path, meta: dict, identity: Mapping) -> None:
     missing = [key for key in identity if key not in meta]
+    changed = [key for key, value in identity.items() if key in meta and meta[key] != value]
+    saved_print = meta.get(FINGERPRINT)
+    if FINGERPRINT in changed and not (isinstance(saved_print, str) and len(saved_print) == len(identity[FINGERPRINT])):
+        raise _error(  # ppdsl before the plan specification hashed the schedule another way: nothing to compare
+            "E037",
+            f"checkpoint `{path}` records its schedule's text by an older ppdsl's fingerprint",
+            help="ppdsl cannot tell whether it belongs to this run; start afresh without --resume",
+        )
+    if changed == [FINGERPRINT]:  # the same run but for the schedule's text: say so, with both fingerprints
+        raise _error(
+            "E090",
+            f"checkpoint `{path}` was saved under a schedule whose text hashes to "
+            f"{_value(str(meta[FINGERPRINT]))[:16]}, but `{identity['schedule']}` now hashes to "
+            f"{identity[FINGERPRINT][:16]} (the .sched file or one it includes changed since)",
+            help="resume with the schedule text it was saved with (restore the file), or start afresh without --resume",
+        )
     differ = [
-        f"{key} `{_value(meta[key])}` (this run: `{_value(value)}`)"
-        if key != "schedule_fingerprint"
+        f"{key} `{_value(meta[key])}` (this run: `{_value(identity[key])}`)"
+        if key != FINGERPRINT
         else "the schedule's text (the .sched file or one it includes changed since)"
-        for key, value in identity.items()
-        if key in meta and meta[key] != value
+        for key in changed
     ]
     if differ:
         raise _error(

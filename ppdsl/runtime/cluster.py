@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.runtime.split import ProgramKey, ValueFlow
 
 
@@ -60,12 +60,12 @@ class RankJob:
     sends: list[Message] = field(default_factory=list)
 
 
-def job_key(exp: Expansion, rank: int, t: int, chunk: int) -> ProgramKey:
-    name = exp.type_names[t]
-    return ProgramKey("optimizer", rank) if name == "optimizer" else ProgramKey(name, exp.stage_of[rank][chunk])
+def job_key(spec: PlanSpec, rank: int, t: int, chunk: int) -> ProgramKey:
+    name = spec.job_types[t].name
+    return ProgramKey("optimizer", rank) if name == "optimizer" else ProgramKey(name, spec.stage_of[rank][chunk])
 
 
-def communication_plan(exp: Expansion, flow: ValueFlow) -> tuple[dict[int, list[RankJob]], dict[tuple, list]]:
+def communication_plan(spec: PlanSpec, flow: ValueFlow) -> tuple[dict[int, list[RankJob]], dict[tuple, list]]:
     """Every rank's jobs with what they read, publish and send; every link's message sequence."""
     publishes: dict[ProgramKey, set[str]] = defaultdict(set)
     for name, keys in flow.producers.items():
@@ -73,16 +73,16 @@ def communication_plan(exp: Expansion, flow: ValueFlow) -> tuple[dict[int, list[
             publishes[k].add(name)
     jobs: dict[int, list[RankJob]] = {}
     readers: dict[tuple[str, int], set[int]] = defaultdict(set)  # (value, mb) -> ranks that read it
-    for r in range(exp.pp):
+    for r in range(spec.pp):
         out = []
-        for step, code in enumerate(exp.jobs[r]):
-            t, c, mb = exp.decode(code)
-            key = job_key(exp, r, t, c)
+        for step, job in enumerate(spec.orders[r]):
+            t, c, mb = job
+            key = job_key(spec, r, t, c)
             needs = flow.needs.get(key, set())
             reads = sorted(n for n in needs if n not in flow.data)
             for n in reads:
                 readers[(n, mb)].add(r)
-            out.append(RankJob(step, exp.label(code), key, mb, reads, sorted(needs & flow.data), []))
+            out.append(RankJob(step, spec.label(job), key, mb, reads, sorted(needs & flow.data), []))
         jobs[r] = out
     channels: dict[tuple[int, int], list[Message]] = defaultdict(list)
     for r, rank_jobs in jobs.items():

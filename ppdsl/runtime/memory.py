@@ -18,7 +18,7 @@ sizes measured instead of declared.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -119,11 +119,11 @@ def memory_model(stages: dict[int, StageMemory]) -> MemoryModel:
 
 def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> dict[int, StageMemory]:
     """Bytes per (stage, job type), measured on the model's real program cut by the expansion's orders."""
+    from ppdsl.analysis.plan_spec import expansion_spec
     from ppdsl.runtime.builtin_models import load_model
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
-    from ppdsl.runtime.train import plan_arguments
 
     paddle = import_paddle()
     model = load_model(model_spec)
@@ -135,9 +135,6 @@ def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> d
         microbatches=exp.microbatches,
         lr=0.01,
     )
-    built = build_plan(
-        program.main,
-        program.startup,
-        **plan_arguments(exp, rules=[]),
-    )
+    # no check has run yet (this measures for one), so no merged order: build_plan merges by the values read
+    built = build_plan(program.main, program.startup, replace(expansion_spec(exp), rules=()))
     return stage_memory(built.programs)

@@ -35,11 +35,11 @@ from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_pass_base import
 from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import parse_params
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.plan_spec import expansion_spec, with_stages
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.language.library import find_schedule
 from ppdsl.runtime.plan import BuiltPlan, build_plan
-from ppdsl.runtime.train import plan_arguments
 
 PASS_NAME = "pipeline_scheduler_PPDSL"
 MODE_PREFIX = "ppdsl:"
@@ -175,12 +175,7 @@ class PipelinePPDSLPass(PipelinePassBase):
         work = _with_chunk_ids(program, exp.vpp)
         dynamic = paddle.in_dynamic_mode()
         try:
-            return build_plan(
-                work,
-                None,
-                **plan_arguments(exp, stage_of=stage_of),
-                rank=rank,
-            )
+            return build_plan(work, None, with_stages(expansion_spec(exp), stage_of), rank=rank)
         finally:
             # build_plan switches paddle to static mode; a dygraph caller (the auto-parallel engine is driven
             # from dygraph) must get its mode back

@@ -1,11 +1,13 @@
 """Schedule + training program -> `core.Plan`: prepare, split, apply rules, order jobs, skip-GC, Plan.
 
-`build_plan` is what a generated plan module (`ppdsl compile`) calls. With `rank=None` every rank's jobs run
-in this one process (the single-machine emulation): each (job type, stage) is its own job program, named
-`<type>@<stage>` (the optimizer `optimizer@r<rank>`), and the ranks' orders are merged into one order that
-respects every cross-stage dependency (by simulated start time). Values that would cross ranks pass through
-the micro-batch scope by name. With `rank=r` only that rank's jobs are built, named as Paddle's passes name
-them (`forward`, or `forward1` for chunk 1 when vpp > 1).
+`build_plan` takes the schedule as a `PlanSpec` (ppdsl.analysis.plan_spec), or a generated plan module's data
+(`ppdsl compile`). With `rank=None` every rank's jobs run in this one process (the single-machine emulation):
+each (job type, stage) is its own job program, named `<type>@<stage>` (the optimizer `optimizer@r<rank>`), and
+the ranks' orders run merged into one order that respects every cross-stage dependency: the one the checker's
+execution recorded in the spec (by simulated start time), or for a plan module's orders one by the values each
+job reads. Values that would cross ranks pass through the micro-batch scope by name. With `rank=r` only that
+rank's jobs are built, in its order, named as Paddle's passes name them (`forward`, or `forward1` for chunk 1
+when vpp > 1).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ppdsl.analysis.plan_spec import JobTypeSpec, PlanSpec, RuleSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.language.jobtypes import program_order
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
@@ -51,25 +53,32 @@ class BuiltPlan:
 def build_plan(
     main_program,
     startup_program,
+    spec: PlanSpec | None = None,
     *,
-    job_types: Sequence[dict],
-    stage_of: Sequence[Sequence[int]],
-    orders: Sequence[Sequence[tuple[str, int, int]]],
-    rules: Sequence[dict],
-    microbatches: int,
     rank: int | None = None,
     p2p: dict | None = None,
+    job_types: Sequence[dict] | None = None,
+    stage_of: Sequence[Sequence[int]] | None = None,
+    orders: Sequence[Sequence[tuple[str, int, int]]] | None = None,
+    rules: Sequence[dict] | None = None,
+    microbatches: int | None = None,
 ) -> BuiltPlan:
-    """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule.
+    """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule `spec`
+    (`ppdsl.analysis.plan_spec.PlanSpec`, built once from the check).
 
-    `p2p` (directed rank pair -> `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the
-    programs (the GPU path); without it, values cross ranks by name (emulation) or through the CPU transport.
+    A generated plan module hands its own data instead (`job_types`, `stage_of`, `orders`, `rules`,
+    `microbatches`: the keyword contract of `ppdsl compile`'s modules). `p2p` (directed rank pair ->
+    `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the programs (the GPU path); without it,
+    values cross ranks by name (emulation) or through the CPU transport.
     """
+    if spec is None:
+        spec = plan_module_spec(job_types, stage_of, orders, rules, microbatches)
     import_paddle()
     from paddle.base import core
 
     t0 = time.perf_counter()
-    pp = len(stage_of)
+    pp, stage_of, microbatches = spec.pp, spec.stage_of, spec.microbatches
+    orders = [spec.job_tuples(r) for r in range(pp)]
     ranks = list(range(pp)) if rank is None else [rank]
     rank_of_stage = {s: r for r, row in enumerate(stage_of) for s in row}
     # decided over every rank, so that every process prepares the same program: the names of values that cross
@@ -104,7 +113,7 @@ def build_plan(
                 )
             ]
         )
-    types = assign_job_types(ops, kinds, job_types, used)
+    types = assign_job_types(ops, kinds, spec.job_types, used)
 
     def key(r: int, t: str, c: int) -> ProgramKey:
         return ProgramKey("optimizer", r) if t == "optimizer" else ProgramKey(t, stage_of[r][c])
@@ -113,7 +122,8 @@ def build_plan(
     every_key = {key(r, t, c) for r in range(pp) for t, c, _ in orders[r]}
     flow = value_flow(ops, op_homes(types, stages, every_key, rank_of_stage))
     check_value_order(flow, orders, stage_of, ranks)
-    order = sorted(keys, key=lambda k: (k.type == "optimizer", k.stage, program_order(k.type), k.type))
+    program_order = {jt.name: jt.program_order for jt in spec.job_types}
+    order = sorted(keys, key=lambda k: (k.type == "optimizer", k.stage, program_order[k.type], k.type))
     homes = op_homes(types, stages, keys, rank_of_stage)
     if rank is None:
         homeless = [ops[i].name() for i, h in enumerate(homes) if not h]
@@ -133,9 +143,13 @@ def build_plan(
         return f"{k.type}{list(stage_of[rank]).index(k.stage)}"
 
     named = {name(k): programs[k] for k in order}
-    apply_rules(((k.type, programs[k]) for k in order), rules)
+    apply_rules(((k.type, programs[k]) for k in order), spec.rule_dicts())
 
-    sequence = _job_sequence(job_types, stage_of, orders, microbatches, rank)
+    if rank is not None:
+        sequence = [(rank, job) for job in orders[rank]]
+    else:  # every rank on this process: the checker's merged order, or (a plan module's) one by the values read
+        merged = spec.merged if spec.merged is not None else merge_by_values(orders, flow, key)
+        sequence = [(r, orders[r][step]) for r, step in merged]
     jobs, job_names = [], []
     for r, (t, c, mb) in sequence:
         n = name(key(r, t, c))
@@ -160,19 +174,86 @@ def build_plan(
     )
 
 
-def _job_sequence(job_types, stage_of, orders, microbatches: int, rank: int | None):
-    """(rank, job) in execution order: the rank's own order, or all ranks merged by simulated start time."""
-    if rank is not None:
-        return [(rank, job) for job in orders[rank]]
-    from ppdsl.analysis.execution import execute
-    from ppdsl.analysis.expand import expansion_from_orders
+def plan_module_spec(
+    job_types: Sequence[dict] | None,
+    stage_of: Sequence[Sequence[int]] | None,
+    orders: Sequence[Sequence[tuple[str, int, int]]] | None,
+    rules: Sequence[dict] | None,
+    microbatches: int | None,
+) -> PlanSpec:
+    """The spec of what a generated plan module hands `build_plan` (its JOB_TYPES, placement, `job_list`s and
+    STREAM_RULES at the sizes it was called with). No check merged its orders: `build_plan` merges them by the
+    values each job reads. A plan module's process may import the language (a rank of `ppdsl run` never comes
+    here: it has a spec)."""
+    from ppdsl.language.jobtypes import BUILTIN, letter_of, program_order
 
-    exp = expansion_from_orders(list(job_types), [list(r) for r in stage_of], [list(o) for o in orders], microbatches)
-    result = execute(exp, record_visits=True)
-    if not result.completed:
-        stuck = "; ".join(f"rank {w.rank} at `{w.job}`" for w in result.blocked)
+    if job_types is None or stage_of is None or orders is None or microbatches is None:
+        raise TypeError("build_plan takes a PlanSpec, or a plan module's job_types, stage_of, orders, microbatches")
+    index = {jt["name"]: t for t, jt in enumerate(job_types)}
+    types = tuple(
+        JobTypeSpec(
+            jt["name"],
+            jt["region"],
+            tuple(jt.get("ops") or ("*",)),
+            jt.get("before"),
+            jt.get("after"),
+            bool(jt.get("receives")),
+            bool(jt.get("sends")),
+            letter_of(jt["name"]) or jt["name"],  # JOB_TYPES has no aliases: a user type's label is its name
+            program_order(jt["name"]),
+            jt["name"] in BUILTIN,
+        )
+        for jt in job_types
+    )
+    rule_specs = tuple(
+        RuleSpec(r["pattern"], r.get("job"), r.get("stream"), r.get("priority"), tuple((r.get("attrs") or {}).items()))
+        for r in rules or ()
+    )
+    return PlanSpec(
+        schedule="plan",
+        source="<plan module>",
+        fingerprint="",
+        pp=len(stage_of),
+        vpp=len(stage_of[0]) if stage_of else 1,
+        microbatches=microbatches,
+        params=(),
+        job_types=types,
+        stage_of=tuple(tuple(row) for row in stage_of),
+        orders=tuple(tuple((index[t], c, mb) for t, c, mb in order) for order in orders),
+        merged=None,
+        rules=rule_specs,
+    )
+
+
+def merge_by_values(orders: Sequence[Sequence[tuple[str, int, int]]], flow: ValueFlow, key) -> list[tuple[int, int]]:
+    """(rank, step) of every job, all ranks in one order in which each job runs after the jobs of its micro-batch
+    that compute a value it reads (`flow`, of the real program), every rank's own order kept. For orders no check
+    merged (a plan module's); raises S105 when the orders leave no such order (they deadlock)."""
+    needs: dict[ProgramKey, set[ProgramKey]] = {}
+    for consumer, names in flow.needs.items():
+        for value in names - flow.data:
+            needs.setdefault(consumer, set()).update(p for p in flow.producers.get(value, ()) if p != consumer)
+    keyed = [[(key(r, t, c), mb) for t, c, mb in order] for r, order in enumerate(orders)]
+    scheduled = {job for row in keyed for job in row}
+    done: set[tuple[ProgramKey, int]] = set()
+    cursor = [0] * len(orders)
+    merged: list[tuple[int, int]] = []
+    moved = True
+    while moved:
+        moved = False
+        for r, row in enumerate(keyed):
+            while cursor[r] < len(row):
+                k, mb = row[cursor[r]]
+                if any((p, mb) in scheduled and (p, mb) not in done for p in needs.get(k, ())):
+                    break
+                done.add((k, mb))
+                merged.append((r, cursor[r]))
+                cursor[r] += 1
+                moved = True
+    if len(merged) < sum(map(len, keyed)):
+        stuck = "; ".join(f"rank {r} at step {cursor[r]}" for r, row in enumerate(keyed) if cursor[r] < len(row))
         raise DiagnosticError([Diagnostic("S105", f"the job lists deadlock: {stuck}", help="run `ppdsl check`")])
-    return [(r, orders[r][step]) for r, step in result.merged_order()]
+    return merged
 
 
 def _find_loss(type_to_program) -> tuple[str | None, object | None]:

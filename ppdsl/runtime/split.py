@@ -14,8 +14,8 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ppdsl.analysis.plan_spec import JobTypeSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.language.jobtypes import BUILTIN
 from ppdsl.runtime.stages import UNKNOWN
 
 
@@ -73,21 +73,22 @@ def classify_kinds(ops, split_backward: bool) -> list[str]:
     return kinds
 
 
-def assign_job_types(ops, kinds: list[str], job_types: Sequence[dict], used: set[str]) -> list[str]:
+def assign_job_types(ops, kinds: list[str], job_types: Sequence[JobTypeSpec], used: set[str]) -> list[str]:
     """The job type of every op: a used user type whose region and patterns match, else its built-in kind.
 
     Every op must belong to exactly one type; an op two user types claim is an error.
     """
-    user = [jt for jt in job_types if jt["name"] in used and jt["name"] not in BUILTIN]
+    region_of = {jt.name: jt.region for jt in job_types if jt.builtin}
+    user = [jt for jt in job_types if jt.name in used and not jt.builtin]
     out = []
     clashes = []
     for op, kind in zip(ops, kinds, strict=True):
-        region = BUILTIN[kind].region
+        region = region_of[kind]
         matches = [
-            jt["name"]
+            jt.name
             for jt in user
-            if (jt["region"] == region or (jt["region"] == "backward" and region.startswith("backward")))
-            and any(fnmatch.fnmatchcase(op.name(), pat) for pat in jt["ops"])
+            if (jt.region == region or (jt.region == "backward" and region.startswith("backward")))
+            and any(fnmatch.fnmatchcase(op.name(), pat) for pat in jt.ops)
         ]
         if len(matches) > 1:
             clashes.append(f"`{op.name()}` matches job types {', '.join(f'`{m}`' for m in matches)}")

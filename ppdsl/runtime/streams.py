@@ -12,7 +12,7 @@ import string
 from collections.abc import Iterable, Sequence
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.language.rule_settings import (
+from ppdsl.common.rule_settings import (
     MAX_STREAM_NAME,
     RULE_ATTRIBUTES,
     attribute_problem,

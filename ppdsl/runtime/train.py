@@ -13,11 +13,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ppdsl.analysis.expansion import Expansion
-from ppdsl.analysis.scenario import check_batch_size
+from ppdsl.analysis.plan_spec import PlanSpec, checked_spec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import count, numbered
 from ppdsl.runtime.checkpoint import (
@@ -34,6 +34,9 @@ from ppdsl.runtime.model import Model, synthetic_batch
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 from ppdsl.runtime.program import TrainingProgram, build_training_program
 
+if TYPE_CHECKING:  # a rank process imports this module, and never the language the expansion carries
+    from ppdsl.analysis.expansion import Expansion
+
 
 @dataclass
 class TrainConfig:
@@ -41,30 +44,6 @@ class TrainConfig:
     lr: float = 0.01
     optimizer: str = "adam"
     seed: int = 0
-
-
-def job_type_dicts(exp: Expansion) -> list[dict]:
-    return [jt.to_dict() for jt in exp.defn.job_types]
-
-
-def rule_dicts(exp: Expansion) -> list[dict]:
-    return [
-        {"pattern": r.pattern, "job": r.job, "stream": r.stream, "priority": r.priority, "attrs": dict(r.attrs)}
-        for r in exp.rules
-    ]
-
-
-def plan_arguments(exp: Expansion, **overrides) -> dict:
-    """What `build_plan` takes of the schedule: its job types, stages, every rank's order, stream rules and
-    micro-batches (`overrides` replace some, e.g. the stages of a program cut per rank)."""
-    arguments = {
-        "job_types": job_type_dicts(exp),
-        "stage_of": exp.stage_of,
-        "orders": [exp.job_tuples(r) for r in range(exp.pp)],
-        "rules": rule_dicts(exp),
-        "microbatches": exp.microbatches,
-    }
-    return {**arguments, **overrides}
 
 
 def canonical_name(name: str, parameters) -> str:
@@ -86,16 +65,26 @@ def startup_state_names(startup) -> list[str]:
 
 @dataclass
 class PipelineTrainer:
+    """`spec`: the plan specification of `exp`'s check (`ppdsl.analysis.plan_spec.plan_spec`); without one, `exp`
+    is checked here to make it."""
+
     exp: Expansion
     model: Model
     config: TrainConfig
     program: TrainingProgram = field(init=False)
     built: BuiltPlan = field(init=False)
     step_index: int = 0
+    spec: PlanSpec | None = None
 
     def __post_init__(self) -> None:
+        from ppdsl.analysis.scenario import check_batch_size
+
         m = self.exp.microbatches
         check_batch_size(self.config.batch_size, m)
+        if self.spec is None:
+            self.spec = checked_spec(self.exp)
+        elif (self.spec.pp, self.spec.vpp, self.spec.microbatches) != (self.exp.pp, self.exp.vpp, m):
+            raise ValueError("the plan specification is of other sizes than the expansion")
         paddle = self.paddle = import_paddle()
         self.program = build_training_program(
             paddle,
@@ -107,11 +96,7 @@ class PipelineTrainer:
             optimizer=self.config.optimizer,
             seed=self.config.seed,
         )
-        self.built = build_plan(
-            self.program.main,
-            self.program.startup,
-            **plan_arguments(self.exp),
-        )
+        self.built = build_plan(self.program.main, self.program.startup, self.spec)
         self.scope = paddle.static.Scope()
         self.program.run_startup(paddle, self.scope)
         # one executor per scope: two executors on one scope can crash in FetchTensors
@@ -160,7 +145,7 @@ class PipelineTrainer:
     def identity(self) -> dict:
         c = self.config
         return run_identity(
-            self.exp, self.model.name, batch_size=c.batch_size, lr=c.lr, optimizer=c.optimizer, seed=c.seed
+            self.spec, self.model.name, batch_size=c.batch_size, lr=c.lr, optimizer=c.optimizer, seed=c.seed
         )
 
     def save(self, directory: str | Path) -> Path:

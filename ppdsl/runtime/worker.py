@@ -1,5 +1,10 @@
 """The program `paddle.distributed.launch` starts once per rank: `python worker.py RUN_DIR/launch-<n>/spec.json`.
 
+The launch's spec names the plan specification the launcher wrote beside it (`plan.json`, a
+`ppdsl.analysis.plan_spec.PlanSpec` of the checked schedule) and the fingerprint of the schedule it checked; the
+rank builds everything from that plan, refused (E090) if it is of another source. It never reads the `.sched`
+file nor imports `ppdsl.language` (tests/runtime/test_worker_plan.py holds it to that).
+
 It trains the rank's share of the pipeline (ppdsl.runtime.cluster) and writes, atomically, into that launch's
 directory (the spec's `run_dir`): `rank<r>.npz` (the parameters of its stages), `rank<r>.json` (losses if it
 holds the loss, step and communication times) or, when it fails, `rank<r>.error` with what went wrong. A failing
@@ -18,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.files import open_atomic, write_atomic
+from ppdsl.common.files import PLAN_BYTES, open_atomic, read_text, write_atomic
 
 
 class _TimedGroup:
@@ -47,6 +53,19 @@ class _TimedGroup:
         return self._timed(self._pg.recv, tensor, peer, sync_op)
 
 
+def load_plan(launch: dict) -> PlanSpec:
+    """The plan specification a launch's spec names (`plan`), read through ppdsl.common.files and checked to be of
+    the schedule the launcher checked (`fingerprint`): E091 for a file that is not a plan, E090 for another's."""
+    path = launch["plan"]
+    spec = PlanSpec.from_json(read_text(path, PLAN_BYTES, "E091", "the plan "), f"`{path}`")
+    spec.require_fingerprint(
+        launch["fingerprint"],
+        "the schedule `ppdsl run` checked for this launch",
+        f"`{path}` was replaced after the launch wrote it; run `ppdsl run` again, which writes a new launch's plan",
+    )
+    return spec
+
+
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with open_atomic(path) as f:
         np.savez(f, **arrays)
@@ -59,28 +78,23 @@ class RankProcess:
         import paddle
         import paddle.distributed as dist
 
-        from ppdsl.analysis.expand import expand, parse_params
-        from ppdsl.language.resolve import load
-
         self.spec = spec
+        self.plan = load_plan(spec)
         self.run_dir = Path(spec["run_dir"])
         # GPU: p2p ops in the programs on NCCL rings; CPU (or transport "gloo"): the threaded gloo transport
         self.gpu = paddle.is_compiled_with_cuda() and spec.get("transport", "auto") != "gloo"
         paddle.set_device(f"gpu:{dist.ParallelEnv().dev_id}" if self.gpu else "cpu")
         dist.init_parallel_env()
         self.rank, world = dist.get_rank(), dist.get_world_size()
-        self.exp = expand(
-            load(spec["schedule"]), spec["pp"], spec["microbatches"], spec["vpp"], parse_params(spec.get("params"))
-        )
-        if world != self.exp.pp:
-            raise RuntimeError(f"{world} processes for a schedule with pp = {self.exp.pp}")
+        if world != self.plan.pp:
+            raise RuntimeError(f"{world} processes for a schedule with pp = {self.plan.pp}")
         # groups exist before static mode: one per direction of each link between neighbouring stages, created
         # by every process in the same order; one at a time, for gloo groups of disjoint pairs created
         # concurrently fail to connect ("connect [127.0.0.1]:N: Connection refused")
         from ppdsl.runtime.p2p import ring_links
 
         self.groups = {}
-        for direction, link in ring_links([r for r, _ in self.exp.rank_of_stage()]).items():
+        for direction, link in ring_links([r for r, _ in self.plan.rank_of_stage()]).items():
             self.groups[direction] = dist.new_group(list(link.ranks))
             dist.barrier()
         if on_ready is not None:
@@ -98,37 +112,30 @@ class RankProcess:
         from ppdsl.runtime.builtin_models import load_model
         from ppdsl.runtime.plan import build_plan
         from ppdsl.runtime.program import build_training_program
-        from ppdsl.runtime.train import plan_arguments
 
-        spec, exp = self.spec, self.exp
+        spec, plan = self.spec, self.plan
         self.model = load_model(spec.get("model"), spec.get("model_dir"))
-        self.mb_size = spec["batch_size"] // exp.microbatches
+        self.mb_size = spec["batch_size"] // plan.microbatches
         self.program = build_training_program(
             self.paddle,
             self.model,
             micro_batch_size=self.mb_size,
-            num_stages=exp.nstages,
-            microbatches=exp.microbatches,
+            num_stages=plan.nstages,
+            microbatches=plan.microbatches,
             lr=spec["lr"],
             optimizer=spec["optimizer"],
             seed=spec["seed"],
         )
-        self.built = build_plan(
-            self.program.main,
-            self.program.startup,
-            **plan_arguments(exp),
-            rank=self.rank,
-            p2p=p2p,
-        )
-        my_stages = set(exp.stage_of[self.rank])
+        self.built = build_plan(self.program.main, self.program.startup, plan, rank=self.rank, p2p=p2p)
+        my_stages = set(plan.stage_of[self.rank])
         self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
 
     def _build(self) -> None:
         from ppdsl.runtime.cluster import Transport, communication_plan
 
-        paddle, spec, exp = self.paddle, self.spec, self.exp
+        paddle, spec, plan = self.paddle, self.spec, self.plan
         self._build_program()
-        all_jobs, channels = communication_plan(exp, self.built.flow)
+        all_jobs, channels = communication_plan(plan, self.built.flow)
         self.jobs = all_jobs[self.rank]
         incoming = [m for (_, dst), msgs in channels.items() if dst == self.rank for m in msgs]
         self.producer = {item: m for m in incoming for item in m.items}  # (value, mb) -> its message
@@ -158,7 +165,7 @@ class RankProcess:
         self.program.run_startup(paddle, self.root, place)
         self.executors: dict[tuple, object] = {}
         self.first_step = self._resume()
-        self.mb_scopes = [self.root.new_scope() for _ in range(exp.microbatches)]
+        self.mb_scopes = [self.root.new_scope() for _ in range(plan.microbatches)]
 
     def _state_names(self) -> dict[str, str]:
         """Canonical name -> variable, for everything the startup program initialises (see train.canonical_name)."""
@@ -191,7 +198,7 @@ class RankProcess:
 
         spec = self.spec
         return run_identity(
-            self.exp,
+            self.plan,
             self.model.name,
             batch_size=spec["batch_size"],
             lr=spec["lr"],
@@ -341,7 +348,7 @@ class RankProcess:
         _save_npz(self.run_dir / f"rank{self.rank}.npz", self._own_parameters())
         report = {
             "rank": self.rank,
-            "stages": self.exp.stage_of[self.rank],
+            "stages": list(self.plan.stage_of[self.rank]),
             "losses": losses or None,
             "step_seconds": times,
             "comm_seconds": self.transport.comm_seconds if self.transport else 0.0,
@@ -384,7 +391,7 @@ def main(argv: list[str]) -> int:
     from ppdsl.runtime.lifeline import worker_setup
 
     progress = worker_setup()  # first: a rank whose guard is gone must not start training
-    spec = json.loads(Path(argv[0]).read_text())
+    spec = json.loads(Path(argv[0]).read_text())  # the launch's own small spec; the plan is read by load_plan
     run_dir = Path(spec["run_dir"])
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
     try:

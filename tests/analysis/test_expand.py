@@ -20,7 +20,6 @@ from ppdsl.analysis.expand import (
     bind_params,
     evaluation_budget,
     expand,
-    expansion_from_orders,
     least_jobs,
     scale_costs,
 )
@@ -30,8 +29,6 @@ from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_files
 from ppdsl.language.resolve import load, resolve_text
-
-from paths import LIBRARY
 
 GPIPE = "order { forward * microbatches backward * microbatches optimizer }"
 NESTED = """
@@ -189,13 +186,3 @@ def test_scaling_costs_is_a_new_expansion_with_the_same_orders():
     for factor in (0, -1, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             scale_costs(exp, factor)
-
-
-def test_an_expansion_of_given_orders_has_the_schedules_default_tables():
-    exp = expand(load(LIBRARY / "1f1b.sched"), 2, 4)
-    again = expansion_from_orders(
-        [jt.to_dict() for jt in exp.defn.job_types], exp.stage_of, [exp.job_tuples(r) for r in range(2)], 4
-    )
-    assert again.jobs == exp.jobs and again.stage_of == exp.stage_of
-    assert again.cost == exp.cost and again.mem_delta == exp.mem_delta
-    assert (again.latency, again.bandwidth, again.memory_limit) == (0.0, None, [None, None])

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.common.rule_settings import MAX_FORMAT_WIDTH, MAX_STREAM_NAME, RULE_ATTRIBUTES
 from ppdsl.language.resolve import load, resolve_text
-from ppdsl.language.rule_settings import MAX_FORMAT_WIDTH, MAX_STREAM_NAME, RULE_ATTRIBUTES
 
 from paths import LIBRARY
 

@@ -21,23 +21,17 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reas
 
 
 def _rank_events(exp, rank, links):
+    from ppdsl.analysis.plan_spec import expansion_spec
     from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
-    from ppdsl.runtime.train import plan_arguments
 
     paddle = import_paddle()
     program = build_training_program(
         paddle, BUILTIN, micro_batch_size=2, num_stages=exp.nstages, microbatches=exp.microbatches, lr=0.1
     )
-    built = build_plan(
-        program.main,
-        program.startup,
-        **plan_arguments(exp),
-        rank=rank,
-        p2p=links,
-    )
+    built = build_plan(program.main, program.startup, expansion_spec(exp), rank=rank, p2p=links)
     events = []
     for job in built.plan.job_list():
         for op in built.programs[job.type()].global_block().ops:

@@ -110,14 +110,26 @@ def test_a_checkpoint_of_another_run_is_refused(saved, change, fragment):
     assert "error[E037]" in stderr and fragment in stderr, stderr
 
 
-def test_a_checkpoint_of_an_edited_schedule_is_refused(saved, tmp_path):
-    """Same name, same sizes, but another text: the job order, and so the sums, may differ."""
+def test_a_checkpoint_of_an_edited_schedule_is_refused_naming_both_fingerprints(saved, tmp_path):
+    """Same name, same sizes, but another text: the job order, and so the sums, may differ (E090)."""
+    from ppdsl.analysis.plan_spec import source_fingerprint
     from ppdsl.language.library import library_dir
 
+    text = (library_dir() / "zbh1.sched").read_text()
     edited = tmp_path / "zbh1.sched"
-    edited.write_text((library_dir() / "zbh1.sched").read_text() + "# edited\n")
+    edited.write_text(text + "# edited\n")
     stderr = _refused("run", str(edited), *COMMAND[2:], "--resume", str(saved.parent))
-    assert f"checkpoint `{saved}` is from another run: the schedule's text" in stderr, stderr
+    was, now = source_fingerprint([text])[:16], source_fingerprint([text + "# edited\n"])[:16]
+    assert "error[E090]" in stderr and f"checkpoint `{saved}` was saved under a schedule" in stderr, stderr
+    assert f"hashes to {was}, but `ZBH1` now hashes to {now}" in stderr, stderr
+
+
+def test_a_checkpoint_with_an_older_ppdsls_fingerprint_is_refused_as_unknown_not_as_edited(saved, tmp_path):
+    """Before the plan specification the fingerprint was 16 hex digits of another hash: nothing says the text
+    changed, only that it cannot be compared."""
+    directory = _rewritten(saved, tmp_path, meta={"schedule_fingerprint": "0123456789abcdef"})
+    stderr = _refused(*COMMAND, "--resume", str(directory))
+    assert "error[E037]" in stderr and "by an older ppdsl's fingerprint" in stderr, stderr
 
 
 def test_a_checkpoint_holding_nan_is_refused(saved, tmp_path):

@@ -73,12 +73,12 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
     """On the same program (one rank's chunks), ppdsl's plan and Paddle's `apply_pass` plan run the same jobs."""
     from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
 
+    from ppdsl.analysis.plan_spec import expansion_spec, with_stages
     from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.plan import build_plan
     from ppdsl.runtime.program import build_training_program
     from ppdsl.runtime.stages import complete_roles, op_stages, stamp_stages
-    from ppdsl.runtime.train import plan_arguments
 
     paddle = import_paddle()
     exp = expand(_lib(stem), pp, m, vpp)
@@ -101,12 +101,7 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
         theirs = apply_pass(programs[0].main, programs[0].startup, mode, attrs)
         # the rank's chunks are stages 0 .. vpp-1 of this program; other ranks' stages lie beyond
         stage_of = [[c if r == rank else vpp * (1 + r) + c for c in range(vpp)] for r in range(pp)]
-        ours = build_plan(
-            programs[1].main,
-            programs[1].startup,
-            **plan_arguments(exp, stage_of=stage_of),
-            rank=rank,
-        )
+        ours = build_plan(programs[1].main, programs[1].startup, with_stages(expansion_spec(exp), stage_of), rank=rank)
         got = [normal(j.type(), j.micro_batch_id()) for j in ours.plan.job_list()]
         want = [normal(j.type(), j.micro_batch_id()) for j in theirs.job_list()]
         assert got == want, (rank, got[:6], want[:6])
