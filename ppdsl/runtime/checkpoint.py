@@ -23,6 +23,7 @@ No paddle here: the command line checks a checkpoint before paddle loads.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -41,6 +42,7 @@ import numpy as np
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic
+from ppdsl.runtime.request import TrainConfig
 
 CHECKPOINT = "checkpoint.npz"
 RANK_CHECKPOINT = re.compile(r"checkpoint\.step(\d+)\.rank(\d+)\.npz")
@@ -68,9 +70,10 @@ def schedule_fingerprint(exp: Expansion) -> str:
     return digest.hexdigest()[:16]
 
 
-def run_identity(exp: Expansion, model_name: str, *, batch_size: int, lr: float, optimizer: str, seed: int) -> dict:
+def run_identity(exp: Expansion, model_name: str, config: TrainConfig) -> dict:
     """What a checkpoint must match to be resumed: the schedule (its name and text), its sizes and parameters, the
-    model, the batch, and what else decides the next step's numbers (learning rate, optimizer, data seed)."""
+    model, and what else decides the next step's numbers: the training options (`TrainConfig`: batch, learning
+    rate, optimizer, data seed)."""
     return {
         "schedule": exp.defn.name,
         "schedule_fingerprint": schedule_fingerprint(exp),
@@ -79,10 +82,7 @@ def run_identity(exp: Expansion, model_name: str, *, batch_size: int, lr: float,
         "microbatches": exp.microbatches,
         "params": dict(exp.params),
         "model": model_name,
-        "batch_size": batch_size,
-        "lr": lr,
-        "optimizer": optimizer,
-        "seed": seed,
+        **dataclasses.asdict(config),
     }
 
 

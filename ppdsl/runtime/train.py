@@ -33,14 +33,7 @@ from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.model import Model, synthetic_batch
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 from ppdsl.runtime.program import TrainingProgram, build_training_program
-
-
-@dataclass
-class TrainConfig:
-    batch_size: int = 32
-    lr: float = 0.01
-    optimizer: str = "adam"
-    seed: int = 0
+from ppdsl.runtime.request import TrainConfig
 
 
 def job_type_dicts(exp: Expansion) -> list[dict]:
@@ -158,10 +151,7 @@ class PipelineTrainer:
 
     @property
     def identity(self) -> dict:
-        c = self.config
-        return run_identity(
-            self.exp, self.model.name, batch_size=c.batch_size, lr=c.lr, optimizer=c.optimizer, seed=c.seed
-        )
+        return run_identity(self.exp, self.model.name, self.config)
 
     def save(self, directory: str | Path) -> Path:
         """Write the whole state, the next step and the run's identity to DIR/checkpoint.npz, atomically (never a
