@@ -145,11 +145,11 @@ def _run(**options: Any) -> None:
     raise typer.Exit(EXIT_VALID)
 
 
-def command_parameters() -> list[inspect.Parameter]:
-    """`ppdsl run`'s parameters, one per RunRequest field: its flag, short alias, help and default."""
-    hints = typing.get_type_hints(RunRequest, vars(request_module))
+def command_parameters(request_type: type = RunRequest) -> list[inspect.Parameter]:
+    """`ppdsl run`'s parameters, one per field of the request: its flag, short alias, help and default."""
+    hints = typing.get_type_hints(request_type, vars(request_module))
     parameters = []
-    for f in dataclasses.fields(RunRequest):
+    for f in dataclasses.fields(request_type):
         meta = f.metadata
         if meta["argument"]:
             info = typer.Argument(help=meta["help"], metavar="file")  # as every command names its .sched
