@@ -29,7 +29,6 @@ from ppdsl.common.diagnostics import Diagnostic, SourceCache, render_all
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import find_schedule
-from ppdsl.runtime import request as request_module
 from ppdsl.runtime.request import RunRequest, flag
 
 if typing.TYPE_CHECKING:
@@ -147,7 +146,7 @@ def _run(**options: Any) -> None:
 
 def command_parameters(request_type: type = RunRequest) -> list[inspect.Parameter]:
     """`ppdsl run`'s parameters, one per field of the request: its flag, short alias, help and default."""
-    hints = typing.get_type_hints(request_type, vars(request_module))
+    hints = typing.get_type_hints(request_type)
     parameters = []
     for f in dataclasses.fields(request_type):
         meta = f.metadata

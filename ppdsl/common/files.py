@@ -308,7 +308,8 @@ def _target(path: str | Path, make_parents: bool = False, flag: str = "") -> _Ta
                 raise _write_error(real.parent, err, "E000") from None
         if not real.parent.is_dir():
             what = "is not a directory" if os.path.lexists(real.parent) else "does not exist"
-            raise _write_error(shown, OSError(errno.ENOENT, f"`{real.parent}` {what}"), "E000", flag)
+            given = Path(shown).parent  # as the user wrote it
+            raise _write_error(shown, OSError(errno.ENOENT, f"`{given}` {what}"), "E000", flag)
         if not os.access(real.parent, os.W_OK | os.X_OK):
             unwritable = OSError(errno.EACCES, f"the directory `{real.parent}` is not writable")
             raise _write_error(shown, unwritable, "E000", flag)
