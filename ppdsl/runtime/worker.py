@@ -104,7 +104,7 @@ class RankProcess:
         from ppdsl.runtime.train import plan_arguments
 
         spec, exp = self.spec, self.exp
-        self.model = load_model(spec.get("model"), spec.get("model_dir"))
+        self.model = load_model(self.request.model, spec.get("model_dir"))
         config = self.config
         self.mb_size = config.batch_size // exp.microbatches
         self.program = build_training_program(
