@@ -15,10 +15,13 @@ The Python API, for notebooks and tools (the `ppdsl` command is built on it):
     text = ppdsl.compile("1f1b")                                # a plan module (Python source)
     found = ppdsl.synthesize(pp=4, microbatches=8, memory_limit=4)  # the fastest schedule within the limit
     found.text, found.result.makespan, found.result.optimal     # a .sched the checker proves, 27.0, True
+    report = ppdsl.run("1f1b", pp=2, microbatches=4, steps=5, model="tiny_mlp")  # trains (paddle): a RunReport
+    report.final_loss, report.step_seconds, report.to_json()    # the same figures as `ppdsl run --summary-json`
 
 `costs` takes `--cost`-style pairs (job types, `latency`, `bandwidth`), a `CostSpec`, or the path of a cost
 file from `ppdsl calibrate`. Errors in a schedule come back as diagnostics in `check`'s result; the other
-functions raise `DiagnosticError` (its `.diagnostics` are the same objects). Nothing here imports paddle.
+functions raise `DiagnosticError` (its `.diagnostics` are the same objects). Nothing here imports paddle but
+`run`, when called.
 """
 
 from __future__ import annotations
@@ -36,18 +39,23 @@ if TYPE_CHECKING:
     from ppdsl.analysis.scenario import Scenario
     from ppdsl.language.ir import ScheduleDef
     from ppdsl.reports.simulate import Simulation
+    from ppdsl.runtime.request import RunRequest
+    from ppdsl.runtime.run import RunObserver, RunReport
     from ppdsl.synth import SynthOutcome
 
 __all__ = [
     "CheckResult",
     "CostSpec",
     "DiagnosticError",
+    "RunReport",
+    "RunRequest",
     "Scenario",
     "__version__",
     "check",
     "compile",
     "expand",
     "load",
+    "run",
     "scenario",
     "simulate",
     "synthesize",
@@ -209,12 +217,35 @@ def synthesize(
     return synthesize_file(request)
 
 
+def run(
+    schedule: str | Path | RunRequest = "1f1b", *, observer: RunObserver | None = None, **options: object
+) -> RunReport:
+    """Check the schedule, then train with its plan, as `ppdsl run` does: `options` are `RunRequest`'s fields,
+    the command's flags by their Python names (`pp`, `microbatches`, `steps`, `model`, `batch_size`, `lr`,
+    `optimizer`, `seed`, `params`, `save_dir`, `resume`, `summary_json`, `nproc_per_node`, ...), with the same
+    defaults and the same checks. Returns the `RunReport` (`.losses`, `.final_loss`, `.step_seconds`,
+    `.to_json()`: the `--summary-json` file); `observer` is told each step (a `RunObserver`; none: silent).
+    Raises DiagnosticError for bad input, before any training, and for a failed run."""
+    import dataclasses
+
+    from ppdsl.runtime.request import RunRequest
+    from ppdsl.runtime.run import run as run_request
+
+    if isinstance(schedule, RunRequest):
+        request = dataclasses.replace(schedule, **options)
+    else:
+        request = RunRequest(schedule=schedule, **options)
+    return run_request(request, observer)
+
+
 def __getattr__(name: str):
     """The API's types, imported when first named (`ppdsl.Scenario`, `ppdsl.CheckResult`, ...)."""
     homes = {
         "CheckResult": "ppdsl.analysis.check",
         "CostSpec": "ppdsl.analysis.costs",
         "DiagnosticError": "ppdsl.common.diagnostics",
+        "RunReport": "ppdsl.runtime.run",
+        "RunRequest": "ppdsl.runtime.request",
         "Scenario": "ppdsl.analysis.scenario",
     }
     if name in homes:

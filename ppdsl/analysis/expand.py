@@ -17,6 +17,7 @@ from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_value_pro
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
+from ppdsl.common.sizes import MAX_SIZE
 from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
@@ -24,7 +25,6 @@ from ppdsl.language.jobs import JobCodec
 from ppdsl.language.jobtypes import default_cost
 
 DEFAULT_BACKWARD_B_FREES = 0.5
-MAX_SIZE = 1 << 20
 # The most jobs an expansion may hold unless the caller raises it (`--max-jobs`): pp=64, vpp=4, microbatches=4096
 # with four jobs per micro-batch (Paddle's 1F1B and VPP orders, with their receive and send jobs) is 4,194,368.
 DEFAULT_MAX_JOBS = 1 << 23
@@ -56,19 +56,6 @@ class _OrderFailure(Exception):
 
 def _fail(site: int, kind: str, value: object, budget: int | None = None) -> None:
     raise _OrderFailure(site, kind, value, budget)
-
-
-def parse_params(pairs: list[str] | None) -> dict[str, str]:
-    """`["k=v", ...]` from the command line: the values as written, which `expand` reads against each parameter's
-    type (the schedule says it); raises DiagnosticError (E007) for a pair that is not `name=value`."""
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, raw = pair.partition("=")
-        key, raw = key.strip(), raw.strip()
-        if not sep or not key:
-            raise DiagnosticError([Diagnostic("E007", f"bad parameter `{pair}`", help="write `--param name=value`")])
-        out[key] = raw
-    return out
 
 
 def bind_params(defn: ScheduleDef, given: dict[str, object] | None) -> dict[str, int | float | bool]:

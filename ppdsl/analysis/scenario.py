@@ -24,7 +24,6 @@ from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, expand
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.library import find_schedule
 from ppdsl.language.resolve import load
@@ -104,20 +103,3 @@ class Scenario:
     @property
     def sizes(self) -> str:
         return f"pp={self.pp} vpp={self.vpp} microbatches={self.microbatches}"
-
-
-def check_batch_size(batch_size: int, microbatches: int) -> None:
-    """A step's batch must split into equal micro-batches (Paddle's executor splits the fed batch along dim 0)."""
-    if batch_size < 1:
-        raise DiagnosticError([Diagnostic("E007", f"--batch-size must be positive, got {batch_size}")])
-    if microbatches >= 1 and batch_size % microbatches:
-        m = microbatches
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E036",
-                    f"batch size {batch_size} does not split into {m} micro-batches",
-                    help=f"use a batch size divisible by {m}, e.g. {m * max(1, batch_size // m)}",
-                )
-            ]
-        )

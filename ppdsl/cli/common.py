@@ -19,12 +19,13 @@ from rich.console import Console
 from rich.text import Text
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
-from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, MAX_SIZE, parse_params
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.memory import MeasureMemory
-from ppdsl.analysis.scenario import Scenario, check_batch_size
+from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_USAGE, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.files import write_output
+from ppdsl.common.sizes import MAX_SIZE, check_batch_size, parse_params
 from ppdsl.common.text import number_text
 from ppdsl.common.units import parse_size
 from ppdsl.language.library import find_schedule

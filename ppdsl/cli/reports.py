@@ -226,7 +226,7 @@ def compare_cmd(
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
-    from ppdsl.analysis.expand import parse_params
+    from ppdsl.common.sizes import parse_params
     from ppdsl.reports.compare import compare, ranked, rows_csv, rows_json
 
     limit = memory_size(memory_limit)

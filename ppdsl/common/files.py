@@ -26,6 +26,7 @@ import secrets
 import socket
 import stat
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -165,17 +166,22 @@ def _too_large(path: str | Path, limit: int, size: int | None = None) -> InputEr
 # ---------------------------------------------------------------- writing
 
 
-def _write_error(path: str | Path, err: OSError, code: str = "E053") -> DiagnosticError:
+def _named(path: str | Path, flag: str = "") -> str:
+    """An output as messages name it: `path`, or `--flag `path`` when an option gave it."""
+    return f"{flag} `{path}`" if flag else f"`{path}`"
+
+
+def _write_error(path: str | Path, err: OSError, code: str = "E053", flag: str = "") -> DiagnosticError:
     help = {
         errno.ENOSPC: "free some space, or write elsewhere",
         errno.ENOENT: "create the directory first",
         errno.EACCES: "write to a directory you may write to",
     }.get(err.errno or 0, "check the path")
-    return DiagnosticError([Diagnostic(code, f"cannot write `{path}`: {err.strerror or err}", help=help)])
+    return DiagnosticError([Diagnostic(code, f"cannot write {_named(path, flag)}: {err.strerror or err}", help=help)])
 
 
-def _refuse(path: str | Path, reason: str, code: str = "E053", help: str = "") -> DiagnosticError:
-    return DiagnosticError([Diagnostic(code, f"cannot write `{path}`: {reason}", help=help)])
+def _refuse(path: str | Path, reason: str, code: str = "E053", help: str = "", flag: str = "") -> DiagnosticError:
+    return DiagnosticError([Diagnostic(code, f"cannot write {_named(path, flag)}: {reason}", help=help)])
 
 
 def _fd_link(path: str) -> int | None:
@@ -224,23 +230,24 @@ class _Target:
     fd: int | None = None  # written through this open descriptor of the process (`/dev/stdout`)
 
 
-def _target(path: str | Path, make_parents: bool = False) -> _Target:
+def _target(path: str | Path, make_parents: bool = False, flag: str = "") -> _Target:
     """Decide how `path` is written, refusing (DiagnosticError) what must not be: a directory, a block device, a
-    socket, a file the command read."""
+    socket, a file the command read. `flag` names the option that gave the path, in messages."""
     shown = str(path)
     if _foreign_link_in_shared_directory(shown):
         raise _refuse(
             shown,
             "it is another user's symlink in a shared directory",
             help="remove the link or write elsewhere: following it could overwrite any file",
+            flag=flag,
         )
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new file; whether its directory is one is said below
         st = None
-    except (OSError, ValueError) as err:  # ELOOP, ENOTDIR, EACCES on a directory above, a NUL byte
+    except (OSError, ValueError) as err:  # ELOOP, EACCES on a directory above, a NUL byte
         raise _write_error(
-            shown, err if isinstance(err, OSError) else OSError(errno.EINVAL, str(err)), "E000"
+            shown, err if isinstance(err, OSError) else OSError(errno.EINVAL, str(err)), "E000", flag
         ) from None
     if st is not None:
         read_as = _input_at(st)
@@ -257,14 +264,19 @@ def _target(path: str | Path, make_parents: bool = False) -> _Target:
                 ]
             )
         if stat.S_ISDIR(st.st_mode):
-            raise _refuse(shown, "it is a directory", help="name a file (in that directory, say)")
+            raise _refuse(shown, "it is a directory", help="name a file (in that directory, say)", flag=flag)
         fd = _fd_link(shown)
         if fd is not None:
             return _Target(Path(shown), through=True, shown=shown, fd=None if fd < 0 else fd)
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
             return _Target(Path(shown), through=True, shown=shown)
         if not stat.S_ISREG(st.st_mode):
-            raise _refuse(shown, f"it is {kind(st.st_mode)}", help="write a regular file, a FIFO or a character device")
+            raise _refuse(
+                shown,
+                f"it is {kind(st.st_mode)}",
+                help="write a regular file, a FIFO or a character device",
+                flag=flag,
+            )
     real = Path(os.path.realpath(path))  # a symlink: its target is replaced, where it lives
     if st is None:
         if make_parents:
@@ -273,20 +285,35 @@ def _target(path: str | Path, make_parents: bool = False) -> _Target:
             except OSError as err:
                 raise _write_error(real.parent, err, "E000") from None
         if not real.parent.is_dir():
-            raise _write_error(shown, OSError(errno.ENOENT, f"no directory `{real.parent}`"), "E000")
+            what = "is not a directory" if os.path.lexists(real.parent) else "does not exist"
+            given = Path(shown).parent  # as the user wrote it
+            raise _write_error(shown, OSError(errno.ENOENT, f"`{given}` {what}"), "E000", flag)
         if not os.access(real.parent, os.W_OK | os.X_OK):
-            raise _write_error(shown, OSError(errno.EACCES, f"the directory `{real.parent}` is not writable"), "E000")
+            unwritable = OSError(errno.EACCES, f"the directory `{real.parent}` is not writable")
+            raise _write_error(shown, unwritable, "E000", flag)
         return _Target(real, through=False, shown=shown)
     if not os.access(real.parent, os.W_OK | os.X_OK):  # the new file is made beside the old one, then renamed
-        raise _write_error(shown, OSError(errno.EACCES, f"the directory `{real.parent}` is not writable"), "E000")
+        unwritable = OSError(errno.EACCES, f"the directory `{real.parent}` is not writable")
+        raise _write_error(shown, unwritable, "E000", flag)
     return _Target(real, through=False, mode=st.st_mode & 0o777, shown=shown)
 
 
-def check_output(path: str | Path) -> None:
-    """Refuse, before any work, an output that `write_output` would refuse now (a directory, an input of the
-    command, a missing or unwritable directory): DiagnosticError. `-` (stdout) is always fine."""
-    if str(path) != "-":
-        _target(path)
+def check_output(path: str | Path, flag: str = "") -> None:
+    """Refuse, before any work, an output that `write_output` would refuse now or could not make (a directory, an
+    input of the command, a missing or unwritable directory): DiagnosticError naming `flag` (the option that gave
+    the path) if there is one. The directory is tried by making and removing a temporary file in it, for its
+    permission bits do not tell it all (a read-only mount, an ACL, a full disk's inodes). `-` (stdout) is fine."""
+    if str(path) == "-":
+        return
+    target = _target(path, flag=flag)
+    if target.through:  # a device or FIFO is written through, not replaced
+        return
+    try:
+        fd, probe = tempfile.mkstemp(dir=target.path.parent, prefix=f".{target.path.name[:150]}.", suffix=".tmp")
+    except OSError as err:
+        raise _write_error(path, err, "E000", flag) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _host() -> str:

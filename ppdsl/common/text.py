@@ -86,3 +86,15 @@ def _escape(ch: str) -> str:
 def shortened(text: str, limit: int = 40) -> str:
     """`text`, or its start and `...` when longer than `limit` characters (a 5000-digit cell in a message)."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def show(value: object) -> str:
+    """A value as the language writes it: `true`, `3`, `0.5` (never Python's `True`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        try:
+            return str(value)
+        except ValueError:  # over Python's 4300-digit limit
+            return f"<a {value.bit_length()}-bit integer>"
+    return repr(value) if isinstance(value, float) else str(value)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import re
 
+from ppdsl.common.text import show  # noqa: F401  (the language's spelling of a value; defined below the language)
+
 INT, FLOAT, BOOL = "int", "float", "bool"
 NUMBER = "number"  # what an expectation means by "int or float"
 ANY = "any"  # a function parameter its body only passes on: it takes what the call gives
@@ -37,18 +39,6 @@ def type_of(value: object) -> str:
 def describe(ty: str) -> str:
     """`an integer (`int`)`: a type as messages name it."""
     return _DESCRIPTIONS[ty]
-
-
-def show(value: object) -> str:
-    """A value as the language writes it: `true`, `3`, `0.5` (never Python's `True`)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        try:
-            return str(value)
-        except ValueError:  # over Python's 4300-digit limit
-            return f"<a {value.bit_length()}-bit integer>"
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 def accepts(expected: str, actual: str) -> bool:

@@ -24,9 +24,10 @@ from typing import Any
 
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.costs import COMM_KEYS, CostSpec
-from ppdsl.analysis.expand import MAX_SIZE, scale_costs
+from ppdsl.analysis.expand import scale_costs
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.sizes import MAX_SIZE
 from ppdsl.common.text import shortened
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.resolve import load

@@ -1,5 +1,8 @@
 """The Paddle runtime: imports paddle only when called (elsewhere in ppdsl, only paddle_pass.py imports it).
 
+request.py         `RunRequest`: every option of a run once (default, help, validation), `TrainConfig`
+run.py             `run(request) -> RunReport`: check, resume, train on one process or one per rank
+launch.py          one process per rank through paddle.distributed.launch, supervised
 model.py           the `--model` contract (`ModelContext`, `Model`)
 builtin_models.py  the built-in models (a small GPT, the default, and an MLP) and loading a model by name
 layers.py          nn.Layer stacks built eagerly and traced into the program stage by stage (`ctx.pipeline`)

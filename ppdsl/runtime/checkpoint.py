@@ -23,6 +23,7 @@ No paddle here: the command line checks a checkpoint before paddle loads.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -40,6 +41,7 @@ import numpy as np
 from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic
+from ppdsl.runtime.request import TrainConfig
 
 CHECKPOINT = "checkpoint.npz"
 RANK_CHECKPOINT = re.compile(r"checkpoint\.step(\d+)\.rank(\d+)\.npz")
@@ -56,11 +58,11 @@ def rank_checkpoint_name(step: int, rank: int) -> str:
 # ---------------------------------------------------------------- what a checkpoint must match
 
 
-def run_identity(spec: PlanSpec, model_name: str, *, batch_size: int, lr: float, optimizer: str, seed: int) -> dict:
+def run_identity(spec: PlanSpec, model_name: str, config: TrainConfig) -> dict:
     """What a checkpoint must match to be resumed: the schedule (its name, and the fingerprint of its text and
     includes: an edited schedule may order the jobs, and so the floating-point sums, differently), its sizes and
-    parameters, the model, the batch, and what else decides the next step's numbers (learning rate, optimizer,
-    data seed)."""
+    parameters, the model, and what else decides the next step's numbers: the training options (`TrainConfig`:
+    batch, learning rate, optimizer, data seed)."""
     return {
         "schedule": spec.schedule,
         "schedule_fingerprint": spec.fingerprint,
@@ -69,10 +71,7 @@ def run_identity(spec: PlanSpec, model_name: str, *, batch_size: int, lr: float,
         "microbatches": spec.microbatches,
         "params": spec.parameters,
         "model": model_name,
-        "batch_size": batch_size,
-        "lr": lr,
-        "optimizer": optimizer,
-        "seed": seed,
+        **dataclasses.asdict(config),
     }
 
 

@@ -33,11 +33,11 @@ from paddle.distributed.passes.pass_base import PassContext, new_pass, register_
 from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_pass_base import PipelinePassBase
 
 from ppdsl.analysis.check import check
-from ppdsl.analysis.expand import parse_params
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.plan_spec import expansion_spec, with_stages
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
+from ppdsl.common.sizes import parse_params
 from ppdsl.language.library import find_schedule
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 

@@ -33,17 +33,10 @@ from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.model import Model, synthetic_batch
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 from ppdsl.runtime.program import TrainingProgram, build_training_program
+from ppdsl.runtime.request import TrainConfig
 
 if TYPE_CHECKING:  # a rank process imports this module, and never the language the expansion carries
     from ppdsl.analysis.expansion import Expansion
-
-
-@dataclass
-class TrainConfig:
-    batch_size: int = 32
-    lr: float = 0.01
-    optimizer: str = "adam"
-    seed: int = 0
 
 
 def canonical_name(name: str, parameters) -> str:
@@ -77,7 +70,7 @@ class PipelineTrainer:
     spec: PlanSpec | None = None
 
     def __post_init__(self) -> None:
-        from ppdsl.analysis.scenario import check_batch_size
+        from ppdsl.common.sizes import check_batch_size
 
         m = self.exp.microbatches
         check_batch_size(self.config.batch_size, m)
@@ -143,10 +136,7 @@ class PipelineTrainer:
 
     @property
     def identity(self) -> dict:
-        c = self.config
-        return run_identity(
-            self.spec, self.model.name, batch_size=c.batch_size, lr=c.lr, optimizer=c.optimizer, seed=c.seed
-        )
+        return run_identity(self.spec, self.model.name, self.config)
 
     def save(self, directory: str | Path) -> Path:
         """Write the whole state, the next step and the run's identity to DIR/checkpoint.npz, atomically (never a

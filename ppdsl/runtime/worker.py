@@ -6,7 +6,7 @@ rank builds everything from that plan, refused (E090) if it is of another source
 file nor imports `ppdsl.language` (tests/runtime/test_worker_plan.py holds it to that).
 
 It trains the rank's share of the pipeline (ppdsl.runtime.cluster) and writes, atomically, into that launch's
-directory (the spec's `run_dir`): `rank<r>.npz` (the parameters of its stages), `rank<r>.json` (losses if it
+directory (the spec's `launch_dir`): `rank<r>.npz` (the parameters of its stages), `rank<r>.json` (losses if it
 holds the loss, step and communication times) or, when it fails, `rank<r>.error` with what went wrong. A failing
 rank exits non-zero; the launcher then stops the others.
 """
@@ -78,9 +78,13 @@ class RankProcess:
         import paddle
         import paddle.distributed as dist
 
+        from ppdsl.runtime.request import RunRequest
+
         self.spec = spec
         self.plan = load_plan(spec)
-        self.run_dir = Path(spec["run_dir"])
+        self.request = RunRequest.from_spec(spec)  # the run's options, as `ppdsl run` was given them
+        self.config = self.request.train_config
+        self.run_dir = Path(spec["launch_dir"])
         # GPU: p2p ops in the programs on NCCL rings; CPU (or transport "gloo"): the threaded gloo transport
         self.gpu = paddle.is_compiled_with_cuda() and spec.get("transport", "auto") != "gloo"
         paddle.set_device(f"gpu:{dist.ParallelEnv().dev_id}" if self.gpu else "cpu")
@@ -114,17 +118,18 @@ class RankProcess:
         from ppdsl.runtime.program import build_training_program
 
         spec, plan = self.spec, self.plan
-        self.model = load_model(spec.get("model"), spec.get("model_dir"))
-        self.mb_size = spec["batch_size"] // plan.microbatches
+        self.model = load_model(self.request.model, spec.get("model_dir"))
+        config = self.config
+        self.mb_size = config.batch_size // plan.microbatches
         self.program = build_training_program(
             self.paddle,
             self.model,
             micro_batch_size=self.mb_size,
             num_stages=plan.nstages,
             microbatches=plan.microbatches,
-            lr=spec["lr"],
-            optimizer=spec["optimizer"],
-            seed=spec["seed"],
+            lr=config.lr,
+            optimizer=config.optimizer,
+            seed=config.seed,
         )
         self.built = build_plan(self.program.main, self.program.startup, plan, rank=self.rank, p2p=p2p)
         my_stages = set(plan.stage_of[self.rank])
@@ -133,7 +138,7 @@ class RankProcess:
     def _build(self) -> None:
         from ppdsl.runtime.cluster import Transport, communication_plan
 
-        paddle, spec, plan = self.paddle, self.spec, self.plan
+        paddle, plan = self.paddle, self.plan
         self._build_program()
         all_jobs, channels = communication_plan(plan, self.built.flow)
         self.jobs = all_jobs[self.rank]
@@ -145,7 +150,7 @@ class RankProcess:
         self.handed: dict[str, list[float]] = {}
         self.timeline: list[list[tuple[float, ...]]] = []
         timed = {d: _TimedGroup(g, d, self.wire) for d, g in self.groups.items()}
-        self.transport = Transport(self.rank, timed, channels, self.built.flow.shapes, spec["comm_timeout"])
+        self.transport = Transport(self.rank, timed, channels, self.built.flow.shapes, self.request.comm_timeout)
         name_of = {k: n for n, k in self.built.keys.items()}
         self.programs = {}
         for job in self.jobs:
@@ -196,15 +201,7 @@ class RankProcess:
     def _identity(self) -> dict:
         from ppdsl.runtime.checkpoint import run_identity
 
-        spec = self.spec
-        return run_identity(
-            self.plan,
-            self.model.name,
-            batch_size=spec["batch_size"],
-            lr=spec["lr"],
-            optimizer=spec["optimizer"],
-            seed=spec["seed"],
-        )
+        return run_identity(self.plan, self.model.name, self.config)
 
     def save(self, step: int) -> None:
         """This rank's whole state after `step` steps, written atomically as its own file of that step; then its
@@ -212,7 +209,7 @@ class RankProcess:
         saved step N, so the newest step all ranks saved survives this rank being killed at any moment."""
         from ppdsl.runtime.checkpoint import prune_rank_checkpoints, rank_checkpoint_name, write_checkpoint
 
-        directory = Path(self.spec["save_dir"])
+        directory = self.request.save_dir
         directory.mkdir(parents=True, exist_ok=True)
         state = {key: np.array(self.root.find_var(n).get_tensor()) for key, n in self._state_names().items()}
         write_checkpoint(
@@ -268,9 +265,10 @@ class RankProcess:
     def batch(self, step: int) -> dict[str, np.ndarray]:
         from ppdsl.runtime.model import synthetic_batch
 
+        config = self.config
         if self.model.make_batch is not None:
-            return self.model.make_batch(step, self.spec["batch_size"], self.spec["seed"])
-        return synthetic_batch(self.program.inputs, self.spec["batch_size"], step, self.spec["seed"])
+            return self.model.make_batch(step, config.batch_size, config.seed)
+        return synthetic_batch(self.program.inputs, config.batch_size, step, config.seed)
 
     def step(self, step: int) -> list[float]:
         if self.gpu:
@@ -328,8 +326,8 @@ class RankProcess:
         rank's that goes NaN or infinite stops it (E060) before that state is saved."""
         from ppdsl.runtime.train import check_finite
 
-        steps, losses, times = self.spec["steps"], [], []
-        every, save_dir = self.spec.get("save_every") or 0, self.spec.get("save_dir")
+        steps, losses, times = self.request.steps, [], []
+        every, save_dir = self.request.save_every, self.request.save_dir
         for step in range(self.first_step, steps):
             if on_step is not None:
                 on_step(step)
@@ -392,7 +390,7 @@ def main(argv: list[str]) -> int:
 
     progress = worker_setup()  # first: a rank whose guard is gone must not start training
     spec = json.loads(Path(argv[0]).read_text())  # the launch's own small spec; the plan is read by load_plan
-    run_dir = Path(spec["run_dir"])
+    run_dir = Path(spec["launch_dir"])
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
     try:
         process = RankProcess(spec, on_ready=progress.ready)

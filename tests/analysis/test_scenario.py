@@ -11,8 +11,9 @@ from ppdsl.analysis.check import check
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryModel
-from ppdsl.analysis.scenario import Scenario, check_batch_size
+from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.common.sizes import check_batch_size
 from ppdsl.language.resolve import resolve_text
 
 from paths import LIBRARY

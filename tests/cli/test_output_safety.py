@@ -222,5 +222,5 @@ def test_a_launch_keeps_the_users_files_in_the_run_directory(inputs):
     assert {"spec.json", "launch.log", "rank0.json", "rank1.json", "rank0.npz", "rank1.npz"} <= {
         p.name for p in launch.iterdir()
     }
-    assert json.loads((launch / "spec.json").read_text())["run_dir"] == str(launch.resolve())
+    assert json.loads((launch / "spec.json").read_text())["launch_dir"] == str(launch.resolve())
     assert json.loads((inputs / "summary.json").read_text())["losses"]

@@ -60,27 +60,29 @@ def test_every_bad_flag_is_reported_at_once():
 
 
 @pytest.mark.parametrize(
-    ("flag", "target", "fragment"),
+    ("flag", "target", "code", "fragment"),
     [
         (
             "--summary-json",
             "a_file/summary.json",
+            "E000",
             "cannot write --summary-json `{d}/a_file/summary.json`: `{d}/a_file` is not a directory",
         ),
-        ("--summary-json", "no_dir/summary.json", "`{d}/no_dir` does not exist"),
-        ("--summary-json", ".", "--summary-json `{d}` is a directory"),
-        ("--profile", "no_dir/trace.json", "cannot write --profile `{d}/no_dir/trace.json`"),
-        ("--profile", "a_dir", "--profile `{d}/a_dir` is a directory"),
-        ("--save-dir", "a_file", "cannot save checkpoints into `{d}/a_file`: it is not a directory"),
-        ("--save-dir", "a_file/sub", "cannot create --save-dir `{d}/a_file/sub`"),
+        ("--summary-json", "no_dir/summary.json", "E000", "`{d}/no_dir` does not exist"),
+        # one check of an output for every command (ppdsl.common.files.check_output): a directory is E053 there
+        ("--summary-json", ".", "E053", "cannot write --summary-json `{d}`: it is a directory"),
+        ("--profile", "no_dir/trace.json", "E000", "cannot write --profile `{d}/no_dir/trace.json`"),
+        ("--profile", "a_dir", "E053", "cannot write --profile `{d}/a_dir`: it is a directory"),
+        ("--save-dir", "a_file", "E000", "cannot save checkpoints into `{d}/a_file`: it is not a directory"),
+        ("--save-dir", "a_file/sub", "E000", "cannot create --save-dir `{d}/a_file/sub`"),
     ],
 )
-def test_an_output_that_cannot_be_written_is_refused_before_training(flag, target, fragment, tmp_path):
+def test_an_output_that_cannot_be_written_is_refused_before_training(flag, target, code, fragment, tmp_path):
     """These failed only after every step had run (the summary, the profile) or at the first save."""
     (tmp_path / "a_file").write_text("keep me\n")
     (tmp_path / "a_dir").mkdir()
     result = _refused(flag, str(tmp_path / target))
-    assert "error[E000]" in result.stderr, result.stderr
+    assert f"error[{code}]" in result.stderr, result.stderr
     assert fragment.format(d=tmp_path) in result.stderr, result.stderr
     assert (tmp_path / "a_file").read_text() == "keep me\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir", "a_file"], "the probe left a file behind"

@@ -215,7 +215,13 @@ def test_a_failed_block_leaves_the_old_file_and_nothing_else(tmp_path):
 def test_a_missing_directory_is_a_clean_error(tmp_path):
     with pytest.raises(DiagnosticError) as err:
         write_output(tmp_path / "no" / "such.py", "x")
-    assert codes(err.value) == ["E000"] and "no directory" in err.value.diagnostics[0].message
+    message = err.value.diagnostics[0].message
+    assert codes(err.value) == ["E000"] and message.endswith(f"`{tmp_path / 'no'}` does not exist"), message
+    with pytest.raises(DiagnosticError) as err:
+        (tmp_path / "a_file").write_text("")
+        write_output(tmp_path / "a_file" / "such.py", "x")
+    message = err.value.diagnostics[0].message
+    assert message.endswith(f"`{tmp_path / 'a_file'}` is not a directory"), message
     write_output(tmp_path / "made" / "here.py", "x", make_parents=True)
     assert (tmp_path / "made" / "here.py").read_text() == "x"
 
@@ -376,3 +382,25 @@ def test_without_proc_the_anonymous_file_is_copied_to_its_name(tmp_path, monkeyp
     monkeypatch.setattr(os, "link", no_proc)
     write_output(tmp_path / "out.json", "[1]")
     assert (tmp_path / "out.json").read_text() == "[1]" and sorted(os.listdir(tmp_path)) == ["out.json"]
+
+
+def test_check_output_tries_the_directory_and_names_the_flag(tmp_path, monkeypatch):
+    """The permission bits do not tell it all (a read-only mount, an ACL; root passes every `os.access`): the
+    directory is tried by making a file there, which `ppdsl run` did in a copy of its own (now this one function)."""
+    import errno
+    import tempfile
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(DiagnosticError) as err:
+        check_output(tmp_path / "summary.json", "--summary-json")
+    (d,) = err.value.diagnostics
+    assert (d.code, d.message) == (
+        "E000",
+        f"cannot write --summary-json `{tmp_path / 'summary.json'}`: Read-only file system",
+    )
+    monkeypatch.undo()
+    check_output(tmp_path / "summary.json")
+    assert list(tmp_path.iterdir()) == [], "the probe left a file behind"

@@ -236,7 +236,7 @@ def _args(tmp_path, run, steps, resume=None, extra=()):
 
 
 def test_rank_processes_import_this_ppdsl_and_not_the_working_directory(tmp_path, monkeypatch):
-    from ppdsl.cli.launch import rank_environment
+    from ppdsl.runtime.launch import rank_environment
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")

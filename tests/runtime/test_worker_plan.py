@@ -33,7 +33,9 @@ def _launch(tmp_path: Path, pp: int = 1, m: int = 2, fingerprint: str | None = N
     sched.write_text((LIBRARY / "1f1b.sched").read_text())
     spec = plan_spec(check(Scenario(str(sched), pp, m), record_visits=True))
     (tmp_path / "plan.json").write_text(spec.to_json())
-    launch = {
+    launch = {  # the options as RunRequest.to_spec writes them, and the launch's own keys
+        "pp": pp,
+        "microbatches": m,
         "model": None,
         "model_dir": str(tmp_path),
         "batch_size": 2 * m,
@@ -49,7 +51,7 @@ def _launch(tmp_path: Path, pp: int = 1, m: int = 2, fingerprint: str | None = N
         "fail": None,
         "plan": str(tmp_path / "plan.json"),
         "fingerprint": fingerprint or spec.fingerprint,
-        "run_dir": str(tmp_path),
+        "launch_dir": str(tmp_path),
     }
     (tmp_path / "spec.json").write_text(json.dumps(launch))
     return sched, launch

@@ -1,5 +1,5 @@
-"""`ppdsl run --nproc-per-node K [--nnodes N --master HOST:PORT --node-rank R]`: one process per rank through
-Paddle's own launcher, `paddle.distributed.launch`.
+"""A run with `nproc_per_node` (`ppdsl run --nproc-per-node K [--nnodes N --master HOST:PORT --node-rank R]`):
+one process per rank through Paddle's own launcher, `paddle.distributed.launch`.
 
 Each launch makes a directory of its own in the run directory (`--run-dir`, default `ppdsl-run/`):
 `launch-<n>/`, the next free n, created new, so ppdsl writes only there and never deletes or overwrites a file
@@ -16,7 +16,6 @@ import errno
 import json
 import math
 import os
-import re
 import shlex
 import signal
 import socket
@@ -34,6 +33,7 @@ from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import new_owned_directory, next_owned_number, write_output
 from ppdsl.runtime.lifeline import PARENT_PID, STOP_SIGNALS, RankStatus, status_path
+from ppdsl.runtime.request import MASTER_HELP, RunRequest
 
 PACKAGE = Path(__file__).resolve().parent.parent  # ppdsl/
 WORKER = PACKAGE / "runtime" / "worker.py"
@@ -49,66 +49,7 @@ LAUNCHER = (
 )
 
 
-@dataclass
-class LaunchOptions:
-    nproc_per_node: int
-    nnodes: int = 1
-    master: str | None = None
-    node_rank: int = 0
-    run_dir: Path = Path("ppdsl-run")
-    comm_timeout: float = 20.0
-    dry_run: bool = False
-    rendezvous_timeout: float = 60.0  # until every rank of this node is past the rendezvous (init and groups)
-
-
-def validate(exp: Expansion, opts: LaunchOptions) -> None:
-    problems = []
-    if opts.nproc_per_node < 1 or opts.nnodes < 1:
-        problems.append(Diagnostic("E007", "--nproc-per-node and --nnodes must be positive"))
-    elif opts.nproc_per_node * opts.nnodes != exp.pp:
-        problems.append(
-            Diagnostic(
-                "E038",
-                f"{opts.nnodes} node(s) x {opts.nproc_per_node} processes = {opts.nnodes * opts.nproc_per_node} "
-                f"ranks, but the schedule runs pp = {exp.pp}",
-                help="one process per pipeline rank: --nproc-per-node * --nnodes must equal --pp",
-            )
-        )
-    if opts.nnodes > 1 and not opts.master:
-        problems.append(Diagnostic("E038", "several nodes need --master HOST:PORT", help="the rendezvous address"))
-    if not 0 <= opts.node_rank < max(opts.nnodes, 1):
-        problems.append(Diagnostic("E038", f"--node-rank {opts.node_rank} is not in 0 .. {opts.nnodes - 1}"))
-    if opts.master:  # an empty one is a missing one (above)
-        problems += master_problems(opts.master)
-    for flag, seconds in (("--comm-timeout", opts.comm_timeout), ("--rendezvous-timeout", opts.rendezvous_timeout)):
-        if not (math.isfinite(seconds) and seconds > 0):
-            problems.append(Diagnostic("E007", f"{flag} must be a positive number of seconds, got {seconds}"))
-    if problems:
-        raise DiagnosticError(problems)
-
-
-_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # a host name's part between dots (RFC 1123)
-_MASTER_HELP = "`--master HOST:PORT`: a host name or IPv4 address, and a port from 1 to 65535 (`10.0.0.1:8090`)"
-
-
-def master_problems(master: str) -> list[Diagnostic]:
-    """What is wrong with a `--master` value, before the launcher (which would only log it) sees it."""
-    host, colon, port = master.rpartition(":")
-    if not colon:
-        return [Diagnostic("E070", f"`--master {master}` has no port", help=_MASTER_HELP)]
-    wrong = []
-    if not host:
-        wrong.append("no host")
-    elif len(host) > 253 or not all(_LABEL.fullmatch(label) for label in host.split(".")):
-        wrong.append(f"host `{host}` is not a host name or IPv4 address")
-    if not port:
-        wrong.append("no port")
-    elif not (port.isascii() and port.isdecimal() and 1 <= int(port) <= 65535):
-        wrong.append(f"port `{port}` is not a number from 1 to 65535")
-    return [Diagnostic("E070", f"`--master {master}`: {', and '.join(wrong)}", help=_MASTER_HELP)] if wrong else []
-
-
-def check_master_port(opts: LaunchOptions) -> None:
+def check_master_port(opts: RunRequest) -> None:
     """Node 0 hosts the rendezvous (Paddle's launcher starts its server there, on every interface): a port that
     is taken would make it talk to whatever holds the port and wait forever. Probed by binding it, as the
     server will; a host that is not this machine's is another node's business."""
@@ -120,7 +61,7 @@ def check_master_port(opts: LaunchOptions) -> None:
         address = socket.gethostbyname(host)
     except (OSError, UnicodeError) as e:
         raise DiagnosticError(
-            [Diagnostic("E070", f"`--master {opts.master}`: host `{host}` does not resolve ({e})", help=_MASTER_HELP)]
+            [Diagnostic("E070", f"`--master {opts.master}`: host `{host}` does not resolve ({e})", help=MASTER_HELP)]
         ) from None
     if opts.node_rank != 0:
         return
@@ -146,7 +87,7 @@ def check_master_port(opts: LaunchOptions) -> None:
             ) from None
 
 
-def launch_command(opts: LaunchOptions, spec_path: Path) -> list[str]:
+def launch_command(opts: RunRequest, spec_path: Path) -> list[str]:
     """Paddle's launcher under a guard, each rank under one (ppdsl/runtime/lifeline.py: none outlives ppdsl)."""
     cmd = [sys.executable, str(LIFELINE), "launcher", "--"]
     cmd += [sys.executable, "-c", LAUNCHER, "--nproc_per_node", str(opts.nproc_per_node)]
@@ -160,7 +101,7 @@ def launch_command(opts: LaunchOptions, spec_path: Path) -> list[str]:
     return cmd
 
 
-def dry_run_text(exp: Expansion, opts: LaunchOptions, cmd: list[str]) -> str:
+def dry_run_text(exp: Expansion, opts: RunRequest, cmd: list[str]) -> str:
     lines = [shlex.join(cmd), ""]
     for r, jobs in enumerate(exp.jobs):
         node, local = divmod(r, opts.nproc_per_node)
@@ -196,13 +137,13 @@ def rank_environment() -> dict[str, str]:
     return {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
 
 
-def run_cluster(spec: dict, exp: Expansion, opts: LaunchOptions, run_dir: Path, plan: PlanSpec) -> ClusterResult:
+def run_cluster(spec: dict, exp: Expansion, opts: RunRequest, run_dir: Path, plan: PlanSpec) -> ClusterResult:
     """Start every rank of this node with `run_dir` (from `new_launch_directory`) as their directory, and wait;
     raise DiagnosticError naming the failed rank(s). Check the port (`check_master_port`) before making `run_dir`.
     Every rank builds its plan from `plan`, written beside the spec, and from nothing else of the schedule."""
     spec_path, plan_path = run_dir / "spec.json", run_dir / "plan.json"
     write_output(plan_path, plan.to_json())
-    located = {"plan": str(plan_path.resolve()), "fingerprint": plan.fingerprint, "run_dir": str(run_dir.resolve())}
+    located = {"plan": str(plan_path.resolve()), "fingerprint": plan.fingerprint, "launch_dir": str(run_dir.resolve())}
     write_output(spec_path, json.dumps({**spec, **located}, indent=1))
     cmd = launch_command(opts, spec_path)
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
@@ -247,7 +188,7 @@ def stop_requests() -> Iterator[list[int]]:
 
 
 def _supervise(
-    cmd: list[str], log, opts: LaunchOptions, run_dir: Path, local: range, started: float
+    cmd: list[str], log, opts: RunRequest, run_dir: Path, local: range, started: float
 ) -> tuple[int, int | None, bool]:
     """Run the launcher in a session of its own and wait for it; stop it (and so every rank) on a stop signal or
     when this node's ranks are not all past the rendezvous within `--rendezvous-timeout`.
@@ -316,7 +257,7 @@ def _stopped_diagnostic(signum: int, statuses: dict[int, RankStatus | None], run
 
 
 def _rendezvous_diagnostic(
-    opts: LaunchOptions, run_dir: Path, statuses: dict[int, RankStatus | None], local: range
+    opts: RunRequest, run_dir: Path, statuses: dict[int, RankStatus | None], local: range
 ) -> Diagnostic:
     waiting = [r for r in local if statuses[r] is None]
     ranks = ", ".join(map(str, waiting))
@@ -370,3 +311,43 @@ def failure_diagnostic(
     details = run_dir / f"rank{first_rank}.error"
     where = f"{details} and " if details.exists() else ""
     return Diagnostic("E040", "; ".join(parts), help=f"details in {where}{run_dir / 'log'}")
+
+
+FAILURE_VARIABLE = "PPDSL_INJECT_FAILURE"
+FAILURE_MODES = ("raise", "hang", "exit", "kill")
+
+
+def parse_failure(text: str | None, pp: int) -> dict | None:
+    """The testing hook `rank=R,job=J[,step=S][,mode=raise|hang|exit|kill]`: rank R fails before its J-th job of
+    step S. Anything else is refused, rather than failing some rank the value did not name."""
+    if not text:
+        return None
+    fields: dict[str, str] = {}
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        if not eq or key not in ("rank", "job", "step", "mode") or key in fields:
+            fields = {}
+            break
+        fields[key] = value.strip()
+    numbers_ok = all(fields.get(k, "0").isdecimal() for k in ("rank", "job", "step"))
+    if (
+        not {"rank", "job"} <= fields.keys()
+        or not numbers_ok
+        or fields.get("mode", "raise") not in FAILURE_MODES
+        or int(fields["rank"]) >= pp
+    ):
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"{FAILURE_VARIABLE}={text!r} is not `rank=R,job=J[,step=S][,mode=M]` with R < {pp}",
+                    help=f"modes: {', '.join(FAILURE_MODES)}; unset the variable to run without a failure",
+                )
+            ]
+        )
+    return {
+        "rank": int(fields["rank"]),
+        "job": int(fields["job"]),
+        "step": int(fields.get("step", "0")),
+        "mode": fields.get("mode", "raise"),
+    }
