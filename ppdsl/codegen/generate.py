@@ -28,16 +28,10 @@ from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input
 from ppdsl.common.version import __version__
 from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
-from ppdsl.language.lowering import (
-    LINE_LENGTH,
-    OrderCompiler,
-    expression_compiler,
-    py_path,
-    py_str,
-    py_text,
-    readable_expr,
-    readable_name,
-)
+from ppdsl.language.lowering import OrderCompiler
+from ppdsl.language.pysource import LINE_LENGTH, py_path, py_str, py_text
+from ppdsl.language.readable_order import readable_expr, readable_name
+from ppdsl.language.typecheck import expression_compiler
 
 
 class Code(str):

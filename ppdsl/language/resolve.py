@@ -14,6 +14,7 @@ from pathlib import Path
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import SCHEDULE_BYTES, read_text
 from ppdsl.language import ast, types
+from ppdsl.language.functions import FunctionDef, analyse_functions, walk
 from ppdsl.language.includes import IncludeBudget, IncludeRefused
 from ppdsl.language.ir import (
     Function,
@@ -26,22 +27,12 @@ from ppdsl.language.ir import (
     TableDef,
 )
 from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES, LETTERS, REGIONS
-from ppdsl.language.lowering import (
-    BIG,
-    FUNCTIONS,
-    MAX_LOOP_DEPTH,
-    ExprCompiler,
-    FunctionDef,
-    OrderCompiler,
-    Scope,
-    analyse_functions,
-    ceildiv,
-    mangle,
-    site_text,
-    walk,
-)
+from ppdsl.language.lowering import MAX_LOOP_DEPTH, OrderCompiler
 from ppdsl.language.parser import MAX_EXPR_DEPTH, parse, paused_gc
+from ppdsl.language.pysource import mangle, site_text
 from ppdsl.language.rule_settings import attribute_problem, stream_template_problem
+from ppdsl.language.runnable import namespace
+from ppdsl.language.typecheck import FUNCTIONS, ExprCompiler, Scope
 from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
@@ -118,7 +109,7 @@ class _Resolver:
         self.includes = IncludeBudget()
         self.exprs = ExprCompiler(sources=self.sources)
         # what every compiled expression runs with: helpers, and the schedule's functions once compiled
-        self.namespace: dict = {"_ceildiv": ceildiv, "_BIG": BIG, "_checked": _checked}
+        self.namespace: dict = namespace()
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -691,13 +682,6 @@ def _annotation(seen: set[str]) -> str:
     """The Python annotation of values of these types: an int is a float where some call gives a float."""
     numbers = "float" if types.FLOAT in seen else "int" if INT in seen else None
     return " | ".join(t for t in ("bool" if BOOL in seen else None, numbers) if t) or "int"
-
-
-def _checked(value):
-    """A function's result: an integer past any count is a function growing without end (`x * x` nested)."""
-    if value.__class__ is int and (value > BIG or value < -BIG):
-        raise OverflowError(value)
-    return value
 
 
 _COLLECT = {
