@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.common.text import count
 from ppdsl.language import ast, types
-from ppdsl.language.functions import FunctionDef, analyse_functions, signature
-from ppdsl.language.ir import ScheduleDef
+from ppdsl.language.functions import FunctionDef, call_cost, signature
+from ppdsl.language.ir import EmitJob, Expr, ForRange, IfElse, Let, OrderDef, Repeat, Site, Stmt
+from ppdsl.language.jobtypes import SHARED_COUNTER
 from ppdsl.language.pysource import file_lines, mangle, site_text
 from ppdsl.language.types import BOOL, FLOAT, INT, NUMBER
 
@@ -60,6 +61,27 @@ class ExprCompiler:
         src, ty = self.typed(e, scope)
         self.check_type(e, ty, want, what)
         return src
+
+    def checked(
+        self,
+        e: ast.Expr,
+        scope: Scope,
+        want: str | None,
+        what: str,
+        *,
+        text: str = "",
+        span: Span | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> Expr:
+        """`e` as an IR expression, checked to be of type `want` where it stands as `what` (see `Expr` for the
+        declaration's `text`, `span` and `extra` names)."""
+        src, ty = self.typed(e, scope)
+        self.check_type(e, ty, want, what)
+        return Expr(src, ty, self.calls_of(e), text, span, extra)
+
+    def calls_of(self, e: ast.Expr) -> int:
+        """The function calls one evaluation of `e` makes (none without user functions: no walk then)."""
+        return call_cost(e, self.functions) if self.functions else 0
 
     def typed(self, e: ast.Expr, scope: Scope) -> tuple[str, str]:
         """Python source and static type of `e`, an outermost expression."""
@@ -330,13 +352,167 @@ def _number_type(a: str, b: str) -> str:
     return FLOAT if FLOAT in (a, b) else INT
 
 
-def expression_compiler(defn: ScheduleDef) -> ExprCompiler:
-    """A compiler for expressions of a resolved schedule (its job types, sources and functions known), for code
-    generation: the schedule compiled without errors, so none are expected."""
-    exprs = ExprCompiler(sources=defn.sources)
-    exprs.job_names = frozenset(jt.name for jt in defn.job_types) | {jt.alias for jt in defn.job_types if jt.alias}
-    scope = Scope({n: INT for n in ("pp", "vpp", "microbatches")}, "a top-level expression")
-    scope.names.update({p.name: types.type_of(p.default) for p in defn.params.values()})
-    exprs.functions = analyse_functions(defn.function_nodes, dict(scope.names), exprs.diagnostics)
-    exprs.function_scope = scope
-    return exprs
+# Python allows 20 statically nested loops in a function; an order's `repeat`, `for` and `job * n` each compile
+# to one (in the checker's function and in a plan's `job_list`), so deeper loops are refused at the loop.
+MAX_LOOP_DEPTH = 20
+
+
+class OrderChecker:
+    """Checks an `order { ... }` body (names, types, job types, arguments, loop depth) into the IR (`OrderDef`),
+    a site per statement appended to `sites`; diagnostics go to `exprs.diagnostics`. `params` are the schedule's
+    parameters with their types."""
+
+    def __init__(
+        self,
+        exprs: ExprCompiler,
+        type_index: dict[str, int],
+        type_names: list[str],
+        params: list[tuple[str, str]],
+        sites: list[Site],
+        file_texts: dict[str, str],
+    ):
+        self.exprs = exprs
+        self.type_index = type_index
+        self.type_names = type_names
+        self.params = params
+        self.param_names = frozenset(p for p, _ in params)
+        self.sites = sites
+        self.file_texts = file_texts
+        self._loops = 0  # loops around the statement being checked
+
+    def check(self, body: tuple[ast.Stmt, ...], span: Span) -> OrderDef:
+        scope = Scope({n: INT for n in ("pp", "vpp", "microbatches", "rank")}, "the order")
+        scope.names.update(dict(self.params))
+        header = self._site(span)
+        return OrderDef(self._block(body, scope), span, header)
+
+    def _site(self, span: Span) -> int:
+        self.sites.append(Site(span, site_text(self.file_texts.get(span.file, ""), span)))
+        return len(self.sites) - 1
+
+    def _block(self, body: tuple[ast.Stmt, ...], scope: Scope) -> tuple[Stmt, ...]:
+        out = []
+        for stmt in body:
+            checked = self._stmt(stmt, scope)
+            if checked is not None:
+                out.append(checked)
+        return tuple(out)
+
+    def _loop_block(self, body: tuple[ast.Stmt, ...], scope: Scope) -> tuple[Stmt, ...]:
+        self._loops += 1
+        try:
+            return self._block(body, scope)
+        finally:
+            self._loops -= 1
+
+    @staticmethod
+    def _is_loop(stmt: ast.Stmt) -> bool:
+        """Compiled as a Python `for` loop."""
+        return isinstance(stmt, (ast.Repeat, ast.For)) or (isinstance(stmt, ast.JobStmt) and stmt.times is not None)
+
+    def _stmt(self, stmt: ast.Stmt, scope: Scope) -> Stmt | None:
+        site = self._site(stmt.span)
+        if self._loops >= MAX_LOOP_DEPTH and self._is_loop(stmt):
+            self.exprs.error(
+                "E065",
+                f"loops are nested too deeply: more than {MAX_LOOP_DEPTH} levels",
+                stmt.span,
+                label=f"loop {MAX_LOOP_DEPTH + 1}",
+                help=f"Python compiles the order and allows {MAX_LOOP_DEPTH} nested loops (a `job * n` is one): "
+                "merge loops, or unroll the innermost",
+            )
+            return None
+        exprs = self.exprs
+        if isinstance(stmt, ast.Let):
+            value = exprs.checked(stmt.value, scope, None, "")
+            self._bind(stmt.name, stmt.span, scope, value.type)
+            return Let(stmt.name, value, stmt.span, site)
+        if isinstance(stmt, ast.JobStmt):
+            return self._job(stmt, scope, site)
+        if isinstance(stmt, ast.Repeat):
+            count = exprs.checked(stmt.count, scope, INT, "a repeat count")
+            return Repeat(count, self._loop_block(stmt.body, scope.child()), stmt.span, site)
+        if isinstance(stmt, ast.For):
+            start = exprs.checked(stmt.start, scope, INT, "a loop bound")
+            stop = exprs.checked(stmt.stop, scope, INT, "a loop bound")
+            inner = scope.child()
+            self._bind(stmt.var, stmt.span, inner, INT)
+            return ForRange(stmt.var, start, stop, self._loop_block(stmt.body, inner), stmt.span, site)
+        if isinstance(stmt, ast.If):
+            branches = []
+            for test, body in stmt.branches:
+                checked_test = exprs.checked(test, scope, BOOL, "an `if` test")
+                branches.append((checked_test, self._block(body, scope.child())))
+            orelse = self._block(stmt.orelse, scope.child()) if stmt.orelse else ()
+            return IfElse(tuple(branches), orelse, stmt.span, site)
+        raise TypeError(stmt)  # pragma: no cover - the parser builds no other statement
+
+    def _bind(self, name: str, span: Span, scope: Scope, ty: str) -> None:
+        """`name` bound to a value of type `ty` from here on. A name keeps its type (an integer may go into a real
+        variable): after a block that may not have run, its type must be the same either way."""
+        if name in ("pp", "vpp", "microbatches", "rank", "stage") or name in self.param_names:
+            self.exprs.error(
+                "E003",
+                f"`{name}` is {'a size' if name in BUILTIN_NAMES else 'a parameter'} and cannot be rebound",
+                span,
+                help="choose another name",
+            )
+        elif name in self.exprs.functions:
+            self.exprs.error("E003", f"`{name}` is a function", span, help="give the value another name")
+        elif name in scope.names and not types.accepts(scope.names[name], ty):
+            old = scope.names[name]
+            self.exprs.error(
+                "E010" if (old, ty) == (INT, FLOAT) else "E011",
+                f"`{name}` is {types.describe(old)}: `let` cannot make it {types.describe(ty)}",
+                span,
+                label=f"this is {types.describe(ty)}",
+                help=INTEGER_HELP if (old, ty) == (INT, FLOAT) else f"give the {ty} value another name",
+            )
+            return
+        elif name == "chunk" and ty != INT:
+            self.exprs.error(
+                "E010" if ty == FLOAT else "E011",
+                "`chunk` names the current chunk: it must be an integer",
+                span,
+                label=f"this is {types.describe(ty)}",
+                help=INTEGER_HELP if ty == FLOAT else "give the condition another name",
+            )
+        scope.names[name] = ty
+
+    def _job(self, stmt: ast.JobStmt, scope: Scope, site: int) -> EmitJob | None:
+        t = self.type_index.get(stmt.name)
+        if t is None:
+            close = difflib.get_close_matches(stmt.name, list(self.type_index), n=1)
+            self.exprs.error(
+                "E002",
+                f"unknown job type `{stmt.name}`",
+                stmt.name_span,
+                label="not a job type",
+                help=f"did you mean `{close[0]}`?"
+                if close
+                else f'declare it with `job {stmt.name} : <region> ops "<pattern>"`',
+            )
+            return None
+        counter = self.type_index[SHARED_COUNTER.get(self.type_names[t], self.type_names[t])]
+        chunk = _CURRENT_CHUNK if "chunk" in scope.names else _CHUNK_ZERO
+        mb = None
+        for key, value, key_span in stmt.kwargs:
+            if key == "chunk":
+                chunk = self.exprs.checked(value, scope, INT, "a chunk")
+            elif key == "mb":
+                mb = self.exprs.checked(value, scope, INT, "a micro-batch")
+            else:
+                self.exprs.error(
+                    "E004",
+                    f"unknown argument `{key}`",
+                    key_span,
+                    help="a job takes `chunk = <expr>` and `mb = <expr>`",
+                )
+        if self.type_names[t] == "optimizer":
+            chunk = _CHUNK_ZERO
+        times = None if stmt.times is None else self.exprs.checked(stmt.times, scope, INT, "a repeat count")
+        return EmitJob(t, counter, chunk, mb, times, stmt.span, site)
+
+
+_CURRENT_CHUNK = Expr(mangle("chunk"), INT)  # a job in a `for chunk in ...` loop runs on that chunk
+_CHUNK_ZERO = Expr("0", INT)

@@ -41,6 +41,7 @@ import numpy as np
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic
+from ppdsl.language.runnable import compiled
 
 CHECKPOINT = "checkpoint.npz"
 RANK_CHECKPOINT = re.compile(r"checkpoint\.step(\d+)\.rank(\d+)\.npz")
@@ -64,7 +65,7 @@ def schedule_fingerprint(exp: Expansion) -> str:
     for text in exp.defn.sources.values():
         digest.update(text.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
-    digest.update(exp.defn.order_source.encode("utf-8", "surrogatepass"))
+    digest.update(compiled(exp.defn).order_source.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()[:16]
 
 
