@@ -277,7 +277,7 @@ def _memory_diagnostic(exp: Expansion, site: int, found: list[tuple[int, int, fl
     notes = [crossing(r, step, time, level) for r, step, time, level, _ in found[1:MAX_NOTES]]
     if len(found) > MAX_NOTES:
         notes.append(f"and {count(len(found) - MAX_NOTES, 'more rank')}")
-    limit_span = exp.defn.memory_limit_span
+    limit_span = exp.defn.memory_limit.span if exp.defn.memory_limit is not None else None
     if exp.memory_limit_given:
         notes.append("the limit is `--memory-limit`'s")
     elif limit_span is not None:

@@ -20,9 +20,10 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.sizes import MAX_SIZE
 from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
-from ppdsl.language.ir import ScheduleDef
+from ppdsl.language.ir import Expr, ScheduleDef
 from ppdsl.language.jobs import JobCodec
 from ppdsl.language.jobtypes import default_cost
+from ppdsl.language.runnable import compiled
 
 DEFAULT_BACKWARD_B_FREES = 0.5
 # The most jobs an expansion may hold unless the caller raises it (`--max-jobs`): pp=64, vpp=4, microbatches=4096
@@ -124,7 +125,7 @@ def expand(
         )
     env: dict = {"pp": pp, "vpp": vpp, "microbatches": microbatches, **bind_params(defn, params)}
 
-    failed = [r for r in defn.requires if not _safe_bool(r.check, env, r.span)]
+    failed = [r for r in defn.requires if not _safe_bool(defn, r.condition, env, r.span)]
     if failed:
         raise DiagnosticError(
             [
@@ -166,15 +167,15 @@ def _build(
     _check_declared_numbers(defn, cost, "the cost of", cost_value_problem, defn.costs)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
     _check_declared_numbers(defn, mem, "the memory of", _finite_problem, {k: fn for k, (_, fn) in defn.memory.items()})
-    latency = _call(defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
-    bandwidth = _call(defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
+    latency = _call(defn, defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
+    bandwidth = _call(defn, defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
     for key, value in (("latency", latency), ("bandwidth", bandwidth)):
         problem = None if value is None else cost_value_problem(value, key)
         if problem is not None:
             raise DiagnosticError([_bad_number(f"`comm {key}` {problem}", defn.comm[key], COST_RANGE)])
     limit = (
-        [_call(defn.memory_limit_fn, {**env, "rank": r}, defn.memory_limit_span, real=True) for r in range(pp)]
-        if defn.memory_limit_fn
+        [_call(defn, defn.memory_limit, {**env, "rank": r}, defn.memory_limit.span, real=True) for r in range(pp)]
+        if defn.memory_limit
         else [None] * pp
     )
     for r, value in enumerate(limit):
@@ -183,14 +184,14 @@ def _build(
                 [
                     _bad_number(
                         f"the memory limit of rank {r} {_finite_problem(value)}",
-                        defn.memory_limit_fn,
+                        defn.memory_limit,
                         "a finite number",
-                        defn.memory_limit_span,
+                        defn.memory_limit.span,
                     )
                 ]
             )
     rules = [
-        replace(rule, priority=None if prio is None else int(_call(prio, env, rule.span)))
+        replace(rule, priority=None if prio is None else int(_call(defn, prio, env, rule.span)))
         for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
     ]
     table = CostTable(cost, latency, bandwidth)
@@ -237,12 +238,12 @@ def _check_declared_numbers(defn: ScheduleDef, table, what: str, problem_of, dec
                     raise DiagnosticError([_bad_number(f"{what} `{jt.name}` {problem} at {where}", fn, expected)])
 
 
-def _bad_number(message: str, fn, expected: str, span: Span | None = None) -> Diagnostic:
+def _bad_number(message: str, expr: Expr, expected: str, span: Span | None = None) -> Diagnostic:
     return Diagnostic(
         "E075",
         message,
-        span or getattr(fn, "span", None),
-        label=f"`{getattr(fn, 'text', '')}`",
+        span or expr.span,
+        label=f"`{expr.text}`",
         help=f"make it {expected} for these sizes",
     )
 
@@ -264,23 +265,24 @@ def _too_many_jobs(what: str, jobs: int, limit: int) -> Diagnostic:
     )
 
 
-def _safe_bool(fn, env, span: Span | None = None) -> bool:
-    return bool(_call(fn, env, span))
+def _safe_bool(defn: ScheduleDef, expr: Expr, env: dict, span: Span | None = None) -> bool:
+    return bool(_call(defn, expr, env, span))
 
 
-def _call(fn, env, span: Span | None = None, real: bool = False):
-    """Evaluate a compiled expression; arithmetic faults become diagnostics. `real`: as a float (costs, memory),
-    so an integer too large for a float is a diagnostic too."""
+def _call(defn: ScheduleDef, expr: Expr, env: dict, span: Span | None = None, real: bool = False):
+    """Evaluate a declared expression of `defn`; arithmetic faults become diagnostics. `real`: as a float (costs,
+    memory), so an integer too large for a float is a diagnostic too."""
+    fn = expr.text or expr.source
     try:
-        value = fn(env)
+        value = compiled(defn).formula(expr)(env)
         return float(value) if real else value
     except ZeroDivisionError:
         raise DiagnosticError(
-            [Diagnostic("S111", f"division by zero in `{fn.text}`", span, help="guard the divisor")]
+            [Diagnostic("S111", f"division by zero in `{fn}`", span, help="guard the divisor")]
         ) from None
     except (OverflowError, TypeError, ValueError, MemoryError):
         raise DiagnosticError(
-            [Diagnostic("S111", f"`{fn.text}` gives a number too large to use", span, help="check the expression")]
+            [Diagnostic("S111", f"`{fn}` gives a number too large to use", span, help="check the expression")]
         ) from None
 
 
@@ -289,7 +291,8 @@ def _placement(defn: ScheduleDef, env: dict, pp: int, vpp: int) -> list[list[int
         return [[c * pp + r for c in range(vpp)] for r in range(pp)]
     if defn.placement_kind == "vshape":
         return [[c * pp + (r if c % 2 == 0 else pp - 1 - r) for c in range(vpp)] for r in range(pp)]
-    stage_of = [[int(_call(defn.placement_fn, {**env, "rank": r, "chunk": c})) for c in range(vpp)] for r in range(pp)]
+    stage = defn.placement
+    stage_of = [[int(_call(defn, stage, {**env, "rank": r, "chunk": c})) for c in range(vpp)] for r in range(pp)]
     owners: dict[int, tuple[int, int]] = {}
     for r, row in enumerate(stage_of):
         for c, s in enumerate(row):
@@ -324,6 +327,7 @@ def _run_orders(
     # A loop may run at most this often: far more than any complete schedule needs, far less than a hang.
     cap = 4 * ntypes * vpp * microbatches + 4096
     budget = evaluation_budget(ntypes, vpp, microbatches)
+    run = compiled(defn)
     jobs, sites = [], []
     failures: dict[tuple[str, int], list[tuple[int, object]]] = {}  # (kind, site) -> [(rank, value)]
     for rank in range(pp):
@@ -331,7 +335,7 @@ def _run_orders(
         out_sites: list[int] = []
         counters = [[0] * vpp for _ in range(ntypes)]
         try:
-            defn.order_fn(
+            run.order(
                 pp, vpp, microbatches, rank, *params, out_jobs, out_sites, counters, vpp, ntypes, cap, _fail, budget
             )
         except _OrderFailure as err:
@@ -340,7 +344,7 @@ def _run_orders(
             if kind == "budget":  # the other ranks would each spend a budget too: one is proof enough
                 break
         except (ZeroDivisionError, OverflowError, TypeError, ValueError, IndexError, MemoryError) as err:
-            failures.setdefault((_crash_kind(err), _crash_site(defn, err)), []).append((rank, None))
+            failures.setdefault((_crash_kind(err), _crash_site(run.line_sites, err)), []).append((rank, None))
         jobs.append(out_jobs)
         sites.append(out_sites)
     if failures:
@@ -365,13 +369,13 @@ def _crash_kind(err: Exception) -> str:
     return "zero" if isinstance(err, ZeroDivisionError) else "big"
 
 
-def _crash_site(defn: ScheduleDef, err: Exception) -> int:
+def _crash_site(line_sites: dict[int, int], err: Exception) -> int:
     """The statement running when generated order code raised: found by the generated line number."""
     line = None
     for frame in traceback.extract_tb(err.__traceback__):
         if frame.filename.startswith("<order of"):
             line = frame.lineno
-    return defn.line_sites.get(line, 0) if line else 0
+    return line_sites.get(line, 0) if line else 0
 
 
 def _order_failure(
@@ -450,7 +454,7 @@ def _order_failure(
 
 
 def _table_orders(defn: ScheduleDef, env: dict, pp: int, vpp: int, ntypes: int):
-    chosen = next((t for t in defn.tables if t.when is None or _call(t.when, env)), None)
+    chosen = next((t for t in defn.tables if t.when is None or _call(defn, t.when, env)), None)
     if chosen is None:
         raise DiagnosticError(
             [
@@ -522,7 +526,7 @@ def _memory_fns(defn: ScheduleDef):
 
     def amount(pair, env):
         sign, fn = pair
-        return sign * (_call(fn, env, real=True) if callable(fn) else float(fn))
+        return sign * (_call(defn, fn, env, real=True) if isinstance(fn, Expr) else float(fn))
 
     for jt in defn.job_types:
         if jt.name in signed and jt.name not in ("backward", "backward_w"):
@@ -545,7 +549,7 @@ def _job_table(defn: ScheduleDef, env: dict, pp: int, vpp: int, stage_of, fns) -
     table = []
     for jt in defn.job_types:
         fn = fns[jt.name]
-        if not callable(fn):
+        if not callable(fn) and not isinstance(fn, Expr):
             table.append([[float(fn)] * vpp for _ in range(pp)])
             continue
         rows = []
@@ -553,7 +557,7 @@ def _job_table(defn: ScheduleDef, env: dict, pp: int, vpp: int, stage_of, fns) -
             row = []
             for c in range(vpp):
                 scope = {**env, "rank": r, "chunk": c, "stage": stage_of[r][c]}
-                value = fn(scope) if not hasattr(fn, "source") else _call(fn, scope, real=True)
+                value = _call(defn, fn, scope, real=True) if isinstance(fn, Expr) else fn(scope)
                 row.append(float(value))
             rows.append(row)
         table.append(rows)

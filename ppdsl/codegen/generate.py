@@ -1,7 +1,8 @@
 """ScheduleDef -> a plan module: one readable Python file that `ppdsl compile` writes and the runtime imports.
 
-The order body goes through the same `OrderCompiler` as `ppdsl check`, with its readable backend, so the plan's
-`job_list` and `ppdsl expand` cannot drift apart; everything else (job types, placement, stream rules, requires)
+The order body is the checked order of the IR, lowered by the order compiler's readable backend
+(`language/readable_order.py`), the sibling of the checker's, so the plan's `job_list` and `ppdsl expand` cannot
+drift apart; everything else (job types, placement, stream rules, requires)
 is data or a one-line expression. The templates are `templates/*.py.jinja`; the filters they use are in
 `FILTERS`, and emit code already in `ruff format` style (a line fits in 120 columns or its brackets are split one
 item per line with a trailing comma), so the output does not depend on ruff being installed.
@@ -28,16 +29,8 @@ from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input
 from ppdsl.common.version import __version__
 from ppdsl.language import types
 from ppdsl.language.ir import ScheduleDef
-from ppdsl.language.lowering import (
-    LINE_LENGTH,
-    OrderCompiler,
-    expression_compiler,
-    py_path,
-    py_str,
-    py_text,
-    readable_expr,
-    readable_name,
-)
+from ppdsl.language.pysource import LINE_LENGTH, py_path, py_str, py_text
+from ppdsl.language.readable_order import readable_expr, readable_job_list, readable_name
 
 
 class Code(str):
@@ -183,7 +176,7 @@ def generate_plan_module(defn: ScheduleDef, source_path: str | Path, *, literal:
         "requires": [
             {
                 "data": {"where": where(r.span), "condition": r.source, "message": r.message},
-                "python": readable_expr(r.check.source),
+                "python": readable_expr(r.condition.source),
             }
             for r in defn.requires
         ],
@@ -281,7 +274,7 @@ def _command(source: str, sizes: Scenario | None) -> str:
 def _placement(defn: ScheduleDef) -> dict:
     out = {"kind": defn.placement_kind, "python": None, "uses_microbatches": False}
     if defn.placement_kind == "expr":
-        python = readable_expr(defn.placement_fn.source)
+        python = readable_expr(defn.placement.source)
         names = {n.id for n in pyast.walk(pyast.parse(python, mode="eval")) if isinstance(n, pyast.Name)}
         out.update(python=python, uses_microbatches="microbatches" in names)
     return out
@@ -345,22 +338,8 @@ def _job_list(defn: ScheduleDef, where: _Locations, sizes: Scenario | None) -> d
             "where": where(defn.tables[0].span),
             "helpers": ["_check_rank", "_table_order"],
         }
-    type_index = {jt.name: i for i, jt in enumerate(defn.job_types)}
-    type_index.update({jt.alias: i for i, jt in enumerate(defn.job_types) if jt.alias})
-    params = [(p.name, types.type_of(p.default)) for p in defn.params.values()]
-    compiler = OrderCompiler(
-        expression_compiler(defn),
-        type_index,
-        [jt.name for jt in defn.job_types],
-        params,
-        [],
-        defn.sources,
-        readable=True,
-        location=where,
-    )
-    body = compiler.compile(defn.order_ast.body, defn.order_ast.span)
-    assert not compiler.exprs.diagnostics, "the schedule resolved, so its order compiles"
-    return {"form": "order", "body": body, "helpers": ["_check_rank", *sorted(compiler.helpers)]}
+    body, helpers = readable_job_list(defn, where)
+    return {"form": "order", "body": body, "helpers": ["_check_rank", *sorted(helpers)]}
 
 
 def _functions(defn: ScheduleDef, where: _Locations) -> list[dict]:

@@ -1,21 +1,18 @@
 """The intermediate representation: what a `.sched` file means, independent of sizes.
 
-`ScheduleDef` has every name resolved and every expression compiled to a Python callable over the sizes and
-parameters; `ppdsl.analysis.expand` binds sizes to it. Nothing after resolution reads the AST again.
+`ScheduleDef` has every name resolved and every expression and statement checked and typed (`Expr` is an
+expression's Python source with its type); it is data only (frozen, nothing callable, no AST behind it), so it
+compares, hashes its parts and pickles. `runnable.compiled(defn)` makes it executable (the checker's fast form),
+`readable_order` writes its order as a plan module's `job_list`; `ppdsl.analysis.expand` binds sizes to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ppdsl.common.diagnostics import Span
 from ppdsl.common.text import job_label
 from ppdsl.language.jobtypes import BUILTIN, letter_of
-
-if TYPE_CHECKING:
-    from ppdsl.language import ast
 
 
 @dataclass(frozen=True)
@@ -89,10 +86,26 @@ class StreamRule:
 
 
 @dataclass(frozen=True)
-class Require:
-    check: Callable[..., bool]
-    message: str
+class Expr:
+    """A checked expression: its Python source over the names it reads (user values `v_x`, functions `u_f`, the
+    helper `_ceildiv`), its static type (`types.INT`, `FLOAT`, `BOOL`) and the function calls one evaluation
+    makes (what the order's evaluation budget charges). A declaration's expression (a cost, a `require`) also
+    keeps what was written (`text`), the declaration's span for messages (`span`), and the per-job names it is
+    evaluated with besides the sizes and parameters (`extra`: `rank`, `chunk`, `stage`)."""
+
     source: str
+    type: str
+    calls: int = 0
+    text: str = ""
+    span: Span | None = None
+    extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Require:
+    condition: Expr
+    message: str
+    source: str  # the condition as written
     span: Span
 
 
@@ -120,44 +133,103 @@ class Function:
 
 @dataclass(frozen=True)
 class TableDef:
-    """A literal order: rows of (rank, [(type, chunk, micro-batch, site)]), used when `when` holds (or always)."""
+    """A literal order: rows of (rank, ((type, chunk, micro-batch, site), ...)), used when `when` holds (or always)."""
 
-    when: Callable[..., bool] | None
-    rows: list[tuple[int, list[tuple[int, int, int, int]]]]
+    when: Expr | None
+    rows: tuple[tuple[int, tuple[tuple[int, int, int, int], ...]], ...]
     span: Span
 
 
-@dataclass
-class ScheduleDef:
-    """A resolved schedule: everything the file declares, with expressions compiled to Python callables.
+# ---------------------------------------------------------------------- the order body, checked
+# Each statement keeps its span and its site (an index into `ScheduleDef.sites`, what a runtime error names).
 
-    Callables take the size/parameter environment as keyword arguments (see `ppdsl.language.lowering`).
-    """
+
+@dataclass(frozen=True)
+class Let:
+    name: str
+    value: Expr
+    span: Span
+    site: int
+
+
+@dataclass(frozen=True)
+class EmitJob:
+    """A job of type `type` (an index into `ScheduleDef.job_types`) on chunk `chunk`, of micro-batch `mb` or, when
+    that is None, the next one of counter `counter` (a type's own, or the one it shares: backward and backward_b);
+    `times` times if given (`forward * n`)."""
+
+    type: int
+    counter: int
+    chunk: Expr
+    mb: Expr | None
+    times: Expr | None
+    span: Span
+    site: int
+
+
+@dataclass(frozen=True)
+class Repeat:
+    count: Expr
+    body: tuple[Stmt, ...]
+    span: Span
+    site: int
+
+
+@dataclass(frozen=True)
+class ForRange:
+    var: str
+    start: Expr
+    stop: Expr
+    body: tuple[Stmt, ...]
+    span: Span
+    site: int
+
+
+@dataclass(frozen=True)
+class IfElse:
+    branches: tuple[tuple[Expr, tuple[Stmt, ...]], ...]  # `if` then each `elif`: (test, body)
+    orelse: tuple[Stmt, ...]
+    span: Span
+    site: int
+
+
+Stmt = Let | EmitJob | Repeat | ForRange | IfElse
+
+
+@dataclass(frozen=True)
+class OrderDef:
+    """`order { ... }`, checked: its statements, the span of the whole body and the site of its header."""
+
+    body: tuple[Stmt, ...]
+    span: Span
+    site: int
+
+
+@dataclass(frozen=True)
+class ScheduleDef:
+    """A resolved schedule: everything the file declares, names resolved, expressions and the order checked and
+    typed. Data only: nothing executable and no AST (`ppdsl.language.runnable.compiled` is its executable form,
+    `ppdsl.language.readable_order` its plan-module form)."""
 
     name: str
     doc: str
     path: str
     params: dict[str, ParamDef]
-    requires: list[Require]
-    job_types: list[JobType]
+    requires: tuple[Require, ...]
+    job_types: tuple[JobType, ...]
     placement_kind: str  # looped | vshape | expr
-    placement_fn: Callable[..., int] | None
-    costs: dict[str, Callable[..., float]]
-    comm: dict[str, Callable[..., float]]
-    memory: dict[str, tuple[str, Callable[..., float]]]
-    memory_limit_fn: Callable[..., float] | None
-    memory_limit_span: Span | None
-    rules: list[StreamRule]
-    rule_priorities: list[Callable[..., int] | None]
-    order_fn: Callable[..., None] | None
-    order_source: str  # the generated Python of the order body (for codegen and debugging)
-    tables: list[TableDef]  # literal orders, the first whose `when` holds is used
-    sites: list[Site]
-    line_sites: dict[int, int]  # generated-code line -> site id, to place runtime errors
+    placement: Expr | None  # the stage of (rank, chunk) when placement_kind is expr
+    costs: dict[str, Expr]
+    comm: dict[str, Expr]
+    memory: dict[str, tuple[str, Expr]]  # job -> (allocates | frees, amount)
+    memory_limit: Expr | None
+    rules: tuple[StreamRule, ...]
+    rule_priorities: tuple[Expr | None, ...]
+    order: OrderDef | None
+    tables: tuple[TableDef, ...]  # literal orders, the first whose `when` holds is used
+    sites: tuple[Site, ...]
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, every file read
-    order_ast: ast.Order | None = None  # the order body as written, for `ppdsl compile`'s readable backend
-    functions: list[Function] = field(default_factory=list)
-    function_nodes: dict[str, ast.FnDef] = field(default_factory=dict)  # as written, for a readable recompile
+    functions: tuple[Function, ...] = ()
 
     def type_index(self, name: str) -> int:
         for i, jt in enumerate(self.job_types):

@@ -525,14 +525,7 @@ def _parse_to_ast(text: str, builder: _ToAst) -> list:
                 state_stack.append(arg)
                 value_stack.append(token)
                 break
-            size, name = arg
-            if size:
-                children = value_stack[-size:]
-                del state_stack[-size:], value_stack[-size:]
-            else:
-                children = []
-            value_stack.append(reduce[rule](children))
-            state_stack.append(states[state_stack[-1]][name][1])
+            _reduce(reduce[rule], arg, states, state_stack, value_stack)
     end = Token.new_borrow_pos("$END", "", token) if token else Token("$END", "", 0, 1, 1)
     while True:
         try:
@@ -541,16 +534,22 @@ def _parse_to_ast(text: str, builder: _ToAst) -> list:
             raise UnexpectedToken(end, set()) from None
         if rule is None:  # pragma: no cover - lark's tables never shift the end of input
             raise UnexpectedToken(end, set())
-        size, name = arg
-        if size:
-            children = value_stack[-size:]
-            del state_stack[-size:], value_stack[-size:]
-        else:
-            children = []
-        value_stack.append(reduce[rule](children))
-        state_stack.append(states[state_stack[-1]][name][1])
+        _reduce(reduce[rule], arg, states, state_stack, value_stack)
         if state_stack[-1] == end_state:
             return value_stack[-1].value
+
+
+def _reduce(callback, arg: tuple[int, str], states: dict, state_stack: list, value_stack: list) -> None:
+    """One LALR reduction: the rule's `size` values popped and built into one by its callback, then the goto of
+    the rule's `name` from the state uncovered."""
+    size, name = arg
+    if size:
+        children = value_stack[-size:]
+        del state_stack[-size:], value_stack[-size:]
+    else:
+        children = []
+    value_stack.append(callback(children))
+    state_stack.append(states[state_stack[-1]][name][1])
 
 
 def _recover(text: str, file: str) -> list[Diagnostic]:

@@ -15,10 +15,13 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import SCHEDULE_BYTES, read_text
 from ppdsl.common.rule_settings import attribute_problem, stream_template_problem
 from ppdsl.language import ast, types
+from ppdsl.language.functions import FunctionDef, analyse_functions, walk
 from ppdsl.language.includes import IncludeBudget, IncludeRefused
 from ppdsl.language.ir import (
+    Expr,
     Function,
     JobType,
+    OrderDef,
     ParamDef,
     Require,
     ScheduleDef,
@@ -27,24 +30,14 @@ from ppdsl.language.ir import (
     TableDef,
 )
 from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES, LETTERS, REGIONS
-from ppdsl.language.lowering import (
-    BIG,
-    FUNCTIONS,
-    MAX_LOOP_DEPTH,
-    ExprCompiler,
-    FunctionDef,
-    OrderCompiler,
-    Scope,
-    analyse_functions,
-    ceildiv,
-    mangle,
-    site_text,
-    walk,
-)
-from ppdsl.language.parser import MAX_EXPR_DEPTH, parse, paused_gc
+from ppdsl.language.parser import parse, paused_gc
+from ppdsl.language.pysource import site_text
+from ppdsl.language.runnable import compiled
+from ppdsl.language.typecheck import FUNCTIONS, ExprCompiler, OrderChecker, Scope
 from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
+PER_JOB = ("rank", "chunk", "stage")  # what a cost or memory expression reads besides the sizes and parameters
 _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
 
 
@@ -117,8 +110,6 @@ class _Resolver:
         self.sources: dict[str, str] = {}
         self.includes = IncludeBudget()
         self.exprs = ExprCompiler(sources=self.sources)
-        # what every compiled expression runs with: helpers, and the schedule's functions once compiled
-        self.namespace: dict = {"_ceildiv": ceildiv, "_BIG": BIG, "_checked": _checked}
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -265,47 +256,45 @@ class _Resolver:
         self.exprs.job_names = frozenset(env.type_index)
         functions = self._compile_functions(decls, env)
         requires = [self._compile_require(r, env) for r in decls.requires]
-        placement_kind, placement_fn = self._compile_placement(decls.placement, env)
+        placement_kind, placement = self._compile_placement(decls.placement, env)
         costs = self._compile_costs(decls.costs, env)
         comm = self._compile_comm(decls.comm, env)
         memory = self._compile_memory(decls.memory, env)
-        limit_fn = self._compile_memory_limit(decls.memory_limit, env)
+        limit = self._compile_memory_limit(decls.memory_limit, env)
         rules, priorities = self._compile_rules(decls.rules, env)
         sites: list[Site] = [Site(Span(file, 1, 1, 1, 2), "")]
-        order_fn, order_source, line_sites = self._compile_order(decls, file, env, sites)
-        tables = [
+        order = self._compile_order(decls, file, env, sites)
+        tables = tuple(
             TableDef(self._condition(tab.when, env), self._table(tab, env.type_index, job_types, sites), tab.span)
             for tab in decls.tables
-        ]
+        )
         if self.diagnostics:
             raise DiagnosticError(self.diagnostics)
-        functions = [self._function_ir(*compiled) for compiled in functions]
-        return ScheduleDef(
+        defn = ScheduleDef(
             name=decls.name,
             doc=decls.doc,
             path=file,
             params=decls.params,
-            requires=requires,
-            job_types=job_types,
+            requires=tuple(requires),
+            job_types=tuple(job_types),
             placement_kind=placement_kind,
-            placement_fn=placement_fn,
+            placement=placement,
             costs=costs,
             comm=comm,
             memory=memory,
-            memory_limit_fn=limit_fn,
-            memory_limit_span=decls.memory_limit.span if decls.memory_limit else None,
-            rules=rules,
-            rule_priorities=priorities,
-            order_fn=order_fn,
-            order_source=order_source,
+            memory_limit=limit,
+            rules=tuple(rules),
+            rule_priorities=tuple(priorities),
+            order=order,
             tables=tables,
-            sites=sites,
-            line_sites=line_sites,
+            sites=tuple(sites),
             sources=self.sources,
-            order_ast=decls.order,
-            functions=functions,
-            function_nodes={f.name: decls.functions[f.name] for f in functions},
+            functions=tuple(self._function_ir(*fn) for fn in functions),
         )
+        problems = compiled(defn).problems  # what Python cannot compile (nesting), found once here
+        if problems:
+            raise DiagnosticError(problems)
+        return defn
 
     def _compile_functions(
         self, decls: _Declarations, env: _Environment
@@ -347,16 +336,14 @@ class _Resolver:
         functions = analyse_functions(defs, dict(env.globals.names), self.diagnostics)
         self.exprs.functions = functions
         self.exprs.function_scope = env.globals
-        compiled = []
+        checked = []
         for fn in functions.values():
             if fn.error:
                 continue
             definition = tuple(INT if k in (NUMBER, types.ANY) else k for k in fn.kinds)
             src, _ = self.exprs.instance(fn, definition)
-            args = ", ".join(mangle(a) for a in (*fn.node.params, *fn.globals))
-            self._define(f"def {fn.python}({args}):\n    return _checked({src})\n", fn.node.span)
-            compiled.append((fn, src, definition))
-        return compiled
+            checked.append((fn, src, definition))
+        return checked
 
     def _function_ir(self, fn: FunctionDef, src: str, definition: tuple[str, ...]) -> Function:
         """A function as codegen writes it, once every call is compiled: its parameters' types over the calls (an
@@ -376,50 +363,41 @@ class _Resolver:
             fn.node.span,
         )
 
-    def _define(self, code: str, span: Span | None) -> None:
-        try:
-            exec(compile(code, "<ppdsl>", "exec"), self.namespace)
-        except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
-            self.error(
-                "E065", "expression nested too deeply for Python to compile", span, help="split it with `let` or a `fn`"
-            )
-
     def _compile_require(self, req: ast.Require, env: _Environment) -> Require:
-        src = self.exprs.expect(req.condition, env.globals, BOOL, "a `require`")
-        return Require(
-            self._fn(src, env.params, text=self._snippet(req.condition.span)),
-            req.message,
-            self._snippet(req.condition.span),
-            req.span,
-        )
+        text = self._snippet(req.condition.span)
+        condition = self.exprs.checked(req.condition, env.globals, BOOL, "a `require`", text=text)
+        return Require(condition, req.message, text, req.span)
 
-    def _condition(self, expr: ast.Expr | None, env: _Environment):
+    def _condition(self, expr: ast.Expr | None, env: _Environment) -> Expr | None:
         if expr is None:
             return None
-        src = self.exprs.expect(expr, env.globals, BOOL, "a table's `when`")
-        return self._fn(src, env.params, text=self._snippet(expr.span))
+        return self.exprs.checked(expr, env.globals, BOOL, "a table's `when`", text=self._snippet(expr.span))
 
-    def _compile_placement(self, placement: ast.Placement | None, env: _Environment):
+    def _compile_placement(self, placement: ast.Placement | None, env: _Environment) -> tuple[str, Expr | None]:
         if placement is None:
             return "looped", None
         if placement.kind != "expr":
             return placement.kind, None
         scope = env.scope("a placement", "rank", "chunk")
-        src = self.exprs.expect(placement.expr, scope, INT, "a stage")
-        return "expr", self._fn(src, env.params, extra=("rank", "chunk"), text=self._snippet(placement.expr.span))
+        text = self._snippet(placement.expr.span)
+        return "expr", self.exprs.checked(placement.expr, scope, INT, "a stage", text=text, extra=("rank", "chunk"))
 
-    def _compile_costs(self, costs: dict[str, ast.Cost], env: _Environment) -> dict:
+    def _compile_costs(self, costs: dict[str, ast.Cost], env: _Environment) -> dict[str, Expr]:
         out = {}
         for job, cost in costs.items():
             if self._known_type(job, env.type_index, cost.span):
-                src = self.exprs.expect(cost.value, env.per_job, NUMBER, "a cost")
-                text = self._snippet(cost.value.span)
-                out[env.canonical(job)] = self._fn(
-                    src, env.params, extra=("rank", "chunk", "stage"), text=text, span=cost.span
+                out[env.canonical(job)] = self.exprs.checked(
+                    cost.value,
+                    env.per_job,
+                    NUMBER,
+                    "a cost",
+                    text=self._snippet(cost.value.span),
+                    span=cost.span,
+                    extra=PER_JOB,
                 )
         return out
 
-    def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict:
+    def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict[str, Expr]:
         out = {}
         for key, item in comm.items():
             if key not in COMM_KEYS:
@@ -430,27 +408,36 @@ class _Resolver:
                     help="use `comm latency = <time>` or `comm bandwidth = <units per time>`",
                 )
                 continue
-            src = self.exprs.expect(item.value, env.globals, NUMBER, f"a {key}")
-            out[key] = self._fn(src, env.params, text=self._snippet(item.value.span), span=item.span)
+            text = self._snippet(item.value.span)
+            out[key] = self.exprs.checked(item.value, env.globals, NUMBER, f"a {key}", text=text, span=item.span)
         return out
 
-    def _compile_memory(self, memory: dict[str, ast.Memory], env: _Environment) -> dict:
+    def _compile_memory(self, memory: dict[str, ast.Memory], env: _Environment) -> dict[str, tuple[str, Expr]]:
         out = {}
         for job, item in memory.items():
             if self._known_type(job, env.type_index, item.span):
-                src = self.exprs.expect(item.value, env.per_job, NUMBER, "an amount of memory")
-                text = self._snippet(item.value.span)
-                fn = self._fn(src, env.params, extra=("rank", "chunk", "stage"), text=text, span=item.span)
-                out[env.canonical(job)] = (item.verb, fn)
+                amount = self.exprs.checked(
+                    item.value,
+                    env.per_job,
+                    NUMBER,
+                    "an amount of memory",
+                    text=self._snippet(item.value.span),
+                    span=item.span,
+                    extra=PER_JOB,
+                )
+                out[env.canonical(job)] = (item.verb, amount)
         return out
 
-    def _compile_memory_limit(self, limit: ast.MemoryLimit | None, env: _Environment):
+    def _compile_memory_limit(self, limit: ast.MemoryLimit | None, env: _Environment) -> Expr | None:
         if limit is None:
             return None
-        src = self.exprs.expect(limit.value, env.scope("the memory limit", "rank"), NUMBER, "a memory limit")
-        return self._fn(src, env.params, extra=("rank",), text=self._snippet(limit.value.span))
+        scope = env.scope("the memory limit", "rank")
+        text = self._snippet(limit.value.span)
+        return self.exprs.checked(
+            limit.value, scope, NUMBER, "a memory limit", text=text, span=limit.span, extra=("rank",)
+        )
 
-    def _compile_rules(self, rules: list[ast.Rule], env: _Environment):
+    def _compile_rules(self, rules: list[ast.Rule], env: _Environment) -> tuple[list[StreamRule], list[Expr | None]]:
         stream_rules, priorities = [], []
         for rule in rules:
             if rule.job is not None:
@@ -458,8 +445,8 @@ class _Resolver:
             self._check_rule_settings(rule)
             prio = None
             if rule.priority is not None:
-                src = self.exprs.expect(rule.priority, env.globals, INT, "a priority")
-                prio = self._fn(src, env.params, text=self._snippet(rule.priority.span))
+                text = self._snippet(rule.priority.span)
+                prio = self.exprs.checked(rule.priority, env.globals, INT, "a priority", text=text)
             stream_rules.append(StreamRule(rule.pattern, rule.job, rule.stream, None, rule.attrs, rule.span))
             priorities.append(prio)
         return stream_rules, priorities
@@ -472,8 +459,8 @@ class _Resolver:
         if rule.stream is not None and (problem := stream_template_problem(rule.stream, rule.stream_span or rule.span)):
             self.diagnostics.append(problem)
 
-    def _compile_order(self, decls: _Declarations, file: str, env: _Environment, sites: list[Site]):
-        """(order function, its Python source, generated line -> site) of `order { ... }`, if there is one."""
+    def _compile_order(self, decls: _Declarations, file: str, env: _Environment, sites: list[Site]) -> OrderDef | None:
+        """`order { ... }`, checked, if there is one."""
         body, tables = decls.order, decls.tables
         if body is not None and tables:
             self.error(
@@ -490,24 +477,10 @@ class _Resolver:
                 help="add `order { ... }` with the job order of a rank",
             )
         if body is None or tables:
-            return None, "", {}
+            return None
         names = [jt.name for jt in env.job_types]
-        oc = OrderCompiler(self.exprs, env.type_index, names, env.param_types, sites, self.sources)
-        source = oc.compile(body.body, body.span)
-        if self.diagnostics:
-            return None, source, oc.line_sites
-        namespace = self.namespace
-        try:
-            exec(compile(source, f"<order of {file}>", "exec"), namespace)
-        except (SyntaxError, RecursionError, MemoryError):  # Python's own nesting limits
-            self.error(
-                "E065",
-                "the order is nested too deeply for Python to compile",
-                body.span,
-                help=f"keep loops under {MAX_LOOP_DEPTH} levels and expressions under {MAX_EXPR_DEPTH}",
-            )
-            return None, source, oc.line_sites
-        return namespace["_order"], source, oc.line_sites
+        checker = OrderChecker(self.exprs, env.type_index, names, env.param_types, sites, self.sources)
+        return checker.check(body.body, body.span)
 
     # ------------------------------------------------------------------ pieces
 
@@ -539,31 +512,6 @@ class _Resolver:
                 "with `let` in the order, or with a `fn`",
             )
         return 0
-
-    def _fn(
-        self,
-        src: str,
-        params: dict[str, ParamDef],
-        extra: tuple[str, ...] = (),
-        text: str = "",
-        span: Span | None = None,
-    ):
-        """A callable over the size/parameter environment: fn(pp=, vpp=, microbatches=, <params>, <extra>).
-        `text` is the expression as written and `span` its declaration, for messages."""
-        names = ["pp", "vpp", "microbatches", *params, *extra]
-        args = ", ".join(mangle(n) for n in names)
-        self.namespace.pop("_f", None)
-        self._define(f"def _f({args}):\n    return {src}\n", None)
-        inner = self.namespace.pop("_f", lambda *args: 0)
-        order = tuple(names)
-
-        def call(env: dict):
-            return inner(*(env[n] for n in order))
-
-        call.source = src  # kept for code generation
-        call.text = text or src
-        call.span = span
-        return call
 
     def _known_type(self, name: str, type_index: dict[str, int], span: Span) -> bool:
         if name in type_index:
@@ -645,7 +593,7 @@ class _Resolver:
 
     def _table(
         self, table: ast.Table, type_index: dict[str, int], job_types: list[JobType], sites: list[Site]
-    ) -> list[tuple[int, list[tuple[int, int, int, int]]]]:
+    ) -> tuple[tuple[int, tuple[tuple[int, int, int, int], ...]], ...]:
         rows = []
         seen_ranks: dict[int, Span] = {}
         for row in table.rows:
@@ -683,21 +631,14 @@ class _Resolver:
                     continue
                 sites.append(Site(cell.span, cell.text))
                 jobs.append((t, chunk, mb, len(sites) - 1))
-            rows.append((row.rank, jobs))
-        return rows
+            rows.append((row.rank, tuple(jobs)))
+        return tuple(rows)
 
 
 def _annotation(seen: set[str]) -> str:
     """The Python annotation of values of these types: an int is a float where some call gives a float."""
     numbers = "float" if types.FLOAT in seen else "int" if INT in seen else None
     return " | ".join(t for t in ("bool" if BOOL in seen else None, numbers) if t) or "int"
-
-
-def _checked(value):
-    """A function's result: an integer past any count is a function growing without end (`x * x` nested)."""
-    if value.__class__ is int and (value > BIG or value < -BIG):
-        raise OverflowError(value)
-    return value
 
 
 _COLLECT = {

@@ -4,7 +4,7 @@ replaced, so the text never ends its literal and never becomes items of the file
 
 from __future__ import annotations
 
-from ppdsl.language.lowering import py_text
+from ppdsl.language.pysource import py_text
 
 
 def sched_string(text: str) -> str:

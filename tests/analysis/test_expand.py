@@ -29,6 +29,7 @@ from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_files
 from ppdsl.language.resolve import load, resolve_text
+from ppdsl.language.runnable import compiled
 
 GPIPE = "order { forward * microbatches backward * microbatches optimizer }"
 NESTED = """
@@ -112,20 +113,21 @@ def test_the_library_needs_a_fraction_of_its_budget():
     worst = 0.0
     for path in library_files():
         defn = load(path)
-        if defn.order_fn is None:
+        run = compiled(defn)
+        if run.order is None:
             continue
         for pp in (1, 2, 4, 8):
             for vpp in (1, 2, 4):
                 for m in (1, 2, pp, 2 * pp + 1, 64):
                     env = {"pp": pp, "vpp": vpp, "microbatches": m, **bind_params(defn, {})}
-                    if not all(r.check(env) for r in defn.requires):
+                    if not all(run.formula(r.condition)(env) for r in defn.requires):
                         continue
                     ntypes = len(defn.job_types)
                     for rank in range(pp):
                         counters = [[0] * vpp for _ in range(ntypes)]
                         budget = 1 << 40
                         args = (pp, vpp, m, rank, *(env[p] for p in defn.params), [], [], counters, vpp, ntypes)
-                        left = defn.order_fn(*args, 1 << 40, _fail, budget)
+                        left = run.order(*args, 1 << 40, _fail, budget)
                         worst = max(worst, (budget - left) / (ntypes * vpp * m))
     assert 0 < worst < 4 <= BUDGET_PER_JOB / 4
 

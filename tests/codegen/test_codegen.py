@@ -29,7 +29,8 @@ from ppdsl.cli import app
 from ppdsl.codegen.generate import generate_plan_module, module_stem, py_literal
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_files
-from ppdsl.language.lowering import LINE_LENGTH, readable_name
+from ppdsl.language.pysource import LINE_LENGTH
+from ppdsl.language.readable_order import readable_name
 from ppdsl.language.resolve import load, resolve_text
 
 from paths import ROOT

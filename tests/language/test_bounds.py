@@ -9,10 +9,11 @@ import time
 import pytest
 
 from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.functions import MAX_CALL_DEPTH
 from ppdsl.language.includes import MAX_INCLUDE_BYTES, MAX_INCLUDE_DEPTH, MAX_INCLUDES
-from ppdsl.language.lowering import MAX_CALL_DEPTH, MAX_LOOP_DEPTH
 from ppdsl.language.parser import MAX_BLOCK_DEPTH, MAX_EXPR_DEPTH
 from ppdsl.language.resolve import load, resolve_text
+from ppdsl.language.typecheck import MAX_LOOP_DEPTH
 
 GPIPE = "order { forward * microbatches backward * microbatches optimizer }"
 TAIL = "\nbackward * microbatches optimizer }\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ppdsl.language.lowering import _readable_by_python, readable_expr
+from ppdsl.language.readable_order import _readable_by_python, readable_expr
 
 _VALUES = ["v_a0", "v_microbatches", "u_f", "v_list", "v_x_", "v__y", "v_rank", "0", "7", "123456789012345678"]
 _OPS = ["+", "-", "*", "//", "%", "==", "!=", "<=", ">=", "<", ">"]
