@@ -93,6 +93,8 @@ _SUMMARIES = {
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",
     "E068": "a command's output or search would not fit its budget of memory or time at these sizes",
     "E075": "a `cost`, `comm` or `memory` declaration gives a negative, infinite or undefined number",
+    "E096": "`ppdsl fmt` found no `.sched` file in the paths it was given",
+    "E097": "`ppdsl fmt` would have changed a file's tokens or comments (a bug): the file is left as it was",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",
