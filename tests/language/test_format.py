@@ -5,6 +5,7 @@ a synthesized file and hypothesis-generated schedules."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shlex
 from pathlib import Path
@@ -257,17 +258,25 @@ def _expr(depth: int) -> st.SearchStrategy[list[str]]:
         sub.map(lambda e: ["(", *e, ")"]),
         st.tuples(sub, sub).map(lambda t: ["min", "(", *t[0], ",", *t[1], ")"]),
         st.tuples(sub, sub, sub).map(lambda t: ["(", "if", *t[0], "<", *t[1], "then", *t[2], "else", "1", ")"]),
+        st.tuples(sub, sub).map(lambda t: ["f", "(", *t[0], ",", *t[1], ")"]),
     )
 
 
 EXPR = _expr(2)
-COND = st.tuples(EXPR, st.sampled_from(["<", "==", ">=", "!="]), EXPR).map(lambda t: [*t[0], t[1], *t[2]])
+COMPARISON = st.tuples(EXPR, st.sampled_from(["<", "==", ">=", "!="]), EXPR).map(lambda t: [*t[0], t[1], *t[2]])
+COND = st.one_of(
+    COMPARISON,
+    st.tuples(COMPARISON, st.sampled_from(["and", "or"]), COMPARISON).map(lambda t: [*t[0], t[1], *t[2]]),
+    COMPARISON.map(lambda c: ["not", "(", *c, ")"]),
+    st.sampled_from([["true"], ["false"]]),
+)
 
 
 def _statements(depth: int) -> st.SearchStrategy[list[str]]:
     job = st.one_of(
         JOBS.map(lambda j: [j]),
         st.tuples(JOBS, EXPR).map(lambda t: [t[0], "(", "mb", "=", *t[1], ")"]),
+        st.tuples(JOBS, EXPR).map(lambda t: [t[0], "(", "chunk", "=", "0", ",", "mb", "=", *t[1], ")", "*", "2"]),
         st.tuples(JOBS, st.integers(0, 3)).map(lambda t: [t[0], "*", str(t[1])]),
         EXPR.map(lambda e: ["let", "x", "=", *e]),
         st.just([";"]),
@@ -279,6 +288,9 @@ def _statements(depth: int) -> st.SearchStrategy[list[str]]:
             st.tuples(st.integers(0, 3), body).map(lambda t: ["repeat", str(t[0]), "{", *t[1], "}"]),
             st.tuples(EXPR, body).map(lambda t: ["for", "i", "in", "0", "..", *t[0], "{", *t[1], "}"]),
             st.tuples(COND, body, body).map(lambda t: ["if", *t[0], "{", *t[1], "}", "else", "{", *t[2], "}"]),
+            st.tuples(COND, body, COND, body).map(
+                lambda t: ["if", *t[0], "{", *t[1], "}", "elif", *t[2], "{", *t[3], "}"]
+            ),
         )
     return st.lists(job, max_size=4).map(lambda parts: [tok for part in parts for tok in part])
 
@@ -291,6 +303,15 @@ ITEMS = st.one_of(
     st.just(['"""A docstring,\n  # not a comment\n"""']),
     st.just(["rule", '"pd_op.send_v2"', "{", "priority", "=", "-", "1", "attr", "a", "=", "-2", "}"]),
     st.just(["memory", "forward", "allocates", "1"]),
+    st.just(["memory", "backward_b", "frees", "0.5"]),
+    EXPR.map(lambda e: ["memory", "limit", "=", *e]),
+    EXPR.map(lambda e: ["fn", "f", "(", "a", ",", "b", ")", "=", *e]),
+    EXPR.map(lambda e: ["placement", "stage", "=", *e]),
+    st.sampled_from([["placement", "looped"], ["placement", "vshape"], ["comm", "latency", "=", "0.25"]]),
+    st.just(["job", "send", "(", "s", ")", ":", "backward", "ops", '"a"', ",", '"b"', "after", "backward", "sends"]),
+    st.just(["rule", '"x"', "in", "forward", "{", "stream", "=", '"s"', "attr", "t", "=", "true", "}"]),
+    st.just(["schedule", '"name"']),
+    st.just(["table", "{", "rank", "0", ":", "F0", "B0", "optimizer", "rank", "1", ":", "F0", "B0", "optimizer", "}"]),
     st.just(["table", "when", "pp", "==", "9", "{", "rank", "0", ":", "F0", "B0.c0", "optimizer", "}"]),
 )
 SCHEDULES = st.tuples(st.lists(ITEMS, max_size=4), _statements(2)).map(
@@ -300,7 +321,9 @@ SCHEDULES = st.tuples(st.lists(ITEMS, max_size=4), _statements(2)).map(
 GAPS = st.sampled_from([" ", " ", " ", "  ", "\n", "\n\n\n", "\t", "  # note\n", "\n    # own line\n  "])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("FMT_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(SCHEDULES, st.data())
 def test_generated_schedules_keep_their_meaning_and_format_once(tokens, data):
     gaps = data.draw(st.lists(GAPS, min_size=len(tokens), max_size=len(tokens)))
