@@ -482,14 +482,17 @@ def write_output(path: str | Path, data: str | bytes, make_parents: bool = False
 def rewrite_input(path: str | Path, data: str) -> None:
     """Replace the regular file `path`, which the command read, with `data` (atomically, through `write_output`):
     the one output allowed over an input, for a command whose output is its input rewritten (`ppdsl fmt`).
-    Refuses (E053) a path that is no longer a regular file: a FIFO or a device swapped in is never written."""
+    Refuses (E053) a path that no longer names the regular file read: a FIFO, a device or another file moved to
+    that name since is never written."""
     try:
         st = os.stat(path)
     except (OSError, ValueError) as err:
         raise _write_error(path, err if isinstance(err, OSError) else OSError(errno.EINVAL, str(err)), "E000") from None
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(path, f"it is {_kind(st.st_mode)} now", help="rewrite only a regular file")
-    _inputs.pop((st.st_dev, st.st_ino), None)  # this input may be replaced; any other the command read may not
+    if (st.st_dev, st.st_ino) not in _inputs:  # another file was moved to this name since it was read
+        raise _refuse(path, "it is not the file that was read", help="run the command again")
+    del _inputs[(st.st_dev, st.st_ino)]  # this input may be replaced; any other the command read may not
     write_output(path, data)
 
 
