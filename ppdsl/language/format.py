@@ -152,7 +152,6 @@ class _Formatter:
                             self.rows.update(range(first + 1, _end_index(tokens, first, child.meta.end_pos)))
         self.gaps = [_gap(text, tokens[i - 1].end_pos if i else 0, tok.start_pos) for i, tok in enumerate(tokens)]
         self.final_gap = _gap(text, tokens[-1].end_pos if tokens else 0, len(text))
-        self.closing: dict[int, int] = {}  # index of `{` -> index of its `}`
         self.multiline: set[int] = set()  # indices of the `{` and `}` of constructs laid out over several lines
         self._match_braces()
         self.pads = self._alignment()
@@ -164,8 +163,8 @@ class _Formatter:
                 stack.append(i)
             elif tok.type == "RBRACE":
                 opened = stack.pop()
-                self.closing[opened] = i
                 inside = self.text[self.tokens[opened].start_pos : tok.end_pos]
+                # several lines: a line break between two tokens inside (`{\n}` is empty: `{}`), or a comment
                 if ("\n" in inside and i > opened + 1) or any(g.comments for g in self.gaps[opened + 1 : i + 1]):
                     self.multiline.update((opened, i))
 
