@@ -331,3 +331,16 @@ def test_generated_schedules_keep_their_meaning_and_format_once(tokens, data):
     formatted = assert_formatted_well(text, "generated.sched", [(2, 4, 1), (3, 3, 2)])
     assert formatted.count("# note") == text.count("# note")
     assert formatted.count("# own line") == text.count("# own line")
+
+
+def test_a_layout_that_would_change_a_token_or_comment_is_refused(monkeypatch):
+    """The proof before the answer: a formatter bug (here, one that drops a comment or glues two names) is
+    E097, never a changed file."""
+    from ppdsl.language import format as formatter
+
+    text = "order { forward backward  # why\n optimizer }\n"
+    for broken in ("order { forward backward\n    optimizer\n}\n", "order { forwardbackward optimizer }  # why\n"):
+        monkeypatch.setattr(formatter._Formatter, "run", lambda self, broken=broken: broken)
+        with pytest.raises(DiagnosticError) as caught:
+            format_text(text, "x.sched")
+        assert [d.code for d in caught.value.diagnostics] == ["E097"]
