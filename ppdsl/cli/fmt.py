@@ -20,7 +20,7 @@ from ppdsl.cli.common import err, fail, out
 from ppdsl.common.codes import EXIT_INVALID, EXIT_VALID, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.files import SCHEDULE_BYTES, read_text, rewrite_input
-from ppdsl.common.text import escaped
+from ppdsl.common.text import count, escaped
 from ppdsl.language.format import format_text
 
 STDIN = "-"
@@ -49,11 +49,16 @@ def _read(path: str) -> str:
     return read_text(path, SCHEDULE_BYTES, what="the schedule ")
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of `text`, each with its `\n`, broken where Lark breaks them (at `\n` only: a `\r` or a form
+    feed is inside a line, as the parser's line numbers count)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def _diff(path: str, before: str, after: str) -> str:
     shown = "stdin" if path == STDIN else path
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"{shown}", f"{shown} (formatted)"
-    )
+    lines = difflib.unified_diff(_lines(before), _lines(after), f"{shown}", f"{shown} (formatted)")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
@@ -115,9 +120,9 @@ def fmt_cmd(
                     changed, failed = changed - 1, failed + 1
     sys.stdout.flush()
     verb = "would be reformatted" if check or diff else "reformatted"
-    summary = f"{_files(changed)} {verb}, {_files(unchanged)} left unchanged"
+    summary = f"{count(changed, 'file')} {verb}, {count(unchanged, 'file')} left unchanged"
     if failed:
-        summary += f", {_files(failed)} refused"
+        summary += f", {count(failed, 'file')} refused"
     if refused:
         err.print(render_all(refused, SourceCache(), color=err.is_terminal), markup=False)
     if STDIN not in files or check or diff:
@@ -125,7 +130,3 @@ def fmt_cmd(
     if refused:
         raise typer.Exit(exit_code(refused))
     raise typer.Exit(EXIT_INVALID if changed and (check or diff) else EXIT_VALID)
-
-
-def _files(n: int) -> str:
-    return f"{n} file" if n == 1 else f"{n} files"
