@@ -3,6 +3,7 @@
     schedule.py  check, expand, show, list, import, explain: a schedule at given sizes, as text
     reports.py   trace, plot, compare, sweep, calibrate: simulations, pictures and tables
     codegen.py   compile: a schedule as a Python plan module
+    fmt.py       fmt: .sched files in the canonical layout
     synth.py     synth: the fastest schedule within a memory limit, as a checked .sched
     training.py  run: training with a schedule's plan (one process, or one per rank through launch.py)
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from ppdsl.cli import codegen, reports, schedule, synth, training  # noqa: F401  (each registers its commands on `app`)
+from ppdsl.cli import codegen, fmt, reports, schedule, synth, training  # noqa: F401  (each registers its commands on `app`)
 from ppdsl.cli.app import app
 from ppdsl.cli.common import err
 from ppdsl.common.codes import EXIT_USAGE

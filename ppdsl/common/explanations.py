@@ -1270,4 +1270,18 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl synth --pp 4 -m 8 --vpp 2 --placement vshape --memory-limit 1.5 --time-limit 1 -o found.sched"),
         cmd("ppdsl synth --pp 4 -m 8 --vpp 2 --placement vshape --memory-limit 2 --time-limit 1 -o found.sched"),
     ),
+    "E096": Explanation(
+        "`ppdsl fmt` formats the files it is named and the `.sched` files under the directories it is named "
+        "(hidden directories skipped); with no path, those under the working directory. When all the paths together "
+        "hold no `.sched` file, a path is probably wrong (a typo, the wrong directory), and nothing is done.",
+        cmd("ppdsl fmt .", files=(("notes.txt", "not a schedule\n"),)),
+        cmd("ppdsl fmt .", files=(("notes.txt", "not a schedule\n"), (SCHED, GPIPE + "\n"))),
+    ),
+    "E097": Explanation(
+        "`ppdsl fmt` changes only whitespace, and proves it before it writes: the formatted text must parse and "
+        "hold the same tokens and comments in the same order. This never fails unless the formatter has a bug: the "
+        "file is left as it was, and the other files are formatted. Please report it with the file.",
+        cmd("ppdsl fmt example.sched", note="(only with a bug in ppdsl fmt)", setting="a bug in ppdsl fmt"),
+        cmd("ppdsl fmt example.sched", files=((SCHED, GPIPE + "\n"),)),
+    ),
 }

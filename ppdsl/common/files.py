@@ -482,6 +482,23 @@ def write_output(path: str | Path, data: str | bytes, make_parents: bool = False
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
+def rewrite_input(path: str | Path, data: str) -> None:
+    """Replace the regular file `path`, which the command read, with `data` (atomically, through `write_output`):
+    the one output allowed over an input, for a command whose output is its input rewritten (`ppdsl fmt`).
+    Refuses (E053) a path that no longer names the regular file read: a FIFO, a device or another file moved to
+    that name since is never written."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as err:
+        raise _write_error(path, err if isinstance(err, OSError) else OSError(errno.EINVAL, str(err)), "E000") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, f"it is {kind(st.st_mode)} now", help="rewrite only a regular file")
+    if (st.st_dev, st.st_ino) not in _inputs:  # another file was moved to this name since it was read
+        raise _refuse(path, "it is not the file that was read", help="run the command again")
+    del _inputs[(st.st_dev, st.st_ino)]  # this input may be replaced; any other the command read may not
+    write_output(path, data)
+
+
 # the names of the first version, which only replaced files
 open_atomic = open_output
 write_atomic = write_output

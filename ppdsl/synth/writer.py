@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ppdsl.common.text import escaped
+from ppdsl.language.format import format_text
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, BUILTIN_TYPES, FORWARD
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
@@ -259,4 +260,4 @@ def sched_text(problem: Problem, orders: list[Order], header: Header, block: Blo
         lines += periodic_text(problem, block)
     else:
         lines += order_text(problem, orders) if in_order(orders) else table_text(problem, orders)
-    return "\n".join(lines) + "\n"
+    return format_text("\n".join(lines) + "\n")  # the canonical layout, as `ppdsl fmt` would leave it

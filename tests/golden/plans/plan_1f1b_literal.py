@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "1F1B"
 SOURCE = "schedules/1f1b.sched"
-SOURCE_SHA256 = "3bc74050a5f3789e53b601fc7172aa402d0df5e299b98a71727764cf71216da6"
+SOURCE_SHA256 = "7cf1a5548821c5badffe6674391afda3b16c259bf2e046f0f38d49aa69394599"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}

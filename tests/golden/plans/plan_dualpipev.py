@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "DualPipeV"
 SOURCE = "schedules/dualpipev.sched"
-SOURCE_SHA256 = "f993e4ac614cc59fbf1047cb85fe7a56bf003cbc3496fbe6d219cf8997c23c7b"
+SOURCE_SHA256 = "9db053e6ae9606e7affa1c5ec9e4e4d9f013e9551f18d4b480671ed9ff716b6e"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "InterleavedZB"
 SOURCE = "schedules/interleavedzb.sched"
-SOURCE_SHA256 = "a2722883174c7a0ca3b3a12823def3b5eafa6325b30d7d0c08c31ea73fe99198"
+SOURCE_SHA256 = "ef483cd2986902fa41004f79eac48581bab3253c459d1259626c6515f2bbc937"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "VPP"
 SOURCE = "schedules/vpp.sched"
-SOURCE_SHA256 = "b7f0bc639145fe2f5bef91f4cf11fcafe2c3769a8784b654373fc9fcf56988fc"
+SOURCE_SHA256 = "bd1796b2b611fac0984a3829e80aa9dd898174fd472ea7f5bb56dcda51921034"
 PPDSL_VERSION = "0.1.0"
 
 # The schedule's parameters and their defaults; every function below takes them as keywords.

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBH1"
 SOURCE = "schedules/zbh1.sched"
-SOURCE_SHA256 = "7b7f764a0b9290d1e8ca3dfff72056847654b5f88b7e3487e7cb38015634db5c"
+SOURCE_SHA256 = "86756c074b06374626ad1d989c36b6e4db7823b7519352671b989bb51efa01c7"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBH2"
 SOURCE = "schedules/zbh2.sched"
-SOURCE_SHA256 = "b263152bbf9692db410d798c52898434e816b5ec9454a35161f4adedfc71d239"
+SOURCE_SHA256 = "422f2e991451441e8608f33a1489c610bd88d24e2e49a38ebdaad97d68220170"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBV"
 SOURCE = "schedules/zbv.sched"
-SOURCE_SHA256 = "3c8621eae2cd84c89542fe5ef1e595aaa55b714c5c62ff6707d5adc714c836a5"
+SOURCE_SHA256 = "4155a7f1145f2f73bbfdc40cec091a96a21dd625b4060bee0b064dbe5622e027"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBVPP"
 SOURCE = "schedules/zbvpp.sched"
-SOURCE_SHA256 = "faff5080f65a4fccb3fd4586f71339c728230120f566e025836f71ca4a66de73"
+SOURCE_SHA256 = "b1d38947cbf9d90628f324db621e853a385fde63010764c57af8134006b335db"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
