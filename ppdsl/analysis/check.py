@@ -183,8 +183,13 @@ def deadlock(exp: Expansion, ex: Execution, rendezvous: bool) -> list[Diagnostic
     return [] if ex.completed else [_deadlock_diagnostic(exp, ex, rendezvous)]
 
 
+def deadlock_cycle(ex: Execution) -> list[Wait]:
+    """The waits a deadlock diagnostic names, one per rank of the cycle (the language server points at each)."""
+    return ex.deadlock or ex.blocked[:1]
+
+
 def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Diagnostic:
-    cycle = ex.deadlock or ex.blocked[:1]
+    cycle = deadlock_cycle(ex)
     first = cycle[0]
     site = exp.defn.sites[exp.sites[first.rank][first.step]]
     if len(cycle) == 1 and first.peer == first.rank:
@@ -194,7 +199,7 @@ def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Dia
         ranks = " -> ".join(str(w.rank) for w in cycle) + f" -> {cycle[0].rank}"
         message = f"deadlock: ranks {ranks} wait for each other"
         code = "S105"
-    notes = [_describe(w) for w in cycle]
+    notes = [describe_wait(w) for w in cycle]
     marks = {w.rank: w.step for w in ex.blocked}
     notes.append("rank x step grid (`>X<` marks where each rank is stuck):\n" + text_grid(exp, marks))
     if rendezvous and any(w.kind == "send" for w in cycle):
@@ -214,7 +219,7 @@ def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Dia
     )
 
 
-def _describe(w: Wait) -> str:
+def describe_wait(w: Wait) -> str:
     if w.kind == "send":
         return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for rank {w.peer} to receive it in `{w.peer_job}`"
     return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for `{w.peer_job}` from rank {w.peer}"

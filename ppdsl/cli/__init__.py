@@ -4,6 +4,7 @@
     reports.py   trace, plot, compare, sweep, calibrate: simulations, pictures and tables
     codegen.py   compile: a schedule as a Python plan module
     synth.py     synth: the fastest schedule within a memory limit, as a checked .sched
+    lsp.py       lsp: the language server for editors (`ppdsl.lsp`)
     training.py  run: training with a schedule's plan (one process, or one per rank through launch.py)
 
 `common.py` holds the options and the rule that ends a command on diagnostics. Nothing here imports paddle
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from ppdsl.cli import codegen, reports, schedule, synth, training  # noqa: F401  (each registers its commands on `app`)
+from ppdsl.cli import codegen, lsp, reports, schedule, synth, training  # noqa: F401  (each registers its commands on `app`)
 from ppdsl.cli.app import app
 from ppdsl.cli.common import err
 from ppdsl.common.codes import EXIT_USAGE

@@ -93,6 +93,8 @@ _SUMMARIES = {
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",
     "E068": "a command's output or search would not fit its budget of memory or time at these sizes",
     "E075": "a `cost`, `comm` or `memory` declaration gives a negative, infinite or undefined number",
+    "E098": "a `# ppdsl:` directive (the sizes the language server checks a file at) cannot be read",
+    "E099": "`ppdsl lsp` needs pygls, which is not installed",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",

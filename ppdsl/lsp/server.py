@@ -1,0 +1,270 @@
+"""`ppdsl lsp`: the language server (pygls, over stdio).
+
+On open and on every change a document is checked as `ppdsl check` checks it (`ppdsl.lsp.checking`) at the sizes
+its `# ppdsl:` directive, the workspace settings or the default give (`ppdsl.lsp.sizes`), and its diagnostics are
+published. A check runs on a worker thread, one at a time per document: changes that arrive meanwhile are not
+queued, the newest text is checked next and a result older than the text is dropped (stale work is never
+published). Requests (hover, definition, ...) are answered from the newest syntax tree and the last check, so
+they never wait for a check and never fail because of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+from ppdsl.common.version import __version__
+from ppdsl.lsp import features
+from ppdsl.lsp.checking import Checked, check_text
+from ppdsl.lsp.convert import from_position, to_diagnostic, to_range, uri_of
+from ppdsl.lsp.features import Document, RenameRefused
+from ppdsl.lsp.sizes import Sizes, directive, from_settings
+from ppdsl.lsp.symbols import Index, build_index
+
+log = logging.getLogger(__name__)
+
+
+def formatter():
+    """The formatter (`ppdsl.language.format.format_text`) when this installation has it, else None."""
+    try:
+        from ppdsl.language.format import format_text  # the formatter ships on its own branch (issue 20)
+    except ImportError:
+        return None
+    return format_text
+
+
+@dataclass
+class _State:
+    """One open document: the last check published and the index of the newest text."""
+
+    checked: Checked | None = None
+    checked_version: int | None = None
+    diagnostics: list[lsp.Diagnostic] | None = None
+    index: Index | None = None
+    index_version: int | None = None
+    task: asyncio.Task | None = None
+
+
+class PpdslServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("ppdsl", __version__)
+        self.settings = Sizes()
+        self.states: dict[str, _State] = {}
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ppdsl-check")
+
+    # -------------------------------------------------------------------------------------- helpers
+
+    def units(self, text: str) -> int:
+        return self.workspace.position_codec.client_num_units(text)
+
+    def path_of(self, uri: str) -> str:
+        return self.workspace.get_text_document(uri).path
+
+    def read(self, path: str) -> str | None:
+        """An include's text: the open buffer, else the file as saved."""
+        uri = uri_of(path)
+        if uri in self.workspace.text_documents:
+            return self.workspace.get_text_document(uri).source
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def lines(self, path: str) -> list[str] | None:
+        text = self.read(path)
+        return text.split("\n") if text is not None else None
+
+    def publish(self, uri: str, version: int | None, checked: Checked, text: str) -> list[lsp.Diagnostic]:
+        path = checked.path
+        found = directive(text, path)
+        fallback = (
+            to_range(found[0], text.split("\n"), self.units)
+            if found
+            else lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+        )
+        diagnostics = [
+            to_diagnostic(d, path, self.lines, self.units, checked.result, fallback) for d in checked.diagnostics
+        ]
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, diagnostics, version))
+        return diagnostics
+
+    # -------------------------------------------------------------------------------------- checking
+
+    def schedule_check(self, uri: str) -> None:
+        """Check the document's newest text soon; one check at a time per document."""
+        state = self.states.setdefault(uri, _State())
+        if state.task is None or state.task.done():
+            state.task = asyncio.ensure_future(self._check_until_current(uri))
+
+    async def _check_until_current(self, uri: str) -> None:
+        loop = asyncio.get_running_loop()
+        while uri in self.workspace.text_documents and uri in self.states:
+            doc = self.workspace.get_text_document(uri)
+            text, version, settings = doc.source, doc.version, self.settings
+            checked = await loop.run_in_executor(self.pool, check_text, text, doc.path, settings)
+            state = self.states.get(uri)
+            if state is None or uri not in self.workspace.text_documents:
+                return  # closed meanwhile
+            current = self.workspace.get_text_document(uri)
+            if current.version != version or settings is not self.settings:
+                continue  # stale: the text or the settings changed while it ran; check the newest
+            state.checked, state.checked_version = checked, version
+            state.diagnostics = self.publish(uri, version, checked, text)
+            return
+
+    def document(self, uri: str) -> Document:
+        """The features' view of a document: the newest text's index, with the last check (run one now if there
+        is none yet)."""
+        doc = self.workspace.get_text_document(uri)
+        state = self.states.setdefault(uri, _State())
+        if state.index is None or state.index_version != doc.version:
+            state.index, state.index_version = build_index(doc.path, doc.source, self.read), doc.version
+        if state.checked is None:
+            state.checked = check_text(doc.source, doc.path, self.settings)
+            state.diagnostics = self.publish(uri, doc.version, state.checked, doc.source)
+        return Document(doc.path, doc.source, state.checked, state.index, self.units, state.diagnostics or [])
+
+    def where(self, uri: str, pos: lsp.Position) -> tuple[Document, int, int]:
+        doc = self.document(uri)
+        line, col = from_position(doc.text.split("\n"), pos, self.units)
+        return doc, line, col
+
+    def apply_settings(self, settings: object) -> None:
+        self.settings = from_settings(settings if isinstance(settings, dict) else None)
+        for uri in list(self.states):
+            if uri in self.workspace.text_documents:
+                self.schedule_check(uri)
+
+
+server = PpdslServer()
+
+
+@server.feature(lsp.INITIALIZE)
+def initialize(ls: PpdslServer, params: lsp.InitializeParams) -> None:
+    ls.settings = from_settings(params.initialization_options)
+
+
+@server.feature(lsp.INITIALIZED)
+async def initialized(ls: PpdslServer, params: lsp.InitializedParams) -> None:
+    """Ask the client for the `ppdsl` settings when it can answer (VS Code's extension does)."""
+    if ls.client_capabilities.workspace and ls.client_capabilities.workspace.configuration:
+        try:
+            found = await ls.workspace_configuration_async(
+                lsp.ConfigurationParams([lsp.ConfigurationItem(section="ppdsl")])
+            )
+        except Exception as err:  # a client that fails to answer keeps the settings it sent
+            log.info("workspace/configuration failed: %s", err)
+            return
+        if found and isinstance(found[0], dict):
+            ls.apply_settings(found[0])
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: PpdslServer, params: lsp.DidChangeConfigurationParams) -> None:
+    ls.apply_settings(params.settings)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: PpdslServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    ls.states[params.text_document.uri] = _State()
+    ls.schedule_check(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: PpdslServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    ls.schedule_check(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: PpdslServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    # what includes this file reads it from disk: check every other open document again
+    for uri in list(ls.states):
+        if uri != params.text_document.uri:
+            ls.schedule_check(uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: PpdslServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    ls.states.pop(params.text_document.uri, None)
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(params.text_document.uri, []))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+def hover(ls: PpdslServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    return features.hover(doc, line, col, params.position)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: PpdslServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    return features.code_lenses(ls.document(params.text_document.uri))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[]))
+def completion(ls: PpdslServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+    return lsp.CompletionList(False, features.completions(ls.document(params.text_document.uri)))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+def document_symbol(ls: PpdslServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+    return features.document_symbols(ls.document(params.text_document.uri))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+def definition(ls: PpdslServer, params: lsp.DefinitionParams) -> lsp.Location | None:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    return features.definition(doc, line, col)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+def references(ls: PpdslServer, params: lsp.ReferenceParams) -> list[lsp.Location]:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    return features.references(doc, line, col, params.context.include_declaration)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
+def prepare_rename(ls: PpdslServer, params: lsp.PrepareRenameParams) -> lsp.PrepareRenameResult | None:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    try:
+        occ = features.rename_target(doc, line, col)
+    except RenameRefused:
+        return None
+    return lsp.PrepareRenamePlaceholder(doc.range(occ.span), occ.symbol.name)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_RENAME)
+def rename(ls: PpdslServer, params: lsp.RenameParams) -> lsp.WorkspaceEdit:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    try:
+        return features.rename(doc, line, col, params.new_name)
+    except RenameRefused as err:
+        raise ValueError(str(err)) from None  # pygls answers it as the request's error, which editors show
+
+
+if formatter() is not None:
+
+    @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+    def formatting(ls: PpdslServer, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit] | None:
+        from ppdsl.common.diagnostics import DiagnosticError
+
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        try:
+            formatted = formatter()(doc.source)
+        except DiagnosticError:
+            return None  # a file that does not parse is not formatted; its diagnostics say why
+        if formatted == doc.source:
+            return []
+        lines = doc.source.split("\n")
+        end = lsp.Position(len(lines) - 1, ls.units(lines[-1]))
+        return [lsp.TextEdit(lsp.Range(lsp.Position(0, 0), end), formatted)]
+
+
+def serve() -> None:
+    """Run the server on stdin / stdout until the client says exit."""
+    server.start_io()
