@@ -20,6 +20,7 @@ from ppdsl.common.units import format_bytes
 from ppdsl.language import ast
 from ppdsl.language.jobtypes import BUILTIN, LETTERS, default_cost
 from ppdsl.language.lowering import FUNCTIONS
+from ppdsl.language.types import show
 from ppdsl.lsp.checking import Checked
 from ppdsl.lsp.convert import Units, to_range, uri_of
 from ppdsl.lsp.symbols import KEYWORDS, NAME, SIZES, Index, Occurrence, Symbol
@@ -106,10 +107,14 @@ def _param_hover(doc: Document, sym: Symbol) -> str:
     defn, result = doc.checked.defn, doc.checked.result
     if defn is not None and sym.name in defn.params:
         default = defn.params[sym.name].default
-        kind = "bool" if isinstance(default, bool) else type(default).__name__
-        text += f"\nparameter of type `{kind}`, default `{default}`"
-        if result is not None and result.expansion is not None:
-            text += f"; `{result.expansion.params.get(sym.name, default)}` at {doc.checked.size_text}"
+    elif isinstance(node.default, (ast.Num, ast.Bool)):  # the file does not resolve: the default as written
+        default = node.default.value
+    else:
+        return text
+    kind = "bool" if isinstance(default, bool) else type(default).__name__
+    text += f"\nparameter of type `{kind}`, default `{show(default)}`"
+    if result is not None and result.expansion is not None and sym.name in result.expansion.params:
+        text += f"; `{show(result.expansion.params[sym.name])}` at {doc.checked.size_text}"
     return text
 
 
@@ -318,13 +323,22 @@ def document_symbols(doc: Document) -> list[lsp.DocumentSymbol]:
         if isinstance(item, ast.Order):
             children = [
                 lsp.DocumentSymbol(
-                    f"{s.kind} {s.name}", K.Variable, doc.range(s.node.span), doc.range(s.span), detail=s.kind
+                    name=f"{s.kind} {s.name}",
+                    kind=K.Variable,
+                    range=doc.range(s.node.span),
+                    selection_range=doc.range(s.span),
                 )
                 for s in index.locals
                 if s.kind in ("let", "for") and s.span is not None and _within(s.span, item.span)
             ]
         out.append(
-            lsp.DocumentSymbol(title(item), kind, doc.range(item.span), doc.range(name_span), children=children or None)
+            lsp.DocumentSymbol(
+                name=title(item),
+                kind=kind,
+                range=doc.range(item.span),
+                selection_range=doc.range(name_span),
+                children=children or None,
+            )
         )
     return out
 
@@ -433,10 +447,10 @@ def _rename_include(doc: Document, sym: Symbol, new_path: str) -> lsp.WorkspaceE
             written = str(new_target)
         edits.append(
             lsp.TextDocumentEdit(
-                lsp.OptionalVersionedTextDocumentIdentifier(uri_of(o.span.file), None),
+                lsp.OptionalVersionedTextDocumentIdentifier(uri=uri_of(o.span.file), version=None),
                 [lsp.TextEdit(doc.range(o.span), written)],
             )
         )
     if Path(sym.target).exists():
-        edits.append(lsp.RenameFile(uri_of(sym.target), new_target.as_uri()))
+        edits.append(lsp.RenameFile(old_uri=uri_of(sym.target), new_uri=new_target.as_uri()))
     return lsp.WorkspaceEdit(document_changes=edits)

@@ -93,7 +93,9 @@ class PpdslServer(LanguageServer):
         diagnostics = [
             to_diagnostic(d, path, self.lines, self.units, checked.result, fallback) for d in checked.diagnostics
         ]
-        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, diagnostics, version))
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
+        )
         return diagnostics
 
     # -------------------------------------------------------------------------------------- checking
@@ -194,7 +196,7 @@ def did_save(ls: PpdslServer, params: lsp.DidSaveTextDocumentParams) -> None:
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: PpdslServer, params: lsp.DidCloseTextDocumentParams) -> None:
     ls.states.pop(params.text_document.uri, None)
-    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(params.text_document.uri, []))
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
@@ -237,7 +239,7 @@ def prepare_rename(ls: PpdslServer, params: lsp.PrepareRenameParams) -> lsp.Prep
         occ = features.rename_target(doc, line, col)
     except RenameRefused:
         return None
-    return lsp.PrepareRenamePlaceholder(doc.range(occ.span), occ.symbol.name)
+    return lsp.PrepareRenamePlaceholder(range=doc.range(occ.span), placeholder=occ.symbol.name)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_RENAME)

@@ -46,7 +46,9 @@ class Editor:
         text = path.read_text(encoding="utf-8") if text is None else text
         self.client.diagnostics.pop(uri, None)
         self.versions[uri] = 1
-        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "sched", 1, text)))
+        self.client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="sched", version=1, text=text))
+        )
         return await self.diagnostics(uri)
 
     async def change(self, path: Path, text: str) -> list[lsp.Diagnostic]:
@@ -55,7 +57,7 @@ class Editor:
         self.client.diagnostics.pop(uri, None)
         self.client.text_document_did_change(
             lsp.DidChangeTextDocumentParams(
-                lsp.VersionedTextDocumentIdentifier(uri, self.versions[uri]),
+                lsp.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
                 [lsp.TextDocumentContentChangeWholeDocument(text)],
             )
         )
