@@ -146,7 +146,10 @@ def schedule_check(*codes: str) -> Callable[[ScheduleRun], ScheduleRun]:
 def check(scenario: Scenario, record_comms: bool = False) -> CheckResult:
     """Prove the scenario's schedule complete, ordered and deadlock-free for its sizes, and measure it (never
     raises for a wrong schedule: the diagnostics are in the result)."""
-    result = CheckResult(str(scenario.schedule), scenario.pp, scenario.vpp, scenario.microbatches)
+    # the name as given until the path is known; a resolved schedule's own path (its str() would be the repr of
+    # every compiled item: 20 ms for a large table file, on every check the language server makes)
+    named = scenario.schedule.path if isinstance(scenario.schedule, ScheduleDef) else str(scenario.schedule)
+    result = CheckResult(named, scenario.pp, scenario.vpp, scenario.microbatches)
     try:
         result.path = scenario.path
         result.defn = scenario.definition()

@@ -16,6 +16,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.resolve import resolve_text
 from ppdsl.lsp.sizes import Sizes, sizes_for
+from ppdsl.lsp.syntax import ItemCache
 
 
 @dataclass
@@ -40,14 +41,18 @@ class Checked:
         return f"pp={r.pp} vpp={r.vpp} microbatches={r.microbatches} ({self.sizes.source})"
 
 
-def check_text(text: str, path: str, settings: Sizes) -> Checked:
+def check_text(
+    text: str, path: str, settings: Sizes, previous: Checked | None = None, cache: ItemCache | None = None
+) -> Checked:
     """Check `text` as the file `path` at the sizes its directive, else `settings`, give. Never raises for a
-    wrong file: everything found is in the result."""
+    wrong file: everything found is in the result. `previous` (the last check of the same document): when the
+    sizes are left to the default, the ones it settled on are tried first, so an edit checks once, not at
+    every vpp again. `cache`: the items parsed before, kept while their text is (`ppdsl.lsp.syntax`)."""
     start = time.perf_counter()
     sizes, directive_problems = sizes_for(text, path, settings)
     out = Checked(path, sizes, list(directive_problems))
     try:
-        out.defn = resolve_text(text, path)
+        out.defn = resolve_text(text, path, (cache or ItemCache()).parse)
     except DiagnosticError as err:
         out.diagnostics.extend(err.diagnostics)
     if out.defn is not None:
@@ -56,6 +61,9 @@ def check_text(text: str, path: str, settings: Sizes) -> Checked:
         except DiagnosticError as err:  # a `--param`, `--cost` or `--memory-limit` of the directive
             out.diagnostics.extend(err.diagnostics)
         else:
+            if previous is not None and previous.result is not None and previous.sizes == sizes:
+                settled = (previous.result.microbatches, previous.result.vpp)
+                scenarios.sort(key=lambda s: (s.microbatches, s.vpp) != settled)  # stable: the rest keep their order
             out.result = _first_accepted(scenarios)
             out.diagnostics.extend(out.result.diagnostics)
     out.seconds = time.perf_counter() - start

@@ -14,7 +14,7 @@ import asyncio
 import importlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lsprotocol import types as lsp
@@ -27,6 +27,7 @@ from ppdsl.lsp.convert import from_position, to_diagnostic, to_range, uri_of
 from ppdsl.lsp.features import Document, RenameRefused
 from ppdsl.lsp.sizes import Sizes, directive, from_settings
 from ppdsl.lsp.symbols import Index, build_index
+from ppdsl.lsp.syntax import ItemCache
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class _State:
     index: Index | None = None
     index_version: int | None = None
     task: asyncio.Task | None = None
+    # items parsed for checks (on the worker thread) and for the index (on the server's): one cache each
+    check_cache: ItemCache = field(default_factory=ItemCache)
+    index_cache: ItemCache = field(default_factory=ItemCache)
 
 
 class PpdslServer(LanguageServer):
@@ -111,7 +115,10 @@ class PpdslServer(LanguageServer):
         while uri in self.workspace.text_documents and uri in self.states:
             doc = self.workspace.get_text_document(uri)
             text, version, settings = doc.source, doc.version, self.settings
-            checked = await loop.run_in_executor(self.pool, check_text, text, doc.path, settings)
+            state = self.states[uri]
+            checked = await loop.run_in_executor(
+                self.pool, check_text, text, doc.path, settings, state.checked, state.check_cache
+            )
             state = self.states.get(uri)
             if state is None or uri not in self.workspace.text_documents:
                 return  # closed meanwhile
@@ -128,9 +135,10 @@ class PpdslServer(LanguageServer):
         doc = self.workspace.get_text_document(uri)
         state = self.states.setdefault(uri, _State())
         if state.index is None or state.index_version != doc.version:
-            state.index, state.index_version = build_index(doc.path, doc.source, self.read), doc.version
+            state.index = build_index(doc.path, doc.source, self.read, state.index_cache)
+            state.index_version = doc.version
         if state.checked is None:
-            state.checked = check_text(doc.source, doc.path, self.settings)
+            state.checked = check_text(doc.source, doc.path, self.settings, None, ItemCache())
             state.diagnostics = self.publish(uri, doc.version, state.checked, doc.source)
         return Document(doc.path, doc.source, state.checked, state.index, self.units, state.diagnostics or [])
 

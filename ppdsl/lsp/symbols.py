@@ -22,7 +22,7 @@ from ppdsl.language import ast
 from ppdsl.language.jobtypes import BUILTIN_NAMES, LETTERS
 from ppdsl.language.lowering import BUILTIN_NAMES as SIZE_NAMES
 from ppdsl.language.lowering import walk
-from ppdsl.lsp.syntax import items_of
+from ppdsl.lsp.syntax import ItemCache
 
 MAX_FILES = 32  # a file and its includes, as far as the index follows them (the resolver's chain bound)
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -140,16 +140,17 @@ SIZES = {name: Symbol("size", name) for name in SIZE_NAMES}
 BUILTIN_JOBS = {name: Symbol("job", name) for name in BUILTIN_NAMES}
 
 
-def build_index(root: str, text: str, read: Callable[[str], str | None]) -> Index:
+def build_index(root: str, text: str, read: Callable[[str], str | None], cache: ItemCache | None = None) -> Index:
     """The index of `root` (whose text is `text`) and of the files it includes, read with `read(path)` (an
-    open editor buffer, else the file; None when it cannot be read)."""
+    open editor buffer, else the file; None when it cannot be read); `cache` holds the items parsed before."""
+    cache = cache or ItemCache()
     files: dict[str, FileIndex] = {}
     order: list[str] = []
 
     def visit(file: str, content: str) -> None:
         if file in files or len(files) >= MAX_FILES:
             return
-        items, parsed = items_of(content, file)
+        items, parsed = cache.items(content, file)
         files[file] = FileIndex(file, Source(file, content), items, parsed)
         order.append(file)
         for item in items:
