@@ -9,6 +9,7 @@ deadlock names every rank's waiting statement as related information.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,9 @@ Lines = Callable[[str], list[str] | None]  # a file's lines (an open buffer, els
 DEADLOCK_CODES = ("S103", "S105")
 
 
+@functools.lru_cache(maxsize=4096)
 def uri_of(path: str) -> str:
+    """The file URI of a path (resolved once: a rename's thousand edits in one file name it a thousand times)."""
     return Path(path).resolve().as_uri()
 
 
@@ -70,16 +73,16 @@ def to_diagnostic(
     lines: Lines,
     units: Units,
     result: CheckResult | None,
-    fallback: lsp.Range,
+    elsewhere: Callable[[str | None], lsp.Range],
 ) -> lsp.Diagnostic:
-    """One ppdsl diagnostic on the document `path`. A diagnostic without a span (a command-line value) goes at
-    `fallback` (the directive's line); one in another file (an include) at `fallback` too, naming its place."""
+    """One ppdsl diagnostic on the document `path`. One without a span (a command-line value) or in another
+    file (an include) goes at `elsewhere(its file or None)`, with its place in that file as related information."""
     related: list[lsp.DiagnosticRelatedInformation] = []
     span = diag.span
     if span is not None and same_file(span.file, path):
         where = to_range(span, lines(path), units)
     else:
-        where = fallback
+        where = elsewhere(span.file if span is not None else None)
         if span is not None:
             there = to_range(span, lines(span.file), units)
             related.append(lsp.DiagnosticRelatedInformation(lsp.Location(uri_of(span.file), there), diag.message))

@@ -50,7 +50,7 @@ class Document:
     def lines(self, file: str) -> list[str] | None:
         f = self.index.files.get(file)
         if f is not None:
-            return f.source.text.split("\n")
+            return f.source.lines
         try:
             return Path(file).read_text(encoding="utf-8").split("\n")
         except (OSError, UnicodeDecodeError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +27,11 @@ from ppdsl.lsp.checking import Checked, check_text
 from ppdsl.lsp.convert import from_position, to_diagnostic, to_range, uri_of
 from ppdsl.lsp.features import Document, RenameRefused
 from ppdsl.lsp.sizes import Sizes, directive, from_settings
-from ppdsl.lsp.symbols import Index, build_index
+from ppdsl.lsp.symbols import Index, build_index, include_target
 from ppdsl.lsp.syntax import ItemCache
 
 log = logging.getLogger(__name__)
+INCLUDE_LINE = re.compile(r'^include[ \t]+"([^"\n]*)"', re.M)  # as `ppdsl.language.parser.ITEM_START` finds items
 
 
 def formatter():
@@ -87,15 +89,25 @@ class PpdslServer(LanguageServer):
         return text.split("\n") if text is not None else None
 
     def publish(self, uri: str, version: int | None, checked: Checked, text: str) -> list[lsp.Diagnostic]:
+        """Publish a check's diagnostics: a command-line value's (no span) on the directive's line, an included
+        file's on the `include` that brings it in (the first include when it comes through another one)."""
         path = checked.path
+        lines = text.split("\n")
         found = directive(text, path)
-        fallback = (
-            to_range(found[0], text.split("\n"), self.units)
-            if found
-            else lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
-        )
+        fallback = to_range(found[0], lines, self.units) if found else lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+        includes = {}
+        for m in INCLUDE_LINE.finditer(text):
+            line = text.count("\n", 0, m.start())
+            at = lsp.Range(lsp.Position(line, 0), lsp.Position(line, self.units(m.group(0))))
+            includes.setdefault(include_target(path, m.group(1)), at)
+
+        def placed(file: str | None) -> lsp.Range:
+            if file is None or not includes:
+                return fallback
+            return includes.get(include_target(path, str(Path(file).resolve())), next(iter(includes.values())))
+
         diagnostics = [
-            to_diagnostic(d, path, self.lines, self.units, checked.result, fallback) for d in checked.diagnostics
+            to_diagnostic(d, path, self.lines, self.units, checked.result, placed) for d in checked.diagnostics
         ]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
@@ -116,9 +128,16 @@ class PpdslServer(LanguageServer):
             doc = self.workspace.get_text_document(uri)
             text, version, settings = doc.source, doc.version, self.settings
             state = self.states[uri]
-            checked = await loop.run_in_executor(
-                self.pool, check_text, text, doc.path, settings, state.checked, state.check_cache
-            )
+            try:
+                checked = await loop.run_in_executor(
+                    self.pool, check_text, text, doc.path, settings, state.checked, state.check_cache
+                )
+            except Exception as err:  # a bug in ppdsl: say so, and keep serving every other request
+                log.exception("checking %s", uri)
+                self.window_show_message(
+                    lsp.ShowMessageParams(lsp.MessageType.Error, f"ppdsl lsp could not check {doc.path}: {err!r}")
+                )
+                return
             state = self.states.get(uri)
             if state is None or uri not in self.workspace.text_documents:
                 return  # closed meanwhile

@@ -64,6 +64,7 @@ class Source:
     def __init__(self, file: str, text: str):
         self.file, self.text = file, text
         self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.lines = text.split("\n")
 
     def offset(self, line: int, col: int) -> int:
         line = min(max(line, 1), len(self.starts))
@@ -118,10 +119,15 @@ class Index:
     jobs: dict[str, Symbol] = field(default_factory=dict)  # by name and by alias
     locals: list[Symbol] = field(default_factory=list)  # let / for / fn arguments
     statements: list[tuple[Span, ast.Stmt]] = field(default_factory=list)  # every order statement
+    _by_line: dict[tuple[str, int], list[Occurrence]] | None = field(default=None, repr=False)
 
     def at(self, file: str, line: int, col: int) -> Occurrence | None:
         """The name at a position (the innermost, shortest, when spans nest)."""
-        found = [o for o in self.occurrences if o.span.file == file and contains(o.span, line, col)]
+        if self._by_line is None:  # names are on one line: look among those of the position's line
+            self._by_line = {}
+            for o in self.occurrences:
+                self._by_line.setdefault((o.span.file, o.span.line), []).append(o)
+        found = [o for o in self._by_line.get((file, line), ()) if contains(o.span, line, col)]
         return min(found, key=lambda o: _length(o.span), default=None)
 
     def references(self, symbol: Symbol) -> list[Occurrence]:

@@ -148,3 +148,25 @@ async def test_workspace_settings_give_the_sizes_when_the_file_has_no_directive(
         await lsp_client.shutdown_session()
     finally:
         await lsp_client.stop()
+
+
+async def test_a_broken_included_file_is_reported_at_its_include(client: LanguageClient, tmp_path):
+    (tmp_path / "costs.sched").write_text("cost forward = = 1\n", encoding="utf-8")
+    path = tmp_path / "main.sched"
+    text = '# ppdsl: --pp 2 -m 4\n\ninclude "costs.sched"\norder { forward * microbatches backward * microbatches optimizer }\n'
+    (diag,) = await Editor(client).open(path, text)
+    assert diag.code == "E001" and diag.range.start.line == 2  # the include line
+    (where,) = diag.related_information
+    assert where.location.uri == (tmp_path / "costs.sched").resolve().as_uri()
+    assert (where.location.range.start.line, where.location.range.start.character) == (0, 15)
+
+
+async def test_ranges_count_utf16_code_units(client: LanguageClient, tmp_path):
+    """An editor counts columns in UTF-16 (VS Code): an emoji before a name on its line takes two."""
+    path = tmp_path / "wide.sched"
+    line = 'require pp > 0 : "\U0001f600"  require b > 0 : "y"'
+    text = f"# ppdsl: --pp 2 -m 4\n{line}\norder {{ forward * microbatches backward * microbatches optimizer }}\n"
+    (diag,) = await Editor(client).open(path, text)
+    assert diag.code == "E002" and "`b`" in diag.message
+    at = line.index(" b ") + 1  # in characters; the emoji before it is two UTF-16 code units
+    assert (diag.range.start.line, diag.range.start.character, diag.range.end.character) == (1, at + 1, at + 2)
