@@ -56,6 +56,11 @@ async def test_ui_case_diagnostics_are_ppdsl_checks(client: LanguageClient, case
         if diag["help"]:
             assert lsp_diag.message.endswith(f"help: {diag['help']}")
         assert lsp_diag.data["help"] == diag["help"] and lsp_diag.source == "ppdsl"
+        # a hover on it gives its `ppdsl explain` text
+        hover = await client.text_document_hover_async(
+            lsp.HoverParams(lsp.TextDocumentIdentifier(case.resolve().as_uri()), lsp_diag.range.start)
+        )
+        assert f"{diag['code']}: " in hover.contents.value and "(exit status " in hover.contents.value
 
 
 @pytest.mark.parametrize("path", LIBRARY_FILES, ids=[p.stem for p in LIBRARY_FILES])

@@ -15,7 +15,9 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 from typer.testing import CliRunner
 
+import ppdsl
 from ppdsl.cli import app
+from ppdsl.language import ast, parser
 from ppdsl.lsp.server import formatter
 
 from paths import LIBRARY, UI
@@ -124,6 +126,28 @@ async def test_hover_on_a_diagnostic_gives_its_explanation(client):
     assert hovered.startswith("**S105**: deadlock: ranks 0 -> 1 -> 0 wait for each other")
     assert "S105: deadlock between ranks (exit status 1)" in hovered  # `ppdsl explain S105`
     assert ">B0<" in hovered  # the grid of where each rank is stuck
+
+
+@pytest.mark.parametrize("path", sorted(LIBRARY.glob("*.sched")), ids=lambda p: p.stem)
+async def test_the_order_statements_hovers_add_up_to_every_ranks_jobs(client, path):
+    """On every library schedule with an order: the jobs each top-level statement's hover gives, added up per
+    rank, are the rank's jobs as `ppdsl expand` gives them at the checked sizes."""
+    text = path.read_text(encoding="utf-8")
+    orders = [item for item in parser.parse(text, str(path)).items if isinstance(item, ast.Order)]
+    if not orders:
+        pytest.skip(f"{path.name} is literal tables: no statements")
+    await opened(client, path)
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(doc(path)))
+    sizes = dict(re.findall(r"(\w+)=(\d+)", lenses[0].command.title.split(":")[0]))
+    pp, vpp, m = int(sizes["pp"]), int(sizes["vpp"]), int(sizes["microbatches"])
+    counts = [0] * pp
+    for stmt in orders[0].body:
+        if isinstance(stmt, ast.Let):
+            continue
+        text_of = await hover_text(client, path, lsp.Position(stmt.span.line - 1, stmt.span.col - 1))
+        for rank, n in re.findall(r"^rank (\d+): (\d+) jobs?", text_of, re.M):
+            counts[int(rank)] += int(n)
+    assert counts == [len(jobs) for jobs in ppdsl.expand(str(path), pp=pp, microbatches=m, vpp=vpp).jobs]
 
 
 # ------------------------------------------------------------------------------------------------ code lenses
