@@ -175,3 +175,23 @@ async def test_ranges_count_utf16_code_units(client: LanguageClient, tmp_path):
     assert diag.code == "E002" and "`b`" in diag.message
     at = line.index(" b ") + 1  # in characters; the emoji before it is two UTF-16 code units
     assert (diag.range.start.line, diag.range.start.character, diag.range.end.character) == (1, at + 1, at + 2)
+
+
+async def test_the_clients_workspace_configuration_gives_the_sizes(tmp_path):
+    """VS Code answers `workspace/configuration` for the `ppdsl` section; the server asks once initialized."""
+    lsp_client = await ClientServerConfig(server_command=SERVER).start()
+    try:
+        lsp_client.set_configuration({"ppdsl": {"pp": 3, "microbatches": 6, "vpp": 1}})
+        await start(lsp_client)
+        path = tmp_path / "three.sched"
+        body = 'require pp == 3 : "three ranks"\norder { forward * microbatches backward * microbatches optimizer }\n'
+        editor = Editor(lsp_client)
+        uri = path.resolve().as_uri()
+        diagnostics = await editor.open(path, body)
+        if diagnostics:  # checked before the client's answer came: the answer checks it again
+            lsp_client.diagnostics.pop(uri, None)
+            diagnostics = await editor.diagnostics(uri)
+        assert diagnostics == []
+        await lsp_client.shutdown_session()
+    finally:
+        await lsp_client.stop()

@@ -326,3 +326,15 @@ async def test_formatting_is_the_formatters(client, project):
     )
     expected = formatter()(MAIN)
     assert (edits[0].new_text if edits else MAIN) == expected
+
+
+async def test_references_of_an_included_file_are_its_includes(client, project):
+    await opened(client, project)
+    found = await client.text_document_references_async(
+        lsp.ReferenceParams(
+            text_document=doc(project),
+            position=at(MAIN, "common.sched", offset=3),
+            context=lsp.ReferenceContext(include_declaration=True),
+        )
+    )
+    assert [(loc.uri, loc.range.start.line) for loc in found] == [(project.resolve().as_uri(), 3)]
