@@ -166,6 +166,21 @@ class PpdslServer(LanguageServer):
         line, col = from_position(doc.text.split("\n"), pos, self.units)
         return doc, line, col
 
+    async def pull_settings(self) -> None:
+        """The `ppdsl` section of the client's settings (`workspace/configuration`), when the client answers it."""
+        workspace = self.client_capabilities.workspace
+        if not (workspace and workspace.configuration):
+            return
+        try:
+            found = await self.workspace_configuration_async(
+                lsp.ConfigurationParams([lsp.ConfigurationItem(section="ppdsl")])
+            )
+        except Exception as err:  # a client that fails to answer keeps the settings it sent
+            log.info("workspace/configuration failed: %s", err)
+            return
+        if found and isinstance(found[0], dict):
+            self.apply_settings(found[0])
+
     def apply_settings(self, settings: object) -> None:
         self.settings = from_settings(settings if isinstance(settings, dict) else None)
         for uri in list(self.states):
@@ -184,21 +199,16 @@ def initialize(ls: PpdslServer, params: lsp.InitializeParams) -> None:
 @server.feature(lsp.INITIALIZED)
 async def initialized(ls: PpdslServer, params: lsp.InitializedParams) -> None:
     """Ask the client for the `ppdsl` settings when it can answer (VS Code's extension does)."""
-    if ls.client_capabilities.workspace and ls.client_capabilities.workspace.configuration:
-        try:
-            found = await ls.workspace_configuration_async(
-                lsp.ConfigurationParams([lsp.ConfigurationItem(section="ppdsl")])
-            )
-        except Exception as err:  # a client that fails to answer keeps the settings it sent
-            log.info("workspace/configuration failed: %s", err)
-            return
-        if found and isinstance(found[0], dict):
-            ls.apply_settings(found[0])
+    await ls.pull_settings()
 
 
 @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
-def did_change_configuration(ls: PpdslServer, params: lsp.DidChangeConfigurationParams) -> None:
-    ls.apply_settings(params.settings)
+async def did_change_configuration(ls: PpdslServer, params: lsp.DidChangeConfigurationParams) -> None:
+    """New settings pushed, or (`settings: null`, VS Code's pull model) a sign to ask for them again."""
+    if isinstance(params.settings, dict) and params.settings:
+        ls.apply_settings(params.settings)
+    else:
+        await ls.pull_settings()
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)

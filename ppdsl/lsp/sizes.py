@@ -65,15 +65,16 @@ class Sizes:
 
 
 def from_settings(settings: dict | None) -> Sizes:
-    """The sizes the workspace settings give (`{"pp": 4, "microbatches": 8, "vpp": 2}`, or the same under a
-    `ppdsl` key); values that are not sizes are ignored, and the default stands for them."""
+    """The sizes the workspace settings give (`{"pp": 4, "microbatches": 8, "vpp": 2}`, the same under a
+    `ppdsl` key, or flat as VS Code names them, `{"ppdsl.pp": 4}`); values that are not sizes (`null`, text)
+    are ignored, and the default stands for them."""
     if not isinstance(settings, dict):
         return Sizes()
     if isinstance(settings.get("ppdsl"), dict):
         settings = settings["ppdsl"]
     found = {}
     for key, name in SETTING_KEYS.items():
-        value = settings.get(key)
+        value = settings.get(key, settings.get(f"ppdsl.{key}"))
         if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SIZE:
             found[name] = value
     if not found:

@@ -195,3 +195,22 @@ async def test_the_clients_workspace_configuration_gives_the_sizes(tmp_path):
         await lsp_client.shutdown_session()
     finally:
         await lsp_client.stop()
+
+
+async def test_a_null_configuration_change_asks_the_client_again(tmp_path):
+    """VS Code's pull model sends `didChangeConfiguration` with `settings: null`: the server asks for them."""
+    lsp_client = await ClientServerConfig(server_command=SERVER).start()
+    try:
+        await start(lsp_client)
+        path = tmp_path / "three.sched"
+        body = 'require pp == 3 : "three ranks"\norder { forward * microbatches backward * microbatches optimizer }\n'
+        editor = Editor(lsp_client)
+        uri = path.resolve().as_uri()
+        assert [d.code for d in await editor.open(path, body)] == ["S100"]  # the default pp is 4
+        lsp_client.set_configuration({"ppdsl": {"ppdsl.pp": 3, "ppdsl.microbatches": 6}})
+        lsp_client.diagnostics.pop(uri, None)
+        lsp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(None))
+        assert await editor.diagnostics(uri) == []
+        await lsp_client.shutdown_session()
+    finally:
+        await lsp_client.stop()
