@@ -23,7 +23,7 @@ from ppdsl.language.lowering import FUNCTIONS
 from ppdsl.language.types import show
 from ppdsl.lsp.checking import Checked
 from ppdsl.lsp.convert import Units, to_range, uri_of
-from ppdsl.lsp.symbols import KEYWORDS, NAME, SIZES, Index, Occurrence, Symbol
+from ppdsl.lsp.symbols import KEYWORDS, NAME, SIZES, Index, Occurrence, Symbol, read_saved
 
 MAX_SHOWN_JOBS = 32  # of one rank, in a statement's hover
 SIZE_MEANINGS = {
@@ -51,10 +51,8 @@ class Document:
         f = self.index.files.get(file)
         if f is not None:
             return f.source.lines
-        try:
-            return Path(file).read_text(encoding="utf-8").split("\n")
-        except (OSError, UnicodeDecodeError):
-            return None
+        text = read_saved(file)
+        return text.split("\n") if text is not None else None
 
     def range(self, span: Span) -> lsp.Range:
         return to_range(span, self.lines(span.file), self.units)

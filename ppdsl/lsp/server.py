@@ -27,7 +27,7 @@ from ppdsl.lsp.checking import Checked, check_text
 from ppdsl.lsp.convert import from_position, to_diagnostic, to_range, uri_of
 from ppdsl.lsp.features import Document, RenameRefused
 from ppdsl.lsp.sizes import Sizes, directive, from_settings
-from ppdsl.lsp.symbols import Index, build_index, include_target
+from ppdsl.lsp.symbols import Index, build_index, include_target, read_saved
 from ppdsl.lsp.syntax import ItemCache
 
 log = logging.getLogger(__name__)
@@ -79,10 +79,7 @@ class PpdslServer(LanguageServer):
         uri = uri_of(path)
         if uri in self.workspace.text_documents:
             return self.workspace.get_text_document(uri).source
-        try:
-            return Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
+        return read_saved(path)
 
     def lines(self, path: str) -> list[str] | None:
         text = self.read(path)

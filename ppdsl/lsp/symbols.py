@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Span
+from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input_text
 from ppdsl.language import ast
+from ppdsl.language.includes import SCHED_SUFFIX
 from ppdsl.language.jobtypes import BUILTIN_NAMES, LETTERS
 from ppdsl.language.lowering import BUILTIN_NAMES as SIZE_NAMES
 from ppdsl.language.lowering import walk
@@ -170,6 +172,17 @@ def build_index(root: str, text: str, read: Callable[[str], str | None], cache: 
     index = Index(root, files)
     _Builder(index).build([files[f] for f in order])
     return index
+
+
+def read_saved(path: str) -> str | None:
+    """A schedule file's text as saved, read as the resolver reads an include: a regular `.sched` file under the
+    size cap, never waited on (`ppdsl.common.files`); None for anything else (a FIFO, `/dev/zero`, a `.py`)."""
+    if Path(path).suffix != SCHED_SUFFIX:
+        return None
+    try:
+        return read_input_text(path, SCHEDULE_BYTES)
+    except InputError:
+        return None
 
 
 def include_target(file: str, path: str) -> str | None:

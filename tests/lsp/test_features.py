@@ -5,6 +5,7 @@ all of them on a file with a syntax error elsewhere."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -338,3 +339,18 @@ async def test_references_of_an_included_file_are_its_includes(client, project):
         )
     )
     assert [(loc.uri, loc.range.start.line) for loc in found] == [(project.resolve().as_uri(), 3)]
+
+
+async def test_an_include_of_a_device_or_fifo_is_never_read(client, tmp_path):
+    """The index reads includes as the resolver does: a FIFO or a device is refused, not waited on or read."""
+    os.mkfifo(tmp_path / "pipe.sched")
+    path = tmp_path / "main.sched"
+    text = (
+        '# ppdsl: --pp 2 -m 4\ninclude "/dev/zero"\ninclude "pipe.sched"\n'
+        "order { forward * microbatches backward * microbatches optimizer }\n"
+    )
+    assert [d.code for d in await opened(client, path, text)] == ["E067", "E067"]
+    symbols = await client.text_document_document_symbol_async(lsp.DocumentSymbolParams(doc(path)))
+    assert [s.name for s in symbols] == ["include /dev/zero", "include pipe.sched", "order"]
+    hovered = await hover_text(client, path, at(text, "pipe.sched", offset=1))
+    assert "pipe.sched" in hovered
