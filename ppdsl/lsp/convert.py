@@ -17,7 +17,6 @@ from lsprotocol import types as lsp
 
 from ppdsl.analysis.check import CheckResult, deadlock_cycle
 from ppdsl.common.diagnostics import Diagnostic, Span
-from ppdsl.common.text import source_lines
 
 Units = Callable[[str], int]
 Lines = Callable[[str], list[str] | None]  # a file's lines (an open buffer, else the file), None if unreadable
@@ -113,7 +112,3 @@ def deadlock_related(
         where = lsp.Location(uri_of(site.file), to_range(site, lines(site.file), units))
         out.append(lsp.DiagnosticRelatedInformation(where, note))
     return out
-
-
-def lines_of_text(text: str) -> list[str]:
-    return source_lines(text)
