@@ -5,7 +5,8 @@ The file is cut at the lines where a top-level item starts (the parser's own rec
 keep its lines; it starts a line, so its columns are kept too), so every span is where it is in the whole text.
 
 - `ItemCache.parse` is `ppdsl.language.parser.parse` for a file edited again and again: a keystroke changes one
-  item, and the others are not parsed again (a 37 KB table file parses in 50 ms, an item in well under 1). When a
+  item, and the others are not parsed again (a 37 KB table file parses in 50 ms, an item in well under 1); the
+  items below a new or deleted line only have their spans moved. When a
   piece does not parse, the whole file is parsed as `parse` parses it, so the errors are exactly `ppdsl
   check`'s. The resolver takes it in place of `parse` (`resolve_text(..., parse_file=)`).
 - `ItemCache.items` is for the editor's features: every item that parses, even when others do not, so a syntax
@@ -14,9 +15,10 @@ keep its lines; it starts a line, so its columns are kept too), so every span is
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
-from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.common.diagnostics import DiagnosticError, Span
 from ppdsl.language import ast
 from ppdsl.language.parser import ITEM_START, parse
 
@@ -42,30 +44,53 @@ def pieces(text: str) -> list[Piece]:
     return out
 
 
+def shifted(value, lines: int):
+    """An AST value with every span `lines` lines further down (a piece that moved as lines were added above it);
+    values that hold no span are shared. Recursive: expressions are at most MAX_EXPR_DEPTH deep."""
+    kind = type(value)
+    if kind is Span:
+        return Span(value.file, value.line + lines, value.col, value.end_line + lines, value.end_col)
+    if kind is tuple or kind is list:
+        return kind(shifted(v, lines) for v in value)
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        return value  # a str, a number, a bool, None
+    return kind(*(shifted(getattr(value, name), lines) for name in fields))
+
+
+# every AST node type and its fields, in order (each is built positionally)
+_FIELDS = {
+    cls: tuple(f.name for f in dataclasses.fields(cls))
+    for cls in vars(ast).values()
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == ast.__name__
+}
+
+
 class ItemCache:
-    """Parsed pieces by file, from the last parse of each file (older ones are dropped)."""
+    """Parsed pieces by file, from the last parse of each file (older ones are dropped). A piece is known by its
+    text: one that only moved (lines added or removed above it) has its spans moved, not parsed again."""
 
     def __init__(self) -> None:
-        self._files: dict[str, dict[Piece, list[ast.Item] | None]] = {}
+        # file -> piece text -> (line it was parsed at, its items or None when it does not parse alone)
+        self._files: dict[str, dict[str, tuple[int, list[ast.Item] | None]]] = {}
 
     def _parse_pieces(self, text: str, file: str) -> list[list[ast.Item] | None]:
         """Each piece's items, None for a piece that does not parse on its own."""
         known = self._files.get(file, {})
-        now: dict[Piece, list[ast.Item] | None] = {}
+        now: dict[str, tuple[int, list[ast.Item] | None]] = {}
         out = []
-        for piece in pieces(text):
-            if piece in now:
-                items = now[piece]
-            elif piece in known:
-                items = known[piece]
-            else:
-                line, body = piece
+        for line, body in pieces(text):
+            found = now.get(body) or known.get(body)
+            if found is None:
                 try:
                     items = parse("\n" * (line - 1) + body, file).items
                 except DiagnosticError:
                     items = None
-            now[piece] = items
-            out.append(items)
+                found = (line, items)
+            elif found[0] != line and found[1] is not None:
+                found = (line, shifted(found[1], line - found[0]))
+            now.setdefault(body, found)
+            out.append(found[1])
         self._files[file] = now
         return out
 

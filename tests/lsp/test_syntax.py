@@ -48,3 +48,15 @@ def test_an_edit_parses_only_the_item_it_changed(monkeypatch):
     edited = text.replace("rank 0: F0.c0 F1.c0 F0.c1", "rank 0: F0.c0  F1.c0 F0.c1", 1)  # same lines
     assert cache.parse(edited, "z.sched").items == real(edited, "z.sched").items
     assert len(calls) == 1 and "F0.c0  F1.c0" in calls[0]
+
+
+def test_items_below_a_new_line_are_moved_not_parsed_again(monkeypatch):
+    text = (LIBRARY / "zbvpp.sched").read_text(encoding="utf-8")
+    cache = ItemCache()
+    cache.parse(text, "z.sched")
+    calls = []
+    real = parser.parse
+    monkeypatch.setattr("ppdsl.lsp.syntax.parse", lambda t, f: calls.append(t) or real(t, f))
+    for edited in ("# a new first line\n" + text, text):  # a line added at the top, then taken away
+        assert cache.parse(edited, "z.sched").items == real(edited, "z.sched").items
+    assert len(calls) == 1 and calls[0].startswith("# a new first line")  # only the piece the edit is in
