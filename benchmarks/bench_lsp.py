@@ -6,7 +6,7 @@ A real client (pygls) starts `ppdsl lsp` over stdio, opens each file of schedule
 times, each change waiting for its diagnostics before the next, and measures from sending
 `textDocument/didChange` to receiving its `textDocument/publishDiagnostics`. The changes alternate between the
 best case and the worst case of the server's item cache (`ppdsl/lsp/syntax.py`): a comment appended at the end
-(only the last item is parsed again) and a line inserted at the top (every item moves, so all are parsed again).
+(only the last item is parsed again) and a line inserted at the top (every item moves: its spans are moved).
 Per file: the latency of the open, the median and the maximum over the changes. The target holds when every
 change of every file is under 200 ms; the machine's load average is reported with it (the machine may be
 shared, and a loaded machine slows every change).
@@ -75,7 +75,7 @@ async def measure(edits: int) -> dict:
         for version in range(2, edits + 2):
             if version % 2:  # a keystroke at the end: the items before it are parsed already
                 text += f"\n# edit {version}"
-            else:  # a new line at the top: every item moves down a line, so the whole file is parsed again
+            else:  # a new line at the top: every item moves down a line (the first piece is parsed again)
                 text = f"# edit {version}\n" + text
             params = lsp.DidChangeTextDocumentParams(
                 lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
