@@ -148,7 +148,10 @@ def check(scenario: Scenario, record_comms: bool = False, record_visits: bool = 
     raises for a wrong schedule: the diagnostics are in the result). `record_visits` keeps the order in which the
     execution ran the jobs, from which `Execution.merged_order` merges every rank's order into one (a plan
     specification records it: `ppdsl.analysis.plan_spec`); it costs the execution about a third more."""
-    result = CheckResult(str(scenario.schedule), scenario.pp, scenario.vpp, scenario.microbatches)
+    # the name as given until the path is known; a resolved schedule's own path (its str() would be the repr of
+    # every compiled item: 20 ms for a large table file, on every check the language server makes)
+    named = scenario.schedule.path if isinstance(scenario.schedule, ScheduleDef) else str(scenario.schedule)
+    result = CheckResult(named, scenario.pp, scenario.vpp, scenario.microbatches)
     try:
         result.path = scenario.path
         result.defn = scenario.definition()
@@ -191,8 +194,13 @@ def deadlock(exp: Expansion, ex: Execution, rendezvous: bool) -> list[Diagnostic
     return [] if ex.completed else [_deadlock_diagnostic(exp, ex, rendezvous)]
 
 
+def deadlock_cycle(ex: Execution) -> list[Wait]:
+    """The waits a deadlock diagnostic names, one per rank of the cycle (the language server points at each)."""
+    return ex.deadlock or ex.blocked[:1]
+
+
 def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Diagnostic:
-    cycle = ex.deadlock or ex.blocked[:1]
+    cycle = deadlock_cycle(ex)
     first = cycle[0]
     site = exp.defn.sites[exp.sites[first.rank][first.step]]
     if len(cycle) == 1 and first.peer == first.rank:
@@ -202,7 +210,7 @@ def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Dia
         ranks = " -> ".join(str(w.rank) for w in cycle) + f" -> {cycle[0].rank}"
         message = f"deadlock: ranks {ranks} wait for each other"
         code = "S105"
-    notes = [_describe(w) for w in cycle]
+    notes = [describe_wait(w) for w in cycle]
     marks = {w.rank: w.step for w in ex.blocked}
     notes.append("rank x step grid (`>X<` marks where each rank is stuck):\n" + text_grid(exp, marks))
     if rendezvous and any(w.kind == "send" for w in cycle):
@@ -222,7 +230,7 @@ def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Dia
     )
 
 
-def _describe(w: Wait) -> str:
+def describe_wait(w: Wait) -> str:
     if w.kind == "send":
         return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for rank {w.peer} to receive it in `{w.peer_job}`"
     return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for `{w.peer_job}` from rank {w.peer}"

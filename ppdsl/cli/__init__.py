@@ -5,6 +5,7 @@
     codegen.py   compile: a schedule as a Python plan module
     fmt.py       fmt: .sched files in the canonical layout
     synth.py     synth: the fastest schedule within a memory limit, as a checked .sched
+    lsp.py       lsp: the language server for editors (`ppdsl.lsp`)
     training.py  run: training with a schedule's plan (one process, or one per rank through launch.py)
 
 `common.py` holds the options and the rule that ends a command on diagnostics. Nothing here imports paddle
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from ppdsl.cli import codegen, fmt, reports, schedule, synth, training  # noqa: F401  (each registers its commands on `app`)
+from ppdsl.cli import codegen, fmt, lsp, reports, schedule, synth, training  # noqa: F401  (each registers its commands on `app`)
 from ppdsl.cli.app import app
 from ppdsl.cli.common import err
 from ppdsl.common.codes import EXIT_USAGE

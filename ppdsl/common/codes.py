@@ -97,6 +97,8 @@ _SUMMARIES = {
     "E091": "a plan specification file (a launch's `plan.json`) is damaged or of another format",
     "E096": "`ppdsl fmt` found no `.sched` file in the paths it was given",
     "E097": "`ppdsl fmt` would have changed a file's tokens or comments (a bug): the file is left as it was",
+    "E098": "a `# ppdsl:` directive (the sizes the language server checks a file at) cannot be read",
+    "E099": "`ppdsl lsp` needs pygls, which is not installed",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",

@@ -592,6 +592,31 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("pip install 'ppdsl[synth]'", "ppdsl synth --pp 2 -m 4 --exact -o found.sched", setting="network"),
     ),
+    "E098": Explanation(
+        "The language server (`ppdsl lsp`) checks a file at the sizes of its `# ppdsl:` line, written as `ppdsl "
+        "check` takes them: `--pp` and `-m` (`--microbatches`), and optionally `--vpp`, `--param name=value`, "
+        "`--rendezvous`, `--cost`, `--memory-limit` and `--max-jobs`. A directive with another option, a size that "
+        "is not an integer from 1 up, or without `--pp` and `-m` is reported on its line, and the file is checked "
+        "at the workspace settings' or the default sizes (pp 4, microbatches 8) instead.",
+        cmd(
+            "ppdsl lsp",
+            files=(("example.sched", "# ppdsl: --pp four -m 8\n" + GPIPE + "\n"),),
+            note="example.sched opened in an editor",
+            setting="an editor running the language server",
+        ),
+        cmd(
+            "ppdsl lsp",
+            files=(("example.sched", "# ppdsl: --pp 4 -m 8\n" + GPIPE + "\n"),),
+            note="example.sched opened in an editor",
+            setting="an editor running the language server",
+        ),
+    ),
+    "E099": Explanation(
+        "The language server speaks the Language Server Protocol through pygls, an optional dependency (the `lsp` "
+        "extra; the `test` extra has it too). Every other command works without it.",
+        cmd("ppdsl lsp", note="in an environment without pygls", setting="pygls not installed"),
+        cmd("pip install 'ppdsl[lsp]'", "ppdsl lsp", setting="network"),
+    ),
     "E043": Explanation(
         "A job type of your own takes the ops its `ops` patterns match out of its region; the ops left run in the "
         "region's built-in job. When a built-in job uses the result of an op your type took, and your type runs "

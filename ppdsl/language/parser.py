@@ -146,6 +146,7 @@ def _join_or(items: list[str], limit: int = 8) -> str:
 _ITEM_START = re.compile(
     r'^(schedule|include|param|fn|require|job|placement|cost|comm|memory|rule|order|table)\b|^"""', re.M
 )
+ITEM_START = _ITEM_START  # public: the language server parses a broken file item by item from these lines
 # What the recovery scans the text for: strings and comments (skipped), words, braces, anything else.
 _SCAN = re.compile(r'"""(?:.|\n)*?"""|"[^"\n]*"|#[^\n]*|[A-Za-z_]\w*|[{}]|;|\S')
 _STATEMENT_START = {"let", "repeat", "for", "if", ";"}  # and any other name: a job

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
 PER_JOB = ("rank", "chunk", "stage")  # what a cost or memory expression reads besides the sizes and parameters
+Parse = Callable[[str, str], ast.SchedFile]  # (text, file) -> its syntax tree; raises DiagnosticError
 _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
 
 
@@ -53,9 +55,11 @@ def _reason(err: Exception) -> str:
     return getattr(err, "strerror", None) or str(err)
 
 
-def resolve_text(text: str, file: str = "<string>") -> ScheduleDef:
+def resolve_text(text: str, file: str = "<string>", parse_file: Parse = parse) -> ScheduleDef:
+    """Resolve `text` as the file `file`. `parse_file` parses it and each include (the language server passes
+    one that reuses the items of an edit's previous text; it must give what `parse` gives, errors too)."""
     with paused_gc():  # as the parser: the resolution's objects hold no cycles worth collecting on the way
-        return _Resolver().resolve(text, file)
+        return _Resolver(parse_file).resolve(text, file)
 
 
 @dataclass
@@ -106,7 +110,8 @@ class _IncludesStopped(Exception):
 
 
 class _Resolver:
-    def __init__(self) -> None:
+    def __init__(self, parse_file: Parse = parse) -> None:
+        self.parse_file = parse_file
         self.sources: dict[str, str] = {}
         self.includes = IncludeBudget()
         self.exprs = ExprCompiler(sources=self.sources)
@@ -123,7 +128,7 @@ class _Resolver:
     def _items(self, text: str, file: str, stack: tuple[str, ...]) -> list[tuple[str, ast.Item]]:
         """Items of `file` with those of its includes spliced in where the include stands."""
         self.sources[file] = text
-        tree = parse(text, file)
+        tree = self.parse_file(text, file)
         out: list[tuple[str, ast.Item]] = []
         for item in tree.items:
             if not isinstance(item, ast.Include):

@@ -1,0 +1,296 @@
+"""`ppdsl lsp`: the language server (pygls, over stdio).
+
+On open and on every change a document is checked as `ppdsl check` checks it (`ppdsl.lsp.checking`) at the sizes
+its `# ppdsl:` directive, the workspace settings or the default give (`ppdsl.lsp.sizes`), and its diagnostics are
+published. A check runs on a worker thread, one at a time per document: changes that arrive meanwhile are not
+queued, the newest text is checked next and a result older than the text is dropped (stale work is never
+published). Requests (hover, definition, ...) are answered from the newest syntax tree and the last check, so
+they never wait for a check and never fail because of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+from ppdsl.common.version import __version__
+from ppdsl.language.format import format_text
+from ppdsl.lsp import features
+from ppdsl.lsp.checking import Checked, check_text
+from ppdsl.lsp.convert import from_position, to_diagnostic, to_range, uri_of
+from ppdsl.lsp.features import Document, RenameRefused
+from ppdsl.lsp.sizes import Sizes, directive, from_settings
+from ppdsl.lsp.symbols import Index, build_index, include_target, read_saved
+from ppdsl.lsp.syntax import ItemCache
+
+log = logging.getLogger(__name__)
+INCLUDE_LINE = re.compile(r'^include[ \t]+"([^"\n]*)"', re.M)  # as `ppdsl.language.parser.ITEM_START` finds items
+
+
+@dataclass
+class _State:
+    """One open document: the last check published and the index of the newest text."""
+
+    checked: Checked | None = None
+    checked_version: int | None = None
+    diagnostics: list[lsp.Diagnostic] | None = None
+    index: Index | None = None
+    index_version: int | None = None
+    task: asyncio.Task | None = None
+    # items parsed for checks (on the worker thread) and for the index (on the server's): one cache each
+    check_cache: ItemCache = field(default_factory=ItemCache)
+    index_cache: ItemCache = field(default_factory=ItemCache)
+
+
+class PpdslServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("ppdsl", __version__)
+        self.settings = Sizes()
+        self.states: dict[str, _State] = {}
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ppdsl-check")
+
+    # -------------------------------------------------------------------------------------- helpers
+
+    def units(self, text: str) -> int:
+        return self.workspace.position_codec.client_num_units(text)
+
+    def path_of(self, uri: str) -> str:
+        return self.workspace.get_text_document(uri).path
+
+    def read(self, path: str) -> str | None:
+        """An include's text: the open buffer, else the file as saved."""
+        uri = uri_of(path)
+        if uri in self.workspace.text_documents:
+            return self.workspace.get_text_document(uri).source
+        return read_saved(path)
+
+    def lines(self, path: str) -> list[str] | None:
+        text = self.read(path)
+        return text.split("\n") if text is not None else None
+
+    def publish(self, uri: str, version: int | None, checked: Checked, text: str) -> list[lsp.Diagnostic]:
+        """Publish a check's diagnostics: a command-line value's (no span) on the directive's line, an included
+        file's on the `include` that brings it in (the first include when it comes through another one)."""
+        path = checked.path
+        lines = text.split("\n")
+        found = directive(text, path)
+        fallback = to_range(found[0], lines, self.units) if found else lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+        includes = {}
+        for m in INCLUDE_LINE.finditer(text):
+            line = text.count("\n", 0, m.start())
+            at = lsp.Range(lsp.Position(line, 0), lsp.Position(line, self.units(m.group(0))))
+            includes.setdefault(include_target(path, m.group(1)), at)
+
+        def placed(file: str | None) -> lsp.Range:
+            if file is None or not includes:
+                return fallback
+            return includes.get(include_target(path, str(Path(file).resolve())), next(iter(includes.values())))
+
+        diagnostics = [
+            to_diagnostic(d, path, self.lines, self.units, checked.result, placed) for d in checked.diagnostics
+        ]
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
+        )
+        return diagnostics
+
+    # -------------------------------------------------------------------------------------- checking
+
+    def schedule_check(self, uri: str) -> None:
+        """Check the document's newest text soon; one check at a time per document."""
+        state = self.states.setdefault(uri, _State())
+        if state.task is None or state.task.done():
+            state.task = asyncio.ensure_future(self._check_until_current(uri))
+
+    async def _check_until_current(self, uri: str) -> None:
+        loop = asyncio.get_running_loop()
+        while uri in self.workspace.text_documents and uri in self.states:
+            doc = self.workspace.get_text_document(uri)
+            text, version, settings = doc.source, doc.version, self.settings
+            state = self.states[uri]
+            try:
+                checked = await loop.run_in_executor(
+                    self.pool, check_text, text, doc.path, settings, state.checked, state.check_cache
+                )
+            except Exception as err:  # a bug in ppdsl: say so, and keep serving every other request
+                log.exception("checking %s", uri)
+                self.window_show_message(
+                    lsp.ShowMessageParams(lsp.MessageType.Error, f"ppdsl lsp could not check {doc.path}: {err!r}")
+                )
+                return
+            state = self.states.get(uri)
+            if state is None or uri not in self.workspace.text_documents:
+                return  # closed meanwhile
+            current = self.workspace.get_text_document(uri)
+            if current.version != version or settings is not self.settings:
+                continue  # stale: the text or the settings changed while it ran; check the newest
+            state.checked, state.checked_version = checked, version
+            state.diagnostics = self.publish(uri, version, checked, text)
+            return
+
+    def document(self, uri: str) -> Document:
+        """The features' view of a document: the newest text's index, with the last check (run one now if there
+        is none yet)."""
+        doc = self.workspace.get_text_document(uri)
+        state = self.states.setdefault(uri, _State())
+        if state.index is None or state.index_version != doc.version:
+            state.index = build_index(doc.path, doc.source, self.read, state.index_cache)
+            state.index_version = doc.version
+        if state.checked is None:
+            state.checked = check_text(doc.source, doc.path, self.settings, None, ItemCache())
+            state.diagnostics = self.publish(uri, doc.version, state.checked, doc.source)
+        return Document(doc.path, doc.source, state.checked, state.index, self.units, state.diagnostics or [])
+
+    def where(self, uri: str, pos: lsp.Position) -> tuple[Document, int, int]:
+        doc = self.document(uri)
+        line, col = from_position(doc.text.split("\n"), pos, self.units)
+        return doc, line, col
+
+    async def pull_settings(self) -> None:
+        """The `ppdsl` section of the client's settings (`workspace/configuration`), when the client answers it."""
+        workspace = self.client_capabilities.workspace
+        if not (workspace and workspace.configuration):
+            return
+        try:
+            found = await self.workspace_configuration_async(
+                lsp.ConfigurationParams([lsp.ConfigurationItem(section="ppdsl")])
+            )
+        except Exception as err:  # a client that fails to answer keeps the settings it sent
+            log.info("workspace/configuration failed: %s", err)
+            return
+        if found and isinstance(found[0], dict):
+            self.apply_settings(found[0])
+
+    def apply_settings(self, settings: object) -> None:
+        self.settings = from_settings(settings if isinstance(settings, dict) else None)
+        for uri in list(self.states):
+            if uri in self.workspace.text_documents:
+                self.schedule_check(uri)
+
+
+server = PpdslServer()
+
+
+@server.feature(lsp.INITIALIZE)
+def initialize(ls: PpdslServer, params: lsp.InitializeParams) -> None:
+    ls.settings = from_settings(params.initialization_options)
+
+
+@server.feature(lsp.INITIALIZED)
+async def initialized(ls: PpdslServer, params: lsp.InitializedParams) -> None:
+    """Ask the client for the `ppdsl` settings when it can answer (VS Code's extension does)."""
+    await ls.pull_settings()
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: PpdslServer, params: lsp.DidChangeConfigurationParams) -> None:
+    """New settings pushed, or (`settings: null`, VS Code's pull model) a sign to ask for them again."""
+    if isinstance(params.settings, dict) and params.settings:
+        ls.apply_settings(params.settings)
+    else:
+        await ls.pull_settings()
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: PpdslServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    ls.states[params.text_document.uri] = _State()
+    ls.schedule_check(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: PpdslServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    ls.schedule_check(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: PpdslServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    # what includes this file reads it from disk: check every other open document again
+    for uri in list(ls.states):
+        if uri != params.text_document.uri:
+            ls.schedule_check(uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: PpdslServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    ls.states.pop(params.text_document.uri, None)
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+def hover(ls: PpdslServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    return features.hover(doc, line, col, params.position)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: PpdslServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    return features.code_lenses(ls.document(params.text_document.uri))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[]))
+def completion(ls: PpdslServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+    return lsp.CompletionList(False, features.completions(ls.document(params.text_document.uri)))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+def document_symbol(ls: PpdslServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+    return features.document_symbols(ls.document(params.text_document.uri))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+def definition(ls: PpdslServer, params: lsp.DefinitionParams) -> lsp.Location | None:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    return features.definition(doc, line, col)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+def references(ls: PpdslServer, params: lsp.ReferenceParams) -> list[lsp.Location]:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    return features.references(doc, line, col, params.context.include_declaration)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
+def prepare_rename(ls: PpdslServer, params: lsp.PrepareRenameParams) -> lsp.PrepareRenameResult | None:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    try:
+        occ = features.rename_target(doc, line, col)
+    except RenameRefused:
+        return None
+    return lsp.PrepareRenamePlaceholder(range=doc.range(occ.span), placeholder=occ.symbol.name)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_RENAME)
+def rename(ls: PpdslServer, params: lsp.RenameParams) -> lsp.WorkspaceEdit:
+    doc, line, col = ls.where(params.text_document.uri, params.position)
+    try:
+        return features.rename(doc, line, col, params.new_name)
+    except RenameRefused as err:
+        raise ValueError(str(err)) from None  # pygls answers it as the request's error, which editors show
+
+
+@server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+def formatting(ls: PpdslServer, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit] | None:
+    from ppdsl.common.diagnostics import DiagnosticError
+
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    try:
+        formatted = format_text(doc.source)
+    except DiagnosticError:
+        return None  # a file that does not parse is not formatted; its diagnostics say why
+    if formatted == doc.source:
+        return []
+    lines = doc.source.split("\n")
+    end = lsp.Position(len(lines) - 1, ls.units(lines[-1]))
+    return [lsp.TextEdit(lsp.Range(lsp.Position(0, 0), end), formatted)]
+
+
+def serve() -> None:
+    """Run the server on stdin / stdout until the client says exit."""
+    server.start_io()
