@@ -20,14 +20,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
-from ppdsl.runtime.skip_gc import data_reads
-
-BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
+from ppdsl.runtime.activations import classify, publishers
 
 
 @dataclass(frozen=True)
@@ -39,56 +34,15 @@ class StageMemory:
     saved_for_backward: int  # what the forward keeps until the backward (the classic activation memory)
 
 
-def value_bytes(value) -> int:
-    dtype = str(value.dtype).replace("paddle.", "")
-    shape = [d for d in value.shape]
-    if any(d < 0 for d in shape):
-        raise ValueError(f"value `{value.name}` has a dynamic shape {shape}; use a static micro-batch dimension")
-    return int(np.prod(shape, dtype=np.int64)) * DTYPE_BYTES.get(dtype, 4)
-
-
-def _producers(programs: dict[str, object]) -> dict[str, set[str]]:
-    """Published value name -> the job programs that compute it (a whole `backward` and its `backward_b` both
-    compute what backward_b hands to backward_w)."""
-    out: dict[str, set[str]] = defaultdict(set)
-    for name, program in programs.items():
-        for op in program.global_block().ops:
-            if op.name() == "builtin.shadow_output":
-                out[op.attrs()["output_name"]].add(name)
-    return out
-
-
-def _reads(program) -> dict[str, int]:
-    """Non-persistable values a program reads the data of from earlier jobs, with their sizes."""
-    data = data_reads(program)
-    return {
-        name: value_bytes(value)
-        for name, value in program.global_block().kwargs().items()
-        if not value.persistable and name in data
-    }
-
-
 def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
     """Per stage, from emulation job programs named `<type>@<stage>` (`ppdsl.runtime.plan.build_plan`)."""
-    producers = _producers(programs)
     by_stage: dict[int, dict[str, object]] = defaultdict(dict)
-    for name in programs:
+    for name, program in programs.items():
         job_type, _, stage = name.partition("@")
         if stage.isdigit():
-            by_stage[int(stage)][job_type] = name
+            by_stage[int(stage)][job_type] = program
     result = {}
-    for stage, types in by_stage.items():
-        reads = {t: _reads(programs[types[t]]) for t in BACKWARD_SIDE if t in types}
-        from_forward: dict[str, int] = {}
-        b_to_w: dict[str, int] = {}
-        for t, values in reads.items():
-            for name, size in values.items():
-                made_by = producers.get(name, set())
-                if not made_by or any(p.startswith(("forward@", "recv_forward@")) for p in made_by):
-                    from_forward[name] = size
-                elif types.get("backward_b") in made_by and t == "backward_w":
-                    b_to_w[name] = size
-        read_by_w = set(reads.get("backward_w", {}))
+    for stage, (from_forward, b_to_w, read_by_w) in classify(by_stage, publishers(programs)).items():
         saved = sum(from_forward.values())
         freed_by_w = sum(s for n, s in from_forward.items() if n in read_by_w)
         handed = sum(b_to_w.values())

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.jobtypes import program_order
 from ppdsl.runtime.env import import_paddle
+from ppdsl.runtime.memory_jobs import MemoryJob, add_memory_programs, memory_jobs_used, recomputed_stages
+from ppdsl.runtime.offload import CPU, GPU
 from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
+from ppdsl.runtime.recompute import seed_random_ops
 from ppdsl.runtime.skip_gc import set_skip_gc_vars
 from ppdsl.runtime.split import (
     ProgramKey,
@@ -46,6 +49,7 @@ class BuiltPlan:
     seconds: dict[str, float] = field(default_factory=dict)
     keys: dict[str, ProgramKey] = field(default_factory=dict)  # job type name -> (type, stage)
     flow: ValueFlow | None = None  # what every rank's job programs hand each other (all ranks)
+    memory_jobs: dict[str, MemoryJob] = field(default_factory=dict)  # the recompute / offload / reload types used
 
 
 def build_plan(
@@ -59,11 +63,15 @@ def build_plan(
     microbatches: int,
     rank: int | None = None,
     p2p: dict | None = None,
+    memory_jobs: dict[str, MemoryJob] | None = None,
 ) -> BuiltPlan:
     """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule.
 
     `p2p` (directed rank pair -> `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the
     programs (the GPU path); without it, values cross ranks by name (emulation) or through the CPU transport.
+    `memory_jobs` (job type name -> `MemoryJob`; default: the types named recompute / offload / reload) says which
+    job types of the orders recompute, offload or reload (ppdsl/runtime/memory_jobs.py); their copies go to pinned
+    host memory on the GPU path and to the emulated host store otherwise.
     """
     import_paddle()
     from paddle.base import core
@@ -76,12 +84,15 @@ def build_plan(
     # processes come from op positions, which the matmul split shifts
     used = {t for r in range(pp) for t, _, _ in orders[r]}
     split_backward = bool(used & {"backward_b", "backward_w"})
+    actions = memory_jobs_used(used, memory_jobs)
 
     work = main_program.clone()
     complete_roles(work)
     stamp_stages(work, op_stages(work))
     if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs
         insert_p2p(work, op_stages(work), rank_of_stage, p2p)
+    if actions:  # a recomputed dropout reads the forward's seed (before the split: it shifts op positions)
+        seed_random_ops(work, recomputed_stages(orders, stage_of, actions))
     block = work.global_block()
     split = split_matmul_grads(block) if split_backward else 0
     ops = block.ops
@@ -123,6 +134,7 @@ def build_plan(
     # values this process computes for another process's programs
     remote = {n for k, names in flow.needs.items() if k not in keys for n in names} - flow.data
     programs = split_program(work, homes, order, frozenset(remote))
+    add_memory_programs(programs, actions, GPU if p2p is not None else CPU)
     t2 = time.perf_counter()
 
     def name(k: ProgramKey) -> str:
@@ -157,6 +169,7 @@ def build_plan(
         {"prepare": t1 - t0, "split": t2 - t1, "plan": t3 - t2, "total": t3 - t0},
         {name(k): k for k in order},
         flow,
+        actions,
     )
 
 
