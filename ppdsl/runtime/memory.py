@@ -18,11 +18,12 @@ sizes measured instead of declared.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
-from ppdsl.runtime.activations import classify, publishers
+from ppdsl.runtime.activations import BACKWARD_SIDE, classify, publishers, reads_from_earlier_jobs
+from ppdsl.runtime.memory_jobs import OFFLOAD, RECOMPUTE, MemoryJob, written_or_copied
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class StageMemory:
     stage: int
     delta: dict[str, int]
     saved_for_backward: int  # what the forward keeps until the backward (the classic activation memory)
+    activations: dict[str, int] = field(default_factory=dict)  # what makes it up: value name -> bytes
 
 
 def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
@@ -52,7 +54,7 @@ def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
             "backward_b": -(saved - freed_by_w) + handed,
             "backward_w": -freed_by_w - handed,
         }
-        result[stage] = StageMemory(stage, delta, saved)
+        result[stage] = StageMemory(stage, delta, saved, dict(from_forward))
     return result
 
 
@@ -95,3 +97,88 @@ def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> d
         **plan_arguments(exp, rules=[]),
     )
     return stage_memory(built.programs)
+
+
+@dataclass(frozen=True)
+class PredictedPeaks:
+    """Bytes each rank holds at its fullest job boundary, by the measured model: on the device and in the host store
+    (the offloads' copies)."""
+
+    device: list[int]
+    host: list[int]
+
+
+def predicted_peaks(
+    programs: dict[str, object],
+    job_names: list[str],
+    stage_of: list[list[int]],
+    memory_jobs: dict[str, MemoryJob],
+) -> PredictedPeaks:
+    """The peaks the emulation's job programs (`BuiltPlan.programs`, named `<type>@<stage>`) make when its jobs run
+    in the sequence `job_names` (`BuiltPlan.job_names`, `<program>#<micro-batch>`), at every job's end.
+
+    A rank's level moves at the jobs of its stages: a forward keeps its stage's activations (`stage_memory`), or,
+    with a recompute of its (stage, micro-batch) later, all but those the recompute writes again; a recompute
+    allocates those; an offload moves what it copies from the device to the host store, its reload moves it back;
+    the backward-side jobs free as `stage_memory` says. A gradient a later stage's backward hands to this stage's is
+    held here from the end of the job computing it to the end of the job reading it (the measurement sees it there;
+    the checker's model does not count it). Until the checker knows the memory jobs this is what a run's measured
+    `peak_bytes` / `host_peak_bytes` are compared with."""
+    stages = stage_memory(programs)
+    rank_of = {s: r for r, row in enumerate(stage_of) for s in row}
+    acted: dict[str, int] = {}  # memory job program -> bytes it re-makes or moves
+    for name, program in programs.items():
+        job_type, _, stage = name.partition("@")
+        if job_type in memory_jobs and stage.isdigit():
+            touched = written_or_copied(program, memory_jobs[job_type])
+            acted[name] = sum(b for n, b in stages[int(stage)].activations.items() if n in touched)
+    transit = _gradients_in_transit(programs)
+    sequence = [(name, int(mb)) for name, _, mb in (j.rpartition("#") for j in job_names)]
+    recomputed = {
+        (name.partition("@")[2], mb): name
+        for name, mb in sequence
+        if memory_jobs.get(name.partition("@")[0], MemoryJob(OFFLOAD)).kind == RECOMPUTE
+    }
+    pp = len(stage_of)
+    level, store, peak, host_peak = [0] * pp, [0] * pp, [0] * pp, [0] * pp
+    for name, mb in sequence:
+        job_type, _, where = name.partition("@")
+        if not where.isdigit():  # the optimizer
+            continue
+        s = int(where)
+        r, job = rank_of[s], memory_jobs.get(job_type)
+        if job_type == "forward":
+            level[r] += stages[s].saved_for_backward - acted.get(recomputed.get((where, mb), ""), 0)
+        elif job is not None and job.kind == RECOMPUTE:
+            level[r] += acted[name]
+        elif job is not None:
+            moved = acted[name] if job.kind == OFFLOAD else -acted[name]
+            level[r], store[r] = level[r] - moved, store[r] + moved
+        elif s in stages:
+            level[r] += stages[s].delta.get(job_type, 0)
+        for (producer, consumer, to_rank), size in transit.items():
+            if name == producer:
+                level[rank_of[to_rank]] += size
+            elif name == consumer:
+                level[r] -= size
+        for k in range(pp):
+            peak[k], host_peak[k] = max(peak[k], level[k]), max(host_peak[k], store[k])
+    return PredictedPeaks(peak, host_peak)
+
+
+def _gradients_in_transit(programs: dict[str, object]) -> dict[tuple[str, str, int], int]:
+    """(producing program, reading program, reading stage) -> bytes, for values a backward-side program reads that a
+    backward-side program of another stage computes (the gradient of a stage's output)."""
+    made_by = publishers(programs)
+    out: dict[tuple[str, str, int], int] = {}
+    for name, program in programs.items():
+        job_type, _, stage = name.partition("@")
+        if job_type not in BACKWARD_SIDE or not stage.isdigit():
+            continue
+        for value, size in reads_from_earlier_jobs(program).items():
+            for producer in made_by.get(value, ()):
+                p_type, _, p_stage = producer.partition("@")
+                if p_type in BACKWARD_SIDE and p_stage != stage:
+                    key = (producer, name, int(stage))
+                    out[key] = out.get(key, 0) + size
+    return out

@@ -6,7 +6,7 @@ programs after `split.split_program`, so nothing else in the plan changes:
     recompute@s  the stage's forward ops again (`recompute.recompute_program`), publishing the activations the
                  backward reads under their own names; the forward before it then keeps only what the recompute
                  reads (its stage input, fed inputs, and the seeds of its random ops), by skip-GC liveness
-    offload@s    copies the activations into host-store variables `<name>@HOST` (`offload.offload_program`); the
+    offload@s    copies the activations into host-store variables `<name>@HOST<stage>` (`offload.offload_program`); the
                  originals are freed at its end
     reload@s     copies them back under their own names before the backward (`offload.reload_program`)
 
@@ -128,7 +128,7 @@ def add_memory_programs(programs: dict, actions: Mapping[str, MemoryJob], target
             if forward is None:
                 raise ValueError(f"`{key.type}` of stage {stage} runs where its forward does not")
             if stage not in seeds_published:
-                publish_seeds(forward)
+                publish_seeds(forward, stage)
                 seeds_published.add(stage)
             published = defined_values(forward)
             remade = {n: b for n, b in activations.get(stage, {}).items() if n in published}
@@ -140,9 +140,17 @@ def add_memory_programs(programs: dict, actions: Mapping[str, MemoryJob], target
             moved = {n: b for n, b in activations.get(stage, {}).items() if n in types and b > 0}
             chosen = {n: types[n] for n in select(moved, job.fraction)}
             build = offload_program if job.kind == OFFLOAD else reload_program
-            programs[key] = build(chosen, target)
+            programs[key] = build(chosen, stage, target)
         replaced.append(key)
     return replaced
+
+
+def written_or_copied(program, job: MemoryJob) -> set[str]:
+    """The activations a memory job's program acts on: those a recompute or a reload writes again, those an offload
+    copies (its keyword arguments)."""
+    if job.kind == OFFLOAD:
+        return set(program.global_block().kwargs())
+    return defined_values(program)
 
 
 def _value_types(programs_of_stage: Mapping[str, object]) -> dict[str, object]:

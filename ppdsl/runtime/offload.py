@@ -1,8 +1,8 @@
 """The offload and reload jobs' programs: copies of a stage's activations to a host store and back.
 
 An offload job reads each activation by name, copies it with `pd_op.memcpy_d2h` and publishes the copy as
-`<name>@HOST`; skip-GC keeps the copy (a later reload reads it) and frees the original at the job's end (no later
-job reads it before the reload writes it again). The reload copies `<name>@HOST` back with `pd_op.memcpy_h2d`
+`<name>@HOST<stage>`; skip-GC keeps the copy (a later reload reads it) and frees the original at the job's end (no later
+job reads it before the reload writes it again). The reload copies `<name>@HOST<stage>` back with `pd_op.memcpy_h2d`
 under the original name, and the store is freed at its end. Both are plain job programs of the plan: PIR has no
 `py_func` (its `TypeError: ... received pir.Value`), so no Python callback could hold a tensor between jobs.
 
@@ -39,11 +39,14 @@ GPU = CopyTarget("gpu", 1, 1, "copy_stream")
 TARGETS = {t.name: t for t in (CPU, GPU)}
 
 
-def host_name(name: str) -> str:
-    return name + HOST_SUFFIX
+def host_name(name: str, stage: int) -> str:
+    """The host-store variable of an activation of `stage`: per stage, because in the one-process emulation a stage's
+    input is also an activation of the stage before it, and two offloads publishing one name would erase each other's
+    variable (see `skip_gc.write_again`)."""
+    return f"{name}{HOST_SUFFIX}{stage}"
 
 
-def _copy_program(values: Mapping[str, object], *, to_host: bool, target: CopyTarget):
+def _copy_program(values: Mapping[str, object], stage: int, *, to_host: bool, target: CopyTarget):
     """A program reading each value (name -> its PIR type) by name and publishing a copy under the other name."""
     import paddle
     from paddle.base import core
@@ -55,7 +58,7 @@ def _copy_program(values: Mapping[str, object], *, to_host: bool, target: CopyTa
     block = program.global_block()
     with paddle.static.program_guard(program), pir_op_role_guard(0 if to_host else 1):
         for name in sorted(values):
-            source, dest = (name, host_name(name)) if to_host else (host_name(name), name)
+            source, dest = (name, host_name(name, stage)) if to_host else (host_name(name, stage), name)
             kwarg = block.add_kwarg(source, values[name])
             kwarg.place_attr = place
             if to_host:
@@ -71,19 +74,19 @@ def _copy_program(values: Mapping[str, object], *, to_host: bool, target: CopyTa
     return program
 
 
-def offload_program(values: Mapping[str, object], target: CopyTarget = CPU):
-    """Copy each activation (name -> PIR type) to the host store `<name>@HOST`."""
-    return _copy_program(values, to_host=True, target=target)
+def offload_program(values: Mapping[str, object], stage: int, target: CopyTarget = CPU):
+    """Copy each activation of `stage` (name -> PIR type) to the host store `<name>@HOST<stage>`."""
+    return _copy_program(values, stage, to_host=True, target=target)
 
 
-def reload_program(values: Mapping[str, object], target: CopyTarget = CPU):
-    """Copy each `<name>@HOST` back to `<name>`, where the backward reads it."""
-    return _copy_program(values, to_host=False, target=target)
+def reload_program(values: Mapping[str, object], stage: int, target: CopyTarget = CPU):
+    """Copy each `<name>@HOST<stage>` back to `<name>`, where the backward reads it."""
+    return _copy_program(values, stage, to_host=False, target=target)
 
 
 def describe(programs: Mapping[str, object], names: Iterable[str] | None = None) -> list[str]:
     """One line per copy op of the given job programs (all that copy, by default): what `--dry-run` shows of a plan's
-    offload and reload jobs, e.g. `offload@1: pd_op.memcpy_d2h x -> x@HOST dst_place_type=1 (CUDA pinned) stream
+    offload and reload jobs, e.g. `offload@1: pd_op.memcpy_d2h x -> x@HOST0 dst_place_type=1 (CUDA pinned) stream
     copy_stream`."""
     places = {"pd_op.memcpy_d2h": {0: "CPU", 1: "CUDA pinned"}, "pd_op.memcpy_h2d": {0: "CPU", 1: "GPU"}}
     lines = []
@@ -92,12 +95,24 @@ def describe(programs: Mapping[str, object], names: Iterable[str] | None = None)
             if op.name() not in places:
                 continue
             source = op.operand_source(0)
-            published = [u.attrs()["output_name"] for u in op.result(0).all_used_ops() if u.has_attr("output_name")]
-            kind = op.attrs()["dst_place_type"]
-            stream = op.dist_attr.execution_stream if op.dist_attr is not None else None
-            stream = stream or op.attrs().get("execution_stream") or "default"
+            attrs = op.attrs()
+            kind = attrs["dst_place_type"]
             lines.append(
-                f"{job}: {op.name()} {source.name if source.has_name else '?'} -> {', '.join(published) or '?'} "
-                f"dst_place_type={kind} ({places[op.name()].get(kind, '?')}) stream {stream}"
+                f"{job}: {op.name()} {source.name if source.has_name else '?'} -> "
+                f"{', '.join(_destinations(op.result(0))) or '?'} dst_place_type={kind} "
+                f"({places[op.name()].get(kind, '?')}) stream {attrs.get('execution_stream') or 'default'}"
             )
     return lines
+
+
+def _destinations(value) -> list[str]:
+    """The variable names a copy lands in: published (`shadow_output`) or written again (`write_again`)."""
+    out = []
+    for user in value.all_used_ops():
+        if user.name() == "builtin.shadow_output":
+            out.append(user.attrs()["output_name"])
+        elif user.name() == "pd_op.share_var":
+            out.append(user.operand_source(0).name)
+        elif user.name() == "pd_op.assign_out_":
+            out.append(user.operand_source(1).name)
+    return out

@@ -169,16 +169,17 @@ def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = 
     host_types = {t for t, name in enumerate(exp.type_names) if name in host_jobs}
     if host_types:
         # an offload or a reload frees only what other jobs of its (stage, micro-batch) allocated (the originals, the
-        # store), so the vote names the forward or the offload before it: a thread whose first free comes after the
-        # voted job ended is the latest job of that stage and micro-batch started by then
+        # store), so the vote names the forward or the offload before it. A thread whose first free comes after the
+        # voted job ended is the next job of that stage and micro-batch started by then: a job's collector cannot free
+        # before its job starts, yet may lag past the end of a short one (an offload's few copies)
         first_free: dict[object, float] = {}
         for (_, _, _, tid), ts in zip(freed, free_time, strict=True):
             first_free.setdefault(tid, ts)
         for tid, job in job_of_thread.items():
-            if first_free[tid] > ends[job]:
-                at = first_free[tid]
-                same = [j for j in range(job, len(jobs)) if jobs[j][5:] == jobs[job][5:] and starts[j] <= at]
-                job_of_thread[tid] = same[-1]
+            at = first_free[tid]
+            if at > ends[job]:
+                later = [j for j in range(job + 1, len(jobs)) if jobs[j][5:] == jobs[job][5:] and starts[j] <= at]
+                job_of_thread[tid] = later[0] if later else job
 
     def column(maker: int, rank: int) -> int:
         """Where a buffer counts: its rank, or past the ranks (pp + rank) for the host store."""

@@ -55,18 +55,20 @@ def seed_random_ops(main, stages: Iterable[int] | None = None) -> int:
     return len(found)
 
 
-def seed_name(op_index: int) -> str:
-    return f"{SEED_PREFIX}{op_index}"
+def seed_name(stage: int, op_index: int) -> str:
+    """Unique in a micro-batch's scope: two programs publishing one name erase each other's variable."""
+    return f"{SEED_PREFIX}{stage}.{op_index}"
 
 
-def publish_seeds(forward) -> list[str]:
-    """In a forward job program, publish the result of every marked seed op by name (so a recompute reads it)."""
+def publish_seeds(forward, stage: int) -> list[str]:
+    """In the forward job program of `stage`, publish the result of every marked seed op by name (so a recompute
+    reads it)."""
     import paddle
 
     names = []
     for i, op in enumerate(forward.global_block().ops):
         if op.has_attr(SEED_ATTR):
-            name = seed_name(i)
+            name = seed_name(stage, i)
             paddle.pir.set_insertion_point_after(op)
             paddle._C_ops.set_persistable_value(op.result(0), name)
             names.append(name)
