@@ -22,9 +22,10 @@ activation bytes is covered (`select`); an offload and its reload of one fractio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from ppdsl.analysis.expansion import Expansion
 from ppdsl.runtime.offload import CPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
 from ppdsl.runtime.skip_gc import defined_values
@@ -71,6 +72,32 @@ def memory_job_type_dicts(names: Iterable[str] = KINDS) -> list[dict]:
             }
         )
     return out
+
+
+Pick = Callable[[int, int, int], bool]  # (rank, chunk, micro-batch) -> whether that job gets a memory job
+
+
+def with_memory_jobs(base: Expansion, recompute: Pick | None = None, offload: Pick | None = None) -> Expansion:
+    """`base`'s orders with a recompute right before each backward `recompute` picks, an offload right after each
+    forward and a reload right before its backward `offload` picks, as an Expansion the runtime builds a plan from
+    (the memory job types declared by `memory_job_type_dicts`). Written by hand until the language has these jobs;
+    tests and benchmarks use it."""
+    from ppdsl.analysis.expand import expansion_from_orders
+
+    orders = []
+    for r in range(base.pp):
+        order = []
+        for t, c, mb in base.job_tuples(r):
+            if t in ("backward", "backward_b") and recompute is not None and recompute(r, c, mb):
+                order.append((RECOMPUTE, c, mb))
+            if t in ("backward", "backward_b") and offload is not None and offload(r, c, mb):
+                order.append((RELOAD, c, mb))
+            order.append((t, c, mb))
+            if t == "forward" and offload is not None and offload(r, c, mb):
+                order.append((OFFLOAD, c, mb))
+        orders.append(order)
+    types = [jt.to_dict() for jt in base.defn.job_types] + memory_job_type_dicts()
+    return expansion_from_orders(types, base.stage_of, orders, base.microbatches, name=base.defn.name)
 
 
 def memory_jobs_used(used: Iterable[str], memory_jobs: Mapping[str, MemoryJob] | None) -> dict[str, MemoryJob]:

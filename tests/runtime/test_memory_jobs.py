@@ -1,9 +1,8 @@
 """Recompute, offload and reload jobs run by the Paddle runtime (issue 17), on job orders written here.
 
-The language does not know the memory job types yet, so each order is a library schedule's with memory jobs put in:
-a recompute right before the backward of each (chunk, micro-batch) it recomputes, an offload right after the
-forward and a reload right before the backward. The job types come as schedule-declared types
-(`memory_job_type_dicts`), so the emulation's execution model orders them. Every run trains to the parameters of
+The language does not know the memory job types yet, so each order is a library schedule's with memory jobs put in
+(`memory_jobs.with_memory_jobs`): a recompute right before the backward of each (chunk, micro-batch) it recomputes,
+an offload right after the forward and a reload right before the backward. Every run trains to the parameters of
 the same schedule without memory jobs, and the bytes each rank holds (measured at job boundaries) are what
 `runtime/memory.py:predicted_peaks` predicts from the same programs, within 10%.
 """
@@ -15,37 +14,16 @@ import importlib.util
 import numpy as np
 import pytest
 
-from ppdsl.analysis.expand import expand, expansion_from_orders
+from ppdsl.analysis.expand import expand
 from ppdsl.language.library import library_dir
 from ppdsl.language.resolve import load
+from ppdsl.runtime.memory_jobs import with_memory_jobs
 
 from paths import ROOT
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 
 TOLERANCE = 0.10
-
-
-def with_memory_jobs(base, recompute=lambda r, c, mb: False, offload=lambda r, c, mb: False):
-    """`base`'s orders with a recompute before each backward `recompute(rank, chunk, mb)` picks, and an offload
-    after / reload before each forward / backward `offload` picks; an Expansion of them."""
-    from ppdsl.runtime.memory_jobs import memory_job_type_dicts
-    from ppdsl.runtime.train import job_type_dicts
-
-    orders = []
-    for r in range(base.pp):
-        order = []
-        for t, c, mb in base.job_tuples(r):
-            if t == "backward" and recompute(r, c, mb):
-                order.append(("recompute", c, mb))
-            if t == "backward" and offload(r, c, mb):
-                order.append(("reload", c, mb))
-            order.append((t, c, mb))
-            if t == "forward" and offload(r, c, mb):
-                order.append(("offload", c, mb))
-        orders.append(order)
-    types = job_type_dicts(base) + memory_job_type_dicts()
-    return expansion_from_orders(types, base.stage_of, orders, base.microbatches)
 
 
 def trainer(exp, model=None, batch=32, memory_jobs=None, optimizer="adam"):
