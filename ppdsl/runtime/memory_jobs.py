@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.runtime.offload import CPU, CopyTarget, offload_program, reload_program
+from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
 from ppdsl.runtime.skip_gc import defined_values
 
@@ -188,3 +188,28 @@ def _value_types(programs_of_stage: Mapping[str, object]) -> dict[str, object]:
             for name, value in program.global_block().kwargs().items():
                 out.setdefault(name, value.type())
     return out
+
+
+def dry_run_lines(exp: Expansion, memory_jobs: Mapping[str, MemoryJob] | None = None) -> list[str]:
+    """What a dry run shows of each rank's copy jobs on the GPU path (no Paddle needed): the copy op, where it lands
+    and its stream, per offload / reload type the rank's order uses. The values each copies are the stage's
+    activations, named once the plan is built (`offload.describe` lists them op by op)."""
+    actions = memory_jobs_used(exp.type_names, memory_jobs)
+    copies = {
+        OFFLOAD: f"pd_op.memcpy_d2h to CUDA pinned host memory (dst_place_type={GPU.d2h_place_type})",
+        RELOAD: f"pd_op.memcpy_h2d back to the GPU (dst_place_type={GPU.h2d_place_type})",
+    }
+    lines = []
+    for r, order in enumerate(exp.job_tuples(rank) for rank in range(exp.pp)):
+        counts: dict[str, int] = {}
+        for t, _, _ in order:
+            if t in actions and actions[t].kind in copies:
+                counts[t] = counts.get(t, 0) + 1
+        for t, n in sorted(counts.items()):
+            job = actions[t]
+            part = "" if job.fraction >= 1 else f", the largest {job.fraction:.0%} of the bytes"
+            lines.append(
+                f"rank {r} {t} ({n} jobs): {copies[job.kind]} on stream {GPU.stream}, each activation of its "
+                f"(chunk, micro-batch){part}"
+            )
+    return lines
