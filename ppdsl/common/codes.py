@@ -93,6 +93,8 @@ _SUMMARIES = {
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",
     "E068": "a command's output or search would not fit its budget of memory or time at these sizes",
     "E075": "a `cost`, `comm` or `memory` declaration gives a negative, infinite or undefined number",
+    "E086": "a memory job cannot run where its order puts it: a recompute or offload before its forward, a reload "
+    "without its offload, a backward of offloaded activations before their reload",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",

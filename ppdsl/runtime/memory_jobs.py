@@ -22,10 +22,11 @@ activation bytes is covered (`select`); an offload and its reload of one fractio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
 from ppdsl.runtime.skip_gc import defined_values
@@ -213,3 +214,44 @@ def dry_run_lines(exp: Expansion, memory_jobs: Mapping[str, MemoryJob] | None = 
                 f"(chunk, micro-batch){part}"
             )
     return lines
+
+
+def check_memory_orders(
+    orders: Sequence[Sequence[tuple[str, int, int]]],
+    stage_of: Sequence[Sequence[int]],
+    actions: Mapping[str, MemoryJob],
+) -> None:
+    """What a plan with memory jobs needs of its orders, or E086 naming the first job that breaks it: a recompute or an
+    offload after the forward of its (chunk, micro-batch), a reload after an offload of it of the same fraction, and
+    no backward of an offloaded (chunk, micro-batch) before its reload (it would read freed activations)."""
+    for r, order in enumerate(orders):
+        forwarded: set[tuple[int, int]] = set()
+        offloaded: dict[tuple[int, int], tuple[str, float]] = {}  # (chunk, mb) -> (offload type, fraction) not reloaded
+        for t, c, mb in order:
+            job, where = actions.get(t), (c, mb)
+            problem = None
+            if t == "forward":
+                forwarded.add(where)
+            elif t in ("backward", "backward_b") and where in offloaded:
+                problem = (f"`{t}` of micro-batch {mb}", f"its activations were offloaded by `{offloaded[where][0]}`")
+            elif job is not None and job.kind in (RECOMPUTE, OFFLOAD) and where not in forwarded:
+                problem = (f"`{t}` of micro-batch {mb}", "its forward has not run")
+            elif job is not None and job.kind == OFFLOAD:
+                offloaded[where] = (t, job.fraction)
+            elif job is not None and job.kind == RELOAD:
+                before = offloaded.pop(where, None)
+                if before is None or before[1] != job.fraction:
+                    why = "no offload of it runs before" if before is None else f"`{before[0]}` moved another fraction"
+                    problem = (f"`{t}` of micro-batch {mb}", why)
+            if problem is not None:
+                chunk = f", chunk {c}" if len(stage_of[r]) > 1 else ""
+                raise DiagnosticError(
+                    [
+                        Diagnostic(
+                            "E086",
+                            f"{problem[0]} on rank {r}{chunk} cannot run: {problem[1]}",
+                            help="run a recompute or an offload after the forward of its micro-batch, and a reload "
+                            "(of the offload's fraction) after its offload and before the backward",
+                        )
+                    ]
+                )

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.jobtypes import program_order
 from ppdsl.runtime.env import import_paddle
-from ppdsl.runtime.memory_jobs import MemoryJob, add_memory_programs, memory_jobs_used, recomputed_stages
+from ppdsl.runtime.memory_jobs import (
+    MemoryJob,
+    add_memory_programs,
+    check_memory_orders,
+    memory_jobs_used,
+    recomputed_stages,
+)
 from ppdsl.runtime.offload import CPU, GPU
 from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
@@ -85,6 +91,8 @@ def build_plan(
     used = {t for r in range(pp) for t, _, _ in orders[r]}
     split_backward = bool(used & {"backward_b", "backward_w"})
     actions = memory_jobs_used(used, memory_jobs)
+    if actions:
+        check_memory_orders(orders, stage_of, actions)
 
     work = main_program.clone()
     complete_roles(work)

@@ -210,3 +210,34 @@ def test_gpu_copies_go_to_pinned_memory_on_the_copy_stream():
         "offload@1: pd_op.memcpy_d2h x -> x@HOST1 dst_place_type=1 (CUDA pinned) stream copy_stream",
         "reload@1: pd_op.memcpy_h2d x@HOST1 -> x dst_place_type=1 (GPU) stream copy_stream",
     ]
+
+
+@pytest.mark.parametrize(
+    ("order", "message"),
+    [
+        (
+            [("forward", 0, 0), ("offload", 0, 0), ("backward", 0, 0)],
+            "`backward` of micro-batch 0 on rank 0 cannot run: its activations were offloaded by `offload`",
+        ),
+        ([("recompute", 0, 0), ("forward", 0, 0)], "`recompute` of micro-batch 0 on rank 0 cannot run: its forward "),
+        (
+            [("forward", 0, 0), ("reload", 0, 0), ("backward", 0, 0)],
+            "`reload` of micro-batch 0 on rank 0 cannot run: no offload of it runs before",
+        ),
+        (
+            [("forward", 0, 0), ("offload_half", 0, 0), ("reload", 0, 0), ("backward", 0, 0)],
+            "`reload` of micro-batch 0 on rank 0 cannot run: `offload_half` moved another fraction",
+        ),
+    ],
+)
+def test_memory_jobs_out_of_order_are_refused(order, message):
+    """E086 before any program is built: out of order, a job would read activations never made or already freed."""
+    from ppdsl.common.diagnostics import DiagnosticError
+    from ppdsl.runtime.memory_jobs import DEFAULT_MEMORY_JOBS, MemoryJob, check_memory_orders
+
+    actions = {**DEFAULT_MEMORY_JOBS, "offload_half": MemoryJob("offload", 0.5)}
+    with pytest.raises(DiagnosticError) as err:
+        check_memory_orders([order], [[0]], actions)
+    (diagnostic,) = err.value.diagnostics
+    assert diagnostic.code == "E086" and diagnostic.message.startswith(message), diagnostic.message
+    check_memory_orders([[("forward", 0, 0), ("offload", 0, 0), ("reload", 0, 0), ("backward", 0, 0)]], [[0]], actions)
