@@ -1,7 +1,8 @@
-"""Memory jobs run by the Paddle runtime (issue 17): 1F1B on the built-in GPT with none / full recompute / selective
-recompute / offload, measured.
+"""Memory jobs run by the Paddle runtime (issue 17): 1F1B, ZB-H1 and ZB-V on the built-in GPT with none / full
+recompute / selective recompute / offload, measured.
 
-For each variant, the library's 1F1B at pp=4, m=8, batch 32 (`ppdsl run`'s default model size), with memory jobs put
+For each variant, the library's 1F1B and ZB-H1 at pp=4 and ZB-V at pp=2, vpp=2, m=8, batch 32 (`ppdsl run`'s
+default model size), with memory jobs put
 into its orders (`ppdsl.runtime.memory_jobs.with_memory_jobs`: full = every (chunk, micro-batch) recomputes,
 selective = the even micro-batches, offload = every forward offloaded and reloaded before its backward), in the
 single-process emulation (every rank's jobs in one plan):
@@ -44,6 +45,7 @@ from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train  # noqa: E40
 
 TARGET_MEMORY_ERROR = 0.10
 TARGET_PARAMETER_DIFFERENCE = 1e-6
+CASES = {"1f1b": (4, 1), "zbh1": (4, 1), "zbv": (2, 2)}  # schedule -> (pp, vpp)
 VARIANTS = {
     "none": {},
     "full recompute": {"recompute": lambda r, c, mb: True},
@@ -81,46 +83,50 @@ def measure(base, variant: str, args) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer timed steps")
-    parser.add_argument("--pp", type=int, default=4)
+    parser.add_argument("--schedules", default=",".join(CASES), help=f"some of {', '.join(CASES)}")
     parser.add_argument("-m", "--microbatches", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, help="timed steps (default 20, quick 6)")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--memory-steps", type=int, default=3)
+    parser.add_argument("--memory-steps", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     args.steps = args.steps or (6 if args.quick else 20)
 
     paddle = import_paddle()
     started, load_before = time.perf_counter(), os.getloadavg()
-    base = expand(load(library_dir() / "1f1b.sched"), args.pp, args.microbatches)
     rows = []
-    for variant in VARIANTS:
-        print(f"measuring {variant} ...", file=sys.stderr, flush=True)
-        rows.append(measure(base, variant, args))
-    reference = rows[0].pop("parameters")
-    for row in rows[1:]:
-        params = row.pop("parameters")
-        row["max_parameter_difference"] = max(float(np.max(np.abs(params[k] - reference[k]))) for k in reference)
-    rows[0]["max_parameter_difference"] = 0.0
-    none = rows[0]
-    for row in rows:
-        row["peak_ratio_rank0"] = row["peak_bytes"][0] / none["peak_bytes"][0]
-        row["step_ratio"] = row["step_seconds"] / none["step_seconds"]
-        row["pass"] = (
-            row["max_abs_memory_error"] <= TARGET_MEMORY_ERROR
-            and row["max_parameter_difference"] <= TARGET_PARAMETER_DIFFERENCE
-        )
+    for stem in args.schedules.split(","):
+        pp, vpp = CASES[stem]
+        base = expand(load(library_dir() / f"{stem}.sched"), pp, args.microbatches, vpp)
+        case = []
+        for variant in VARIANTS:
+            print(f"measuring {stem} {variant} ...", file=sys.stderr, flush=True)
+            case.append({"schedule": base.defn.name, "pp": pp, "vpp": vpp, **measure(base, variant, args)})
+        reference = case[0]["parameters"]
+        for row in case:
+            params = row.pop("parameters")
+            row["max_parameter_difference"] = max(float(np.max(np.abs(params[k] - reference[k]))) for k in reference)
+            row["peak_ratio_rank0"] = row["peak_bytes"][0] / case[0]["peak_bytes"][0]
+            row["step_ratio"] = row["step_seconds"] / case[0]["step_seconds"]
+            row["pass"] = (
+                row["max_abs_memory_error"] <= TARGET_MEMORY_ERROR
+                and row["max_parameter_difference"] <= TARGET_PARAMETER_DIFFERENCE
+            )
+        rows += case
 
-    print(f"1F1B, built-in GPT, pp={args.pp}, m={args.microbatches}, batch {args.batch_size}, one process (CPU)")
-    header = ("variant", "step ms", "x none", "peak KiB per rank (device)", "host KiB", "err")
-    print(f"{header[0]:<20} {header[1]:>8} {header[2]:>7} {header[3]:>30} {header[4]:>24} {header[5]:>6}")
+    print(f"built-in GPT, m={args.microbatches}, batch {args.batch_size}, one process (CPU)")
+    header = ("schedule", "variant", "step ms", "x none", "peak KiB per rank (device)", "host KiB", "err")
+    print(
+        f"{header[0]:<12} {header[1]:<20} {header[2]:>8} {header[3]:>7} {header[4]:>30} {header[5]:>24} {header[6]:>6}"
+    )
     for row in rows:
         device = ", ".join(f"{b / 1024:.0f}" for b in row["peak_bytes"])
         host = ", ".join(f"{b / 1024:.0f}" for b in row["host_peak_bytes"])
+        where = f"{row['schedule']} pp{row['pp']}" + (f"v{row['vpp']}" if row["vpp"] > 1 else "")
         print(
-            f"{row['variant']:<20} {row['step_seconds'] * 1e3:>8.1f} {row['step_ratio']:>7.2f} {device:>30} "
-            f"{host:>24} {row['max_abs_memory_error']:>6.1%}"
+            f"{where:<12} {row['variant']:<20} {row['step_seconds'] * 1e3:>8.1f} {row['step_ratio']:>7.2f} "
+            f"{device:>30} {host:>24} {row['max_abs_memory_error']:>6.1%}"
         )
     print("host KiB: the offloads' host store; on CPU one allocator, so the device / host split is an emulation")
     ok = all(row["pass"] for row in rows)
@@ -130,8 +136,6 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "load_before": load_before,
         "seconds": time.perf_counter() - started,
-        "schedule": "1F1B",
-        "pp": args.pp,
         "microbatches": args.microbatches,
         "batch_size": args.batch_size,
         "steps": args.steps,

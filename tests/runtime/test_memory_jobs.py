@@ -45,7 +45,7 @@ def max_difference(a: dict, b: dict) -> float:
     return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 
 
-def measured_peaks(t, steps: int, tries: int = 3):
+def measured_peaks(t, steps: int, tries: int = 4):
     """Held bytes per rank (device, host store), the least over `tries` measured steps after `steps`: the profiler's
     attribution of a free to its job (`profile.held_memory`) can only overcount, when the collector thread of a
     short job lags into the next one on a busy machine."""
