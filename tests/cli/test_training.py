@@ -84,3 +84,32 @@ def test_an_output_that_cannot_be_written_is_refused_before_training(flag, targe
     assert fragment.format(d=tmp_path) in result.stderr, result.stderr
     assert (tmp_path / "a_file").read_text() == "keep me\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir", "a_file"], "the probe left a file behind"
+
+
+def test_summary_shows_the_host_store_apart_and_says_it_is_emulated(tmp_path):
+    """A run whose offloads made a host store: `host_peak_bytes` beside `peak_bytes` (device-resident), and the
+    summary says that on CPU the split is an emulation; a run without offloads has neither."""
+    import json
+    from types import SimpleNamespace
+
+    from ppdsl.analysis.expand import expand
+    from ppdsl.cli.training import _write_summary
+    from ppdsl.language.library import library_dir
+    from ppdsl.language.resolve import load
+    from ppdsl.runtime.profile import HeldMemory
+
+    exp = expand(load(library_dir() / "1f1b.sched"), 2, 4)
+    out = tmp_path / "s.json"
+    opts = SimpleNamespace(schedule="1f1b", batch_size=8, lr=0.01, optimizer="adam", seed=0, summary_json=out)
+
+    def summary(memory):
+        run = SimpleNamespace(started_at_step=0, losses=[], step_seconds=[], build_seconds=0.0, jobs_per_step=1)
+        run.memory = memory
+        _write_summary(opts, exp, "builtin", run, {})
+        return json.loads(out.read_text())
+
+    data = summary(HeldMemory([], [100, 50], [300, 0]))
+    assert (data["peak_bytes"], data["host_peak_bytes"]) == ([100, 50], [300, 0])
+    assert "emulated on CPU" in data["host_store"]
+    data = summary(HeldMemory([], [100, 50], [0, 0]))
+    assert "host_peak_bytes" not in data and "host_store" not in data

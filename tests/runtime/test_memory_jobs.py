@@ -151,6 +151,27 @@ def test_partial_offload_moves_the_largest_activations_first(base):
     assert 0.5 * full.host[0] <= part.host[0] < full.host[0]
 
 
+def test_partial_recompute_keeps_the_rest():
+    """A recompute of half (its job type's fraction) writes again fewer values than a whole one, the largest first;
+    the forward before it keeps the rest; training is unchanged."""
+    from ppdsl.runtime.memory import predicted_peaks
+    from ppdsl.runtime.memory_jobs import MemoryJob
+    from ppdsl.runtime.skip_gc import defined_values
+
+    base = expand(load(library_dir() / "1f1b.sched"), 2, 4)
+    exp = with_memory_jobs(base, recompute=lambda r, c, mb: True)
+    diff, t, ref = run_and_compare(exp, base, batch=16, memory_jobs={"recompute": MemoryJob("recompute", 0.5)})
+    assert diff <= 1e-6
+    whole = trainer(exp, batch=16)
+    written = [len(defined_values(x.built.programs["recompute@0"])) for x in (t, whole)]
+    assert 0 < written[0] < written[1]
+    peaks = [
+        predicted_peaks(x.built.programs, x.built.job_names, exp.stage_of, x.built.memory_jobs) for x in (t, whole)
+    ]
+    none = predicted_peaks(ref.built.programs, ref.built.job_names, base.stage_of, {})
+    assert peaks[1].device[0] < peaks[0].device[0] < none.device[0]
+
+
 def test_recompute_replays_the_dropout_masks(monkeypatch):
     """A dropout drawing from the generator: with a recompute, the backward must see the forward's mask. Both runs
     get the same seed ops (`seed_random_ops`, applied here to the reference by hand), and start from the same
