@@ -93,6 +93,8 @@ _SUMMARIES = {
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",
     "E068": "a command's output or search would not fit its budget of memory or time at these sizes",
     "E075": "a `cost`, `comm` or `memory` declaration gives a negative, infinite or undefined number",
+    "E086": "a memory job cannot run where its order puts it: a recompute or offload before its forward, a reload "
+    "without its offload, a backward of offloaded activations before their reload",
     "E090": "a plan or checkpoint is of another version of the schedule's text (its fingerprint differs)",
     "E091": "a plan specification file (a launch's `plan.json`) is damaged or of another format",
     "E096": "`ppdsl fmt` found no `.sched` file in the paths it was given",

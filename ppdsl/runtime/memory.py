@@ -18,16 +18,12 @@ sizes measured instead of declared.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
-
-import numpy as np
+from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
-from ppdsl.runtime.skip_gc import data_reads
-
-BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
+from ppdsl.runtime.activations import BACKWARD_SIDE, classify, publishers, reads_from_earlier_jobs
+from ppdsl.runtime.memory_jobs import OFFLOAD, RECOMPUTE, MemoryJob, written_or_copied
 
 
 @dataclass(frozen=True)
@@ -37,58 +33,18 @@ class StageMemory:
     stage: int
     delta: dict[str, int]
     saved_for_backward: int  # what the forward keeps until the backward (the classic activation memory)
-
-
-def value_bytes(value) -> int:
-    dtype = str(value.dtype).replace("paddle.", "")
-    shape = [d for d in value.shape]
-    if any(d < 0 for d in shape):
-        raise ValueError(f"value `{value.name}` has a dynamic shape {shape}; use a static micro-batch dimension")
-    return int(np.prod(shape, dtype=np.int64)) * DTYPE_BYTES.get(dtype, 4)
-
-
-def _producers(programs: dict[str, object]) -> dict[str, set[str]]:
-    """Published value name -> the job programs that compute it (a whole `backward` and its `backward_b` both
-    compute what backward_b hands to backward_w)."""
-    out: dict[str, set[str]] = defaultdict(set)
-    for name, program in programs.items():
-        for op in program.global_block().ops:
-            if op.name() == "builtin.shadow_output":
-                out[op.attrs()["output_name"]].add(name)
-    return out
-
-
-def _reads(program) -> dict[str, int]:
-    """Non-persistable values a program reads the data of from earlier jobs, with their sizes."""
-    data = data_reads(program)
-    return {
-        name: value_bytes(value)
-        for name, value in program.global_block().kwargs().items()
-        if not value.persistable and name in data
-    }
+    activations: dict[str, int] = field(default_factory=dict)  # what makes it up: value name -> bytes
 
 
 def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
     """Per stage, from emulation job programs named `<type>@<stage>` (`ppdsl.runtime.plan.build_plan`)."""
-    producers = _producers(programs)
     by_stage: dict[int, dict[str, object]] = defaultdict(dict)
-    for name in programs:
+    for name, program in programs.items():
         job_type, _, stage = name.partition("@")
         if stage.isdigit():
-            by_stage[int(stage)][job_type] = name
+            by_stage[int(stage)][job_type] = program
     result = {}
-    for stage, types in by_stage.items():
-        reads = {t: _reads(programs[types[t]]) for t in BACKWARD_SIDE if t in types}
-        from_forward: dict[str, int] = {}
-        b_to_w: dict[str, int] = {}
-        for t, values in reads.items():
-            for name, size in values.items():
-                made_by = producers.get(name, set())
-                if not made_by or any(p.startswith(("forward@", "recv_forward@")) for p in made_by):
-                    from_forward[name] = size
-                elif types.get("backward_b") in made_by and t == "backward_w":
-                    b_to_w[name] = size
-        read_by_w = set(reads.get("backward_w", {}))
+    for stage, (from_forward, b_to_w, read_by_w) in classify(by_stage, publishers(programs)).items():
         saved = sum(from_forward.values())
         freed_by_w = sum(s for n, s in from_forward.items() if n in read_by_w)
         handed = sum(b_to_w.values())
@@ -98,7 +54,7 @@ def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
             "backward_b": -(saved - freed_by_w) + handed,
             "backward_w": -freed_by_w - handed,
         }
-        result[stage] = StageMemory(stage, delta, saved)
+        result[stage] = StageMemory(stage, delta, saved, dict(from_forward))
     return result
 
 
@@ -138,3 +94,88 @@ def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> d
     # no check has run yet (this measures for one), so no merged order: build_plan merges by the values read
     built = build_plan(program.main, program.startup, replace(expansion_spec(exp), rules=()))
     return stage_memory(built.programs)
+
+
+@dataclass(frozen=True)
+class PredictedPeaks:
+    """Bytes each rank holds at its fullest job boundary, by the measured model: on the device and in the host store
+    (the offloads' copies)."""
+
+    device: list[int]
+    host: list[int]
+
+
+def predicted_peaks(
+    programs: dict[str, object],
+    job_names: list[str],
+    stage_of: list[list[int]],
+    memory_jobs: dict[str, MemoryJob],
+) -> PredictedPeaks:
+    """The peaks the emulation's job programs (`BuiltPlan.programs`, named `<type>@<stage>`) make when its jobs run
+    in the sequence `job_names` (`BuiltPlan.job_names`, `<program>#<micro-batch>`), at every job's end.
+
+    A rank's level moves at the jobs of its stages: a forward keeps its stage's activations (`stage_memory`), or,
+    with a recompute of its (stage, micro-batch) later, all but those the recompute writes again; a recompute
+    allocates those; an offload moves what it copies from the device to the host store, its reload moves it back;
+    the backward-side jobs free as `stage_memory` says. A gradient a later stage's backward hands to this stage's is
+    held here from the end of the job computing it to the end of the job reading it (the measurement sees it there;
+    the checker's model does not count it). Until the checker knows the memory jobs this is what a run's measured
+    `peak_bytes` / `host_peak_bytes` are compared with."""
+    stages = stage_memory(programs)
+    rank_of = {s: r for r, row in enumerate(stage_of) for s in row}
+    acted: dict[str, int] = {}  # memory job program -> bytes it re-makes or moves
+    for name, program in programs.items():
+        job_type, _, stage = name.partition("@")
+        if job_type in memory_jobs and stage.isdigit():
+            touched = written_or_copied(program, memory_jobs[job_type])
+            acted[name] = sum(b for n, b in stages[int(stage)].activations.items() if n in touched)
+    transit = _gradients_in_transit(programs)
+    sequence = [(name, int(mb)) for name, _, mb in (j.rpartition("#") for j in job_names)]
+    recomputed = {
+        (name.partition("@")[2], mb): name
+        for name, mb in sequence
+        if memory_jobs.get(name.partition("@")[0], MemoryJob(OFFLOAD)).kind == RECOMPUTE
+    }
+    pp = len(stage_of)
+    level, store, peak, host_peak = [0] * pp, [0] * pp, [0] * pp, [0] * pp
+    for name, mb in sequence:
+        job_type, _, where = name.partition("@")
+        if not where.isdigit():  # the optimizer
+            continue
+        s = int(where)
+        r, job = rank_of[s], memory_jobs.get(job_type)
+        if job_type == "forward":
+            level[r] += stages[s].saved_for_backward - acted.get(recomputed.get((where, mb), ""), 0)
+        elif job is not None and job.kind == RECOMPUTE:
+            level[r] += acted[name]
+        elif job is not None:
+            moved = acted[name] if job.kind == OFFLOAD else -acted[name]
+            level[r], store[r] = level[r] - moved, store[r] + moved
+        elif s in stages:
+            level[r] += stages[s].delta.get(job_type, 0)
+        for (producer, consumer, to_rank), size in transit.items():
+            if name == producer:
+                level[rank_of[to_rank]] += size
+            elif name == consumer:
+                level[r] -= size
+        for k in range(pp):
+            peak[k], host_peak[k] = max(peak[k], level[k]), max(host_peak[k], store[k])
+    return PredictedPeaks(peak, host_peak)
+
+
+def _gradients_in_transit(programs: dict[str, object]) -> dict[tuple[str, str, int], int]:
+    """(producing program, reading program, reading stage) -> bytes, for values a backward-side program reads that a
+    backward-side program of another stage computes (the gradient of a stage's output)."""
+    made_by = publishers(programs)
+    out: dict[tuple[str, str, int], int] = {}
+    for name, program in programs.items():
+        job_type, _, stage = name.partition("@")
+        if job_type not in BACKWARD_SIDE or not stage.isdigit():
+            continue
+        for value, size in reads_from_earlier_jobs(program).items():
+            for producer in made_by.get(value, ()):
+                p_type, _, p_stage = producer.partition("@")
+                if p_type in BACKWARD_SIDE and p_stage != stage:
+                    key = (producer, name, int(stage))
+                    out[key] = out.get(key, 0) + size
+    return out

@@ -19,8 +19,17 @@ from dataclasses import dataclass, field
 from ppdsl.analysis.plan_spec import JobTypeSpec, PlanSpec, RuleSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.env import import_paddle
+from ppdsl.runtime.memory_jobs import (
+    MemoryJob,
+    add_memory_programs,
+    check_memory_orders,
+    memory_jobs_used,
+    recomputed_stages,
+)
+from ppdsl.runtime.offload import CPU, GPU
 from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
+from ppdsl.runtime.recompute import seed_random_ops
 from ppdsl.runtime.skip_gc import set_skip_gc_vars
 from ppdsl.runtime.split import (
     ProgramKey,
@@ -48,6 +57,7 @@ class BuiltPlan:
     seconds: dict[str, float] = field(default_factory=dict)
     keys: dict[str, ProgramKey] = field(default_factory=dict)  # job type name -> (type, stage)
     flow: ValueFlow | None = None  # what every rank's job programs hand each other (all ranks)
+    memory_jobs: dict[str, MemoryJob] = field(default_factory=dict)  # the recompute / offload / reload types used
 
 
 def build_plan(
@@ -62,6 +72,7 @@ def build_plan(
     orders: Sequence[Sequence[tuple[str, int, int]]] | None = None,
     rules: Sequence[dict] | None = None,
     microbatches: int | None = None,
+    memory_jobs: dict[str, MemoryJob] | None = None,
 ) -> BuiltPlan:
     """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule `spec`
     (`ppdsl.analysis.plan_spec.PlanSpec`, built once from the check).
@@ -70,6 +81,9 @@ def build_plan(
     `microbatches`: the keyword contract of `ppdsl compile`'s modules). `p2p` (directed rank pair ->
     `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the programs (the GPU path); without it,
     values cross ranks by name (emulation) or through the CPU transport.
+    `memory_jobs` (job type name -> `MemoryJob`; default: the types named recompute / offload / reload) says which
+    job types of the orders recompute, offload or reload (ppdsl/runtime/memory_jobs.py); their copies go to pinned
+    host memory on the GPU path and to the emulated host store otherwise.
     """
     if spec is None:
         spec = plan_module_spec(job_types, stage_of, orders, rules, microbatches)
@@ -85,12 +99,17 @@ def build_plan(
     # processes come from op positions, which the matmul split shifts
     used = {t for r in range(pp) for t, _, _ in orders[r]}
     split_backward = bool(used & {"backward_b", "backward_w"})
+    actions = memory_jobs_used(used, memory_jobs)
+    if actions:
+        check_memory_orders(orders, stage_of, actions)
 
     work = main_program.clone()
     complete_roles(work)
     stamp_stages(work, op_stages(work))
     if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs
         insert_p2p(work, op_stages(work), rank_of_stage, p2p)
+    if actions:  # a recomputed dropout reads the forward's seed (before the split: it shifts op positions)
+        seed_random_ops(work, recomputed_stages(orders, stage_of, actions))
     block = work.global_block()
     split = split_matmul_grads(block) if split_backward else 0
     ops = block.ops
@@ -133,6 +152,7 @@ def build_plan(
     # values this process computes for another process's programs
     remote = {n for k, names in flow.needs.items() if k not in keys for n in names} - flow.data
     programs = split_program(work, homes, order, frozenset(remote))
+    add_memory_programs(programs, actions, GPU if p2p is not None else CPU)
     t2 = time.perf_counter()
 
     def name(k: ProgramKey) -> str:
@@ -171,6 +191,7 @@ def build_plan(
         {"prepare": t1 - t0, "split": t2 - t1, "plan": t3 - t2, "total": t3 - t0},
         {name(k): k for k in order},
         flow,
+        actions,
     )
 
 

@@ -25,7 +25,7 @@ import re
 import tempfile
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.records import JobRecord
@@ -119,9 +119,11 @@ class HeldMemory:
 
     samples: list[tuple[float, list[int]]]  # (seconds from the first job, bytes per rank), one per job end
     peak: list[int]  # per rank, the largest over the samples
+    # the host store of offload jobs, apart from `peak` (`held_memory`'s `host_jobs`); zeros without offloads
+    host_peak: list[int] = field(default_factory=list)
 
 
-def held_memory(exp: Expansion, events: list[dict]) -> HeldMemory:
+def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = frozenset()) -> HeldMemory:
     """Per-rank held bytes at each job boundary, from a step profiled with `host_profiler(memory=True)`.
 
     On CPU every job's interpreter frees buffers on its own garbage-collector thread, a little after the op that let
@@ -133,7 +135,7 @@ def held_memory(exp: Expansion, events: list[dict]) -> HeldMemory:
     """
     jobs = _job_events(exp, events)
     if not jobs:
-        return HeldMemory([], [0] * exp.pp)
+        return HeldMemory([], [0] * exp.pp, [0] * exp.pp)
     starts = [j[0] for j in jobs]
     ends = [j[0] + j[1] for j in jobs]
 
@@ -164,23 +166,42 @@ def held_memory(exp: Expansion, events: list[dict]) -> HeldMemory:
         if tid not in op_threads and maker is not None:
             votes.setdefault(tid, Counter())[maker] += 1
     job_of_thread = {tid: max(count, key=lambda j: (count[j], j)) for tid, count in votes.items()}
-    buffers: list[tuple[float, float, int, int]] = []  # (allocated, gone by, bytes, holding rank)
+    host_types = {t for t, name in enumerate(exp.type_names) if name in host_jobs}
+    if host_types:
+        # an offload or a reload frees only what other jobs of its (stage, micro-batch) allocated (the originals, the
+        # store), so the vote names the forward or the offload before it. A thread whose first free comes after the
+        # voted job ended is the next job of that stage and micro-batch started by then: a job's collector cannot free
+        # before its job starts, yet may lag past the end of a short one (an offload's few copies)
+        first_free: dict[object, float] = {}
+        for (_, _, _, tid), ts in zip(freed, free_time, strict=True):
+            first_free.setdefault(tid, ts)
+        for tid, job in job_of_thread.items():
+            at = first_free[tid]
+            if at > ends[job]:
+                later = [j for j in range(job + 1, len(jobs)) if jobs[j][5:] == jobs[job][5:] and starts[j] <= at]
+                job_of_thread[tid] = later[0] if later else job
+
+    def column(maker: int, rank: int) -> int:
+        """Where a buffer counts: its rank, or past the ranks (pp + rank) for the host store."""
+        return rank + exp.pp if jobs[maker][3] in host_types else rank
+
+    buffers: list[tuple[float, float, int, int]] = []  # (allocated, gone by, bytes, column)
     for (at, size, maker, tid), ts in zip(freed, free_time, strict=True):
         holder = job_at(ts) if tid in op_threads else job_of_thread.get(tid)
         if holder is None or holder == maker:
             continue  # scratch of one job, or fed and freed between jobs
-        buffers.append((at, min(ts, ends[holder]), size, jobs[holder][2]))
-    buffers += [(at, float("inf"), size, jobs[maker][2]) for at, size, maker in live.values() if maker is not None]
+        buffers.append((at, min(ts, ends[holder]), size, column(maker, jobs[holder][2])))
+    buffers += [(at, float("inf"), size, column(m, jobs[m][2])) for at, size, m in live.values() if m is not None]
     # a sweep over time: a buffer counts at a boundary `end` if allocated <= end < gone
-    changes = sorted(
-        [(a, size, rank) for a, _, size, rank in buffers] + [(g, -size, rank) for _, g, size, rank in buffers]
-    )
-    held = [0] * exp.pp
-    k, samples = 0, []
+    changes = sorted([(a, size, col) for a, _, size, col in buffers] + [(g, -size, col) for _, g, size, col in buffers])
+    held = [0] * (2 * exp.pp)
+    k, samples, host_samples = 0, [], []
     for end in ends:
         while k < len(changes) and changes[k][0] <= end:
             held[changes[k][2]] += changes[k][1]
             k += 1
-        samples.append(((end - starts[0]) / 1e6, list(held)))
+        samples.append(((end - starts[0]) / 1e6, held[: exp.pp]))
+        host_samples.append(held[exp.pp :])
     peak = [max(sample[1][r] for sample in samples) for r in range(exp.pp)]
-    return HeldMemory(samples, peak)
+    host_peak = [max(sample[r] for sample in host_samples) for r in range(exp.pp)]
+    return HeldMemory(samples, peak, host_peak)

@@ -111,6 +111,10 @@ class RunReport:
     # with a summary or profile asked for; not measured per rank: a rank process moves values through its own
     # buffers, not the plan's skip-GC
     peak_bytes: list[int] | None
+    # what offload jobs copied out, apart from peak_bytes (None: nothing offloaded, or not measured); on CPU one
+    # allocator holds both, so the device / host split is counted, not real (docs/runtime.md)
+    host_peak_bytes: list[int] | None
+    host_store: str | None  # with host_peak_bytes: what the split means on this machine
     comm_seconds: dict[str, float] | None  # per rank: seconds sending over the run (one process sends nothing)
     simulated_bubble: float  # what the checker's execution model predicts, in cost units
     simulated_makespan: float
@@ -276,7 +280,7 @@ def _train_one_process(context: _Context, model, resume) -> RunReport:
         trainer_seconds=trainer_seconds,
         jobs_per_step=run.jobs_per_step,
         parameters=checksum(run.parameters),
-        peak_bytes=run.memory.peak if run.memory is not None else None,
+        **held_figures(run.memory),
         comm_seconds=None,
         launch_dir=None,
     )
@@ -351,6 +355,22 @@ def _run_cluster(context: _Context) -> RunReport:
         return _train_cluster(context, model.name, resume)
 
 
+HOST_STORE_ON_CPU = "emulated on CPU: the copies are real, the device / host split is counted (one memory)"
+
+
+def held_figures(memory) -> dict[str, Any]:
+    """A run's measured memory (`profile.HeldMemory`, or None when not measured) as the report's figures: the
+    device-resident peak per rank, and what offloads held in the host store, apart (None when nothing was)."""
+    if memory is None:
+        return {"peak_bytes": None, "host_peak_bytes": None, "host_store": None}
+    offloaded = any(memory.host_peak)
+    return {
+        "peak_bytes": memory.peak,
+        "host_peak_bytes": memory.host_peak if offloaded else None,
+        "host_store": HOST_STORE_ON_CPU if offloaded else None,
+    }
+
+
 def _nothing_measured(request: RunRequest) -> dict[str, Any]:
     return {
         "processes": request.nproc_per_node * request.nnodes,
@@ -361,6 +381,8 @@ def _nothing_measured(request: RunRequest) -> dict[str, Any]:
         "trainer_seconds": None,
         "parameters": {},
         "peak_bytes": None,
+        "host_peak_bytes": None,
+        "host_store": None,
         "comm_seconds": None,
     }
 

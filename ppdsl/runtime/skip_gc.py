@@ -50,18 +50,68 @@ def data_reads(program) -> set[str]:
     return names
 
 
+def defined_values(program) -> set[str]:
+    """Names the program writes: those it publishes (`builtin.shadow_output`) and those it writes again into the
+    variable an earlier job published (`write_again`), so a job after it reads its value."""
+    names = set()
+    for op in program.global_block().ops:
+        if op.name() == "builtin.shadow_output":
+            names.add(op.attrs()["output_name"])
+        elif op.name() == "pd_op.share_var" and op.operand_source(0).has_name:
+            names.add(op.operand_source(0).name)
+        elif op.name() == "pd_op.assign_out_" and op.operand_source(1).has_name:
+            names.add(op.operand_source(1).name)
+    return names
+
+
+def write_again(program, name: str, value) -> None:
+    """Make `value` of `program` the variable `name` an earlier job of the micro-batch published (a recompute or a
+    reload writing an activation back for the backward).
+
+    Not `builtin.shadow_output`: when its name is already in the scope, the executor's scope builder erases that
+    variable (`pir_adaptor_util.cc`, HandleForSpecialOp: `scope->EraseVars({var_name})`) while the programs built
+    before still point at it (measured: `Variable Id ... is not registered`, or a segmentation fault). A
+    `pd_op.share_var` of the variable (read by name) and the value maps the value onto that variable instead, so the
+    op computing it writes there, no copy. A value that is an element of a vector (`builtin.split` of `pd_op.split`'s
+    results) lives in the vector's own variables, which its kernel writes: that one is copied (`assign_out_`)."""
+    import paddle
+    from paddle.base import core
+
+    block = program.global_block()
+    target = block.kwargs().get(name)
+    if target is None:
+        target = block.add_kwarg(name, value.type())
+        place = core.Place()
+        place.set_place(paddle.CPUPlace())
+        target.place_attr = place
+    paddle.pir.set_insertion_point_to_block_end(block)
+    producer = value.get_defining_op()
+    if producer is not None and producer.name().startswith("builtin."):
+        paddle._C_ops.assign_out_(value, target)
+    else:
+        paddle._C_ops.share_var([target, value])
+
+
 def skip_gc_sets(
-    touched: dict[str, set[str]], reads: dict[str, set[str]], jobs: Iterable[tuple[str, int]], num_micro_batches: int
+    touched: dict[str, set[str]],
+    reads: dict[str, set[str]],
+    jobs: Iterable[tuple[str, int]],
+    num_micro_batches: int,
+    defines: dict[str, set[str]] | None = None,
 ) -> list[set[str]]:
     """Per job (type, micro-batch) in execution order: the variables it touches that a later job of its micro-batch
-    reads the data of."""
+    reads the data of, before any job writes them again (`defines`: what each job type publishes). A value a
+    recompute or a reload writes again is thus not kept across it: the forward before a recompute keeps only what
+    the recompute reads, and an offload frees what it copied."""
     jobs = list(jobs)
     read_later: list[set[str]] = [set() for _ in range(num_micro_batches)]
     out: list[set[str]] = [set() for _ in jobs]
     for i in range(len(jobs) - 1, -1, -1):
         job_type, mb = jobs[i]
         out[i] = touched[job_type] & read_later[mb]
-        read_later[mb] |= reads[job_type]
+        written = defines.get(job_type, set()) if defines else set()
+        # what a job reads of its own writing is its own value, not one an earlier job must keep
+        read_later[mb] = (read_later[mb] - written) | (reads[job_type] - written)
     return out
 
 
@@ -70,7 +120,9 @@ def set_skip_gc_vars(num_micro_batches: int, job_types: Sequence[str], programs:
     type_to_program = dict(zip(job_types, programs, strict=True))
     touched = {t: touched_values(p) for t, p in type_to_program.items()}
     reads = {t: data_reads(p) for t, p in type_to_program.items()}
-    sets = skip_gc_sets(touched, reads, ((j.type(), j.micro_batch_id()) for j in jobs), num_micro_batches)
+    defines = {t: defined_values(p) for t, p in type_to_program.items()}
+    jobs_in_order = ((j.type(), j.micro_batch_id()) for j in jobs)
+    sets = skip_gc_sets(touched, reads, jobs_in_order, num_micro_batches, defines)
     for job, names in zip(jobs, sets, strict=True):
         job.set_skip_gc_vars(names)
     return type_to_program

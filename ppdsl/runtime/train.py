@@ -272,6 +272,7 @@ def train(
     profiled: the memory recorder slows the jobs it watches)."""
     from contextlib import ExitStack
 
+    from ppdsl.runtime.memory_jobs import host_job_types
     from ppdsl.runtime.profile import held_memory, host_profiler, job_records
 
     losses, times = [], []
@@ -308,7 +309,7 @@ def train(
         result.profile = job_records(trainer.exp, events)
         result.profiled_seconds = sum(times[-min(profile_steps, todo) :])
     if memory_events is not None:
-        result.memory = held_memory(trainer.exp, memory_events)
+        result.memory = held_memory(trainer.exp, memory_events, host_job_types(trainer.built.memory_jobs))
     return result
 
 

@@ -200,3 +200,25 @@ def test_stop_signals_are_recorded_while_the_launcher_runs_and_restored_after(si
             time.sleep(0.01)
     assert received == [sig]
     assert signal.getsignal(sig) is before
+
+
+def test_dry_run_shows_the_copy_jobs_of_the_gpu_path(tmp_path):
+    """An order with offload / reload jobs (written by hand until the language has them): the dry run adds, per rank,
+    which copy op each runs, where it lands and on which stream; an order without them shows nothing more."""
+    from ppdsl.analysis.expand import expand
+    from ppdsl.runtime.launch import dry_run_text
+    from ppdsl.language.library import library_dir
+    from ppdsl.language.resolve import load
+    from ppdsl.runtime.memory_jobs import with_memory_jobs
+    from ppdsl.runtime.request import RunRequest
+
+    base = expand(load(library_dir() / "1f1b.sched"), 2, 4)
+    opts = RunRequest(pp=2, microbatches=4, nproc_per_node=2, run_dir=tmp_path)
+    assert "copies" not in dry_run_text(base, opts, ["ppdsl"])
+    text = dry_run_text(with_memory_jobs(base, offload=lambda r, c, mb: mb < 2), opts, ["ppdsl"])
+    assert "stages 0): recv_forward0 F0 offload0 recv_forward1 F1 offload1 reload0 B0 " in text
+    assert (
+        "rank 1 offload (2 jobs): pd_op.memcpy_d2h to CUDA pinned host memory (dst_place_type=1) on stream copy_stream"
+        in text
+    )
+    assert "rank 0 reload (2 jobs): pd_op.memcpy_h2d back to the GPU (dst_place_type=1) on stream copy_stream" in text

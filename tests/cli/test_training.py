@@ -86,3 +86,21 @@ def test_an_output_that_cannot_be_written_is_refused_before_training(flag, targe
     assert fragment.format(d=tmp_path) in result.stderr, result.stderr
     assert (tmp_path / "a_file").read_text() == "keep me\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir", "a_file"], "the probe left a file behind"
+
+
+def test_summary_shows_the_host_store_apart_and_says_it_is_emulated():
+    """A run whose offloads made a host store: `host_peak_bytes` beside `peak_bytes` (device-resident), the
+    summary says that on CPU the split is an emulation, and the table shows it; a run without offloads has
+    neither (null, the same keys)."""
+    from ppdsl.runtime.profile import HeldMemory
+    from ppdsl.runtime.run import held_figures
+
+    figures = held_figures(HeldMemory([], [100, 50], [300, 0]))
+    assert (figures["peak_bytes"], figures["host_peak_bytes"]) == ([100, 50], [300, 0])
+    assert "emulated on CPU" in figures["host_store"]
+    assert held_figures(HeldMemory([], [100, 50], [0, 0])) == {
+        "peak_bytes": [100, 50],
+        "host_peak_bytes": None,
+        "host_store": None,
+    }
+    assert set(held_figures(None)) == set(figures)

@@ -129,3 +129,18 @@ class _Recorder:
 
     def set_skip_gc_vars(self, names):
         self.skip = set(names)
+
+
+def test_a_value_written_again_is_kept_only_until_its_rewrite():
+    """Liveness with redefinition (memory jobs): the forward before a recompute keeps only what the recompute reads;
+    an offload frees what it copied, its copy lives until the reload, which writes the original again."""
+    from ppdsl.runtime.skip_gc import skip_gc_sets
+
+    touched = {"F": {"in", "a", "b"}, "R": {"in", "a", "b"}, "B": {"a", "b"}, "O": {"a", "a@H"}, "L": {"a", "a@H"}}
+    reads = {"F": {"in", "a"}, "R": {"in", "a"}, "B": {"a", "b"}, "O": {"a", "a@H"}, "L": {"a@H", "a"}}
+    defines = {"F": {"a", "b"}, "R": {"a", "b"}, "B": set(), "O": {"a@H"}, "L": {"a"}}
+    jobs = [("F", 0), ("R", 0), ("B", 0)]
+    assert skip_gc_sets(touched, reads, jobs, 1, defines) == [{"in"}, {"a", "b"}, set()]
+    assert skip_gc_sets(touched, reads, jobs, 1) == [{"in", "a", "b"}, {"a", "b"}, set()]  # without: all kept
+    jobs = [("F", 0), ("O", 0), ("L", 0), ("B", 0)]
+    assert skip_gc_sets(touched, reads, jobs, 1, defines) == [{"a", "b"}, {"a@H"}, {"a"}, set()]

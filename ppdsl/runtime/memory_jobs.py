@@ -1,0 +1,272 @@
+"""Memory-action jobs (issue 17): recompute, offload and reload, as the runtime builds and runs them.
+
+A memory job is (type, chunk, micro-batch) like a forward. Its program is made from the stage's split job
+programs after `split.split_program`, so nothing else in the plan changes:
+
+    recompute@s  the stage's forward ops again (`recompute.recompute_program`), publishing the activations the
+                 backward reads under their own names; the forward before it then keeps only what the recompute
+                 reads (its stage input, fed inputs, and the seeds of its random ops), by skip-GC liveness
+    offload@s    copies the activations into host-store variables `<name>@HOST<stage>` (`offload.offload_program`); the
+                 originals are freed at its end
+    reload@s     copies them back under their own names before the backward (`offload.reload_program`)
+
+The lean forward needs no program of its own: skip-GC sets are per job (`core.Job.set_skip_gc_vars`; measured:
+a forward of micro-batch 1 with an empty set fails its backward while micro-batch 0's is kept), and liveness with
+redefinition (`skip_gc.skip_gc_sets` with `defines`) keeps, after a forward, only what a later job of its
+micro-batch reads before a recompute or reload writes it again. So selective recompute (some micro-batches of a
+stage recompute, others keep) is just which (chunk, micro-batch) have a recompute in the order.
+
+A partial job (`fraction` < 1) recomputes or moves the largest activations first until that share of the stage's
+activation bytes is covered (`select`); an offload and its reload of one fraction move the same values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ppdsl.analysis.expansion import Expansion
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
+from ppdsl.runtime.recompute import publish_seeds, recompute_program
+from ppdsl.runtime.skip_gc import defined_values
+
+RECOMPUTE, OFFLOAD, RELOAD = "recompute", "offload", "reload"
+KINDS = (RECOMPUTE, OFFLOAD, RELOAD)
+# no op is named this: a memory job type's op pattern, so `split.assign_job_types` gives it no op of the program
+NO_OPS = "ppdsl.memory_job"
+
+
+@dataclass(frozen=True)
+class MemoryJob:
+    """What a memory job type does: its kind, and the share of the stage's activation bytes it acts on."""
+
+    kind: str  # recompute | offload | reload
+    fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"memory job kind `{self.kind}` is not one of {', '.join(KINDS)}")
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"a memory job's fraction is in (0, 1], not {self.fraction}")
+
+
+DEFAULT_MEMORY_JOBS: dict[str, MemoryJob] = {kind: MemoryJob(kind) for kind in KINDS}
+
+
+def memory_job_type_dicts(names: Iterable[str] = KINDS) -> list[dict]:
+    """Job-type dicts (the `JOB_TYPES` form `build_plan` takes) for memory job types, to append to a schedule's
+    own until the language knows them: each owns no op of the program, sits after its forward (the reload before
+    its backward), so the execution model orders the emulation's merged job list with them."""
+    out = []
+    for name in names:
+        reload = name == RELOAD or name.startswith(RELOAD)
+        out.append(
+            {
+                "name": name,
+                "region": "backward" if reload else "forward",
+                "ops": [NO_OPS],
+                "before": "backward" if reload else None,
+                "after": None if reload else "forward",
+                "receives": False,
+                "sends": False,
+            }
+        )
+    return out
+
+
+Pick = Callable[[int, int, int], bool]  # (rank, chunk, micro-batch) -> whether that job gets a memory job
+
+
+def with_memory_jobs(base: Expansion, recompute: Pick | None = None, offload: Pick | None = None) -> Expansion:
+    """`base`'s orders with a recompute right before each backward `recompute` picks, an offload right after each
+    forward and a reload right before its backward `offload` picks, as an Expansion the runtime builds a plan from
+    (the memory job types declared by `memory_job_type_dicts`, costing nothing and holding nothing in the
+    checker's tables). Written by hand until the language has these jobs; tests and benchmarks use it."""
+    from dataclasses import replace
+
+    from ppdsl.language.ir import JobType
+
+    added = [
+        JobType(d["name"], d["region"], tuple(d["ops"]), before=d["before"], after=d["after"])
+        for d in memory_job_type_dicts()
+    ]
+    defn = replace(base.defn, job_types=(*base.defn.job_types, *added))
+    index = {jt.name: i for i, jt in enumerate(defn.job_types)}
+    jobs = []
+    for r in range(base.pp):
+        order = []
+        for t, c, mb in base.job_tuples(r):
+            if t in ("backward", "backward_b") and recompute is not None and recompute(r, c, mb):
+                order.append((RECOMPUTE, c, mb))
+            if t in ("backward", "backward_b") and offload is not None and offload(r, c, mb):
+                order.append((RELOAD, c, mb))
+            order.append((t, c, mb))
+            if t == "forward" and offload is not None and offload(r, c, mb):
+                order.append((OFFLOAD, c, mb))
+        jobs.append(order)
+    expanded = replace(base, defn=defn)  # its codec packs the added types too
+    zeros = [[0.0] * base.vpp for _ in range(base.pp)]
+    return replace(
+        expanded,
+        jobs=[[expanded.encode(index[t], c, mb) for t, c, mb in order] for order in jobs],
+        sites=[[0] * len(order) for order in jobs],
+        cost=[*base.cost, *([list(map(list, zeros))] * len(added))],
+        mem_delta=[*base.mem_delta, *([list(map(list, zeros))] * len(added))],
+    )
+
+
+def memory_jobs_used(used: Iterable[str], memory_jobs: Mapping[str, MemoryJob] | None) -> dict[str, MemoryJob]:
+    """The memory job types among the job types an order uses: `memory_jobs` (type name -> what it does), or by
+    default the types named `recompute`, `offload` and `reload` (whole)."""
+    table = DEFAULT_MEMORY_JOBS if memory_jobs is None else memory_jobs
+    return {name: table[name] for name in sorted(set(used)) if name in table}
+
+
+def host_job_types(actions: Mapping[str, MemoryJob]) -> frozenset[str]:
+    """The job types whose copies make the host store (what the measurement counts apart)."""
+    return frozenset(name for name, job in actions.items() if job.kind == OFFLOAD)
+
+
+def select(activations: Mapping[str, int], fraction: float) -> list[str]:
+    """The values a job of this fraction acts on: all for 1, else the largest first (then by name, so every
+    process and the offload and its reload agree) until `fraction` of the bytes is covered."""
+    names = sorted(activations, key=lambda n: (-activations[n], n))
+    if fraction >= 1.0:
+        return sorted(names)
+    target = fraction * sum(activations.values())
+    chosen, covered = [], 0
+    for name in names:
+        if covered >= target:
+            break
+        chosen.append(name)
+        covered += activations[name]
+    return sorted(chosen)
+
+
+def recomputed_stages(orders, stage_of, actions: Mapping[str, MemoryJob]) -> set[int]:
+    """The stages some order recomputes (every process decides this over all ranks alike)."""
+    kinds = {name for name, job in actions.items() if job.kind == RECOMPUTE}
+    return {stage_of[r][c] for r, order in enumerate(orders) for t, c, _ in order if t in kinds}
+
+
+def add_memory_programs(programs: dict, actions: Mapping[str, MemoryJob], target: CopyTarget = CPU) -> list:
+    """Replace the (empty) job programs of memory job types in `programs` ({ProgramKey: program} from
+    `split.split_program`) by their real programs, made from the stage's forward and backward-side programs.
+    Returns the keys replaced."""
+    from ppdsl.runtime.activations import stage_activations
+
+    by_stage: dict[int, dict[str, object]] = {}
+    for key, program in programs.items():
+        if key.type not in actions and key.type != "optimizer":
+            by_stage.setdefault(key.stage, {})[key.type] = program
+    activations = stage_activations(by_stage)
+    seeds_published: set[int] = set()
+    replaced = []
+    for key in sorted((k for k in programs if k.type in actions), key=lambda k: (k.stage, k.type)):
+        job, stage = actions[key.type], key.stage
+        programs_of_stage = by_stage.get(stage, {})
+        if job.kind == RECOMPUTE:
+            forward = programs_of_stage.get("forward")
+            if forward is None:
+                raise ValueError(f"`{key.type}` of stage {stage} runs where its forward does not")
+            if stage not in seeds_published:
+                publish_seeds(forward, stage)
+                seeds_published.add(stage)
+            published = defined_values(forward)
+            remade = {n: b for n, b in activations.get(stage, {}).items() if n in published}
+            programs[key] = recompute_program(forward, select(remade, job.fraction))
+        else:
+            types = _value_types(programs_of_stage)
+            # an empty tensor (a `full_int_array` of no axes) has no buffer to move, and a copy of it has none to
+            # answer `place()` with (`Tensor not initialized yet when DenseTensor::place() is called` in mean_grad)
+            moved = {n: b for n, b in activations.get(stage, {}).items() if n in types and b > 0}
+            chosen = {n: types[n] for n in select(moved, job.fraction)}
+            build = offload_program if job.kind == OFFLOAD else reload_program
+            programs[key] = build(chosen, stage, target)
+        replaced.append(key)
+    return replaced
+
+
+def written_or_copied(program, job: MemoryJob) -> set[str]:
+    """The activations a memory job's program acts on: those a recompute or a reload writes again, those an offload
+    copies (its keyword arguments)."""
+    if job.kind == OFFLOAD:
+        return set(program.global_block().kwargs())
+    return defined_values(program)
+
+
+def _value_types(programs_of_stage: Mapping[str, object]) -> dict[str, object]:
+    """PIR types of the values the stage's backward-side programs read by name (their keyword arguments)."""
+    out = {}
+    for job_type, program in programs_of_stage.items():
+        if job_type.startswith("backward"):
+            for name, value in program.global_block().kwargs().items():
+                out.setdefault(name, value.type())
+    return out
+
+
+def dry_run_lines(exp: Expansion, memory_jobs: Mapping[str, MemoryJob] | None = None) -> list[str]:
+    """What a dry run shows of each rank's copy jobs on the GPU path (no Paddle needed): the copy op, where it lands
+    and its stream, per offload / reload type the rank's order uses. The values each copies are the stage's
+    activations, named once the plan is built (`offload.describe` lists them op by op)."""
+    actions = memory_jobs_used(exp.type_names, memory_jobs)
+    copies = {
+        OFFLOAD: f"pd_op.memcpy_d2h to CUDA pinned host memory (dst_place_type={GPU.d2h_place_type})",
+        RELOAD: f"pd_op.memcpy_h2d back to the GPU (dst_place_type={GPU.h2d_place_type})",
+    }
+    lines = []
+    for r, order in enumerate(exp.job_tuples(rank) for rank in range(exp.pp)):
+        counts: dict[str, int] = {}
+        for t, _, _ in order:
+            if t in actions and actions[t].kind in copies:
+                counts[t] = counts.get(t, 0) + 1
+        for t, n in sorted(counts.items()):
+            job = actions[t]
+            part = "" if job.fraction >= 1 else f", the largest {job.fraction:.0%} of the bytes"
+            lines.append(
+                f"rank {r} {t} ({n} jobs): {copies[job.kind]} on stream {GPU.stream}, each activation of its "
+                f"(chunk, micro-batch){part}"
+            )
+    return lines
+
+
+def check_memory_orders(
+    orders: Sequence[Sequence[tuple[str, int, int]]],
+    stage_of: Sequence[Sequence[int]],
+    actions: Mapping[str, MemoryJob],
+) -> None:
+    """What a plan with memory jobs needs of its orders, or E086 naming the first job that breaks it: a recompute or an
+    offload after the forward of its (chunk, micro-batch), a reload after an offload of it of the same fraction, and
+    no backward of an offloaded (chunk, micro-batch) before its reload (it would read freed activations)."""
+    for r, order in enumerate(orders):
+        forwarded: set[tuple[int, int]] = set()
+        offloaded: dict[tuple[int, int], tuple[str, float]] = {}  # (chunk, mb) -> (offload type, fraction) not reloaded
+        for t, c, mb in order:
+            job, where = actions.get(t), (c, mb)
+            problem = None
+            if t == "forward":
+                forwarded.add(where)
+            elif t in ("backward", "backward_b") and where in offloaded:
+                problem = (f"`{t}` of micro-batch {mb}", f"its activations were offloaded by `{offloaded[where][0]}`")
+            elif job is not None and job.kind in (RECOMPUTE, OFFLOAD) and where not in forwarded:
+                problem = (f"`{t}` of micro-batch {mb}", "its forward has not run")
+            elif job is not None and job.kind == OFFLOAD:
+                offloaded[where] = (t, job.fraction)
+            elif job is not None and job.kind == RELOAD:
+                before = offloaded.pop(where, None)
+                if before is None or before[1] != job.fraction:
+                    why = "no offload of it runs before" if before is None else f"`{before[0]}` moved another fraction"
+                    problem = (f"`{t}` of micro-batch {mb}", why)
+            if problem is not None:
+                chunk = f", chunk {c}" if len(stage_of[r]) > 1 else ""
+                raise DiagnosticError(
+                    [
+                        Diagnostic(
+                            "E086",
+                            f"{problem[0]} on rank {r}{chunk} cannot run: {problem[1]}",
+                            help="run a recompute or an offload after the forward of its micro-batch, and a reload "
+                            "(of the offload's fraction) after its offload and before the backward",
+                        )
+                    ]
+                )
