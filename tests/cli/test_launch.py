@@ -206,9 +206,9 @@ def test_dry_run_shows_the_copy_jobs_of_the_gpu_path(tmp_path):
     """An order with offload / reload jobs (written by hand until the language has them): the dry run adds, per rank,
     which copy op each runs, where it lands and on which stream; an order without them shows nothing more."""
     from ppdsl.analysis.expand import expand
-    from ppdsl.runtime.launch import dry_run_text
     from ppdsl.language.library import library_dir
     from ppdsl.language.resolve import load
+    from ppdsl.runtime.launch import dry_run_text
     from ppdsl.runtime.memory_jobs import with_memory_jobs
     from ppdsl.runtime.request import RunRequest
 

@@ -213,6 +213,7 @@ def test_recompute_replays_the_dropout_masks(monkeypatch):
 
 def _rebuilt(t, exp):
     from ppdsl.runtime.plan import build_plan
+
     t.built = build_plan(t.program.main, t.program.startup, t.spec)
     t.executor._set_plan(t.built.plan)
     return t
