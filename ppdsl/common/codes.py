@@ -73,6 +73,8 @@ _SUMMARIES = {
     "E041": "`ppdsl synth --exact` or `--periodic` needs OR-Tools, which is not installed",
     "E042": "a synthesized schedule does not check as it was searched (a bug in ppdsl synth)",
     "E043": "a job reads a value that a later job of its micro-batch computes",
+    "E044": "a Paddle program of your own lacks what a plan needs: op roles, or a startup program for its "
+    "gradient accumulators",
     "E050": "an output is a file the command reads (its schedule, an include, a cost file, a CSV, a profile)",
     "E051": "an input is not a regular file (a directory, a FIFO, a device)",
     "E052": "an input is larger than ppdsl reads (16 MiB for a schedule)",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.jobtypes import program_order
 from ppdsl.runtime.env import import_paddle
+from ppdsl.runtime.own_program import prepare_own_program
 from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
 from ppdsl.runtime.skip_gc import set_skip_gc_vars
@@ -78,6 +79,7 @@ def build_plan(
     split_backward = bool(used & {"backward_b", "backward_w"})
 
     work = main_program.clone()
+    prepare_own_program(work, startup_program, microbatches)  # roles checked, loss named, gradients accumulated
     complete_roles(work)
     stamp_stages(work, op_stages(work))
     if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs
