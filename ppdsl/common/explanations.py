@@ -620,6 +620,40 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("python own.py", files=(("own.py", OWN_PROGRAM),), paddle=True),
         cmd("python own.py", files=(("own.py", OWN_PROGRAM.replace("# set_op_roles", "set_op_roles")),), paddle=True),
     ),
+    "E046": Explanation(
+        "`ppdsl run --model module:function` calls the function once, with the model context (`ctx`: sizes, "
+        "`ctx.data`, `ctx.stage`, `ctx.layers`, `ctx.pipeline`), inside the program it builds; it must take that "
+        "one argument and return the loss.",
+        cmd(
+            "ppdsl run 1f1b --steps 1 --model nomodel:build",
+            files=(("nomodel.py", "def build():\n    pass\n"),),
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E047": Explanation(
+        "The model function raised while it built the program: the message is the error and the line of the model's "
+        "own code it came from (Paddle's shape checks raise here too: a weight that does not match its input, a "
+        "layer called with the wrong inputs). `ctx.pipeline` calls `head(h, *head_inputs)`: a head that takes the "
+        "labels needs `head_inputs=[labels]`.",
+        cmd(
+            "ppdsl run 1f1b --steps 1 --model badmodel:build",
+            files=(("badmodel.py", MODEL[1].replace("[16, 16]", "[17, 16]")),),
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E048": Explanation(
+        "The model function must return the loss of one micro-batch: one float number, a Value of the program "
+        "(shape [] or [1], as `paddle.mean(...)` gives). None (a forgotten `return`), a tuple, or a loss per "
+        "example are refused before anything trains.",
+        cmd(
+            "ppdsl run 1f1b --steps 1 --model badmodel:build",
+            files=(("badmodel.py", MODEL[1].replace("return paddle.mean", "paddle.mean")),),
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
     "E043": Explanation(
         "A job type of your own takes the ops its `ops` patterns match out of its region; the ops left run in the "
         "region's built-in job. When a built-in job uses the result of an op your type took, and your type runs "
