@@ -38,6 +38,7 @@ from ppdsl.cli.common import (
     diagnosed,
     emit,
     err,
+    fail,
     in_range,
     measured_memory,
     memory_size,
@@ -97,11 +98,34 @@ def trace_cmd(
 
 @app.command("plot")
 def plot_cmd(
-    file: File,
-    pp: PP,
-    microbatches: Micro,
     output: Annotated[Path, typer.Option("--output", "-o", help="The picture: .png, .svg or .pdf.")],
-    vpp: VPP = 1,
+    file: Annotated[
+        str | None,
+        typer.Argument(help="A .sched file, or the name of a shipped schedule (`1f1b`); with --measured, optional."),
+    ] = None,
+    pp: Annotated[
+        int | None,
+        typer.Option(
+            "--pp", help="Pipeline degree (with --measured: the profile's).", callback=in_range("--pp", *SIZE_RANGE)
+        ),
+    ] = None,
+    microbatches: Annotated[
+        int | None,
+        typer.Option(
+            "--microbatches",
+            "-m",
+            help="Micro-batches per step (with --measured: the profile's).",
+            callback=in_range("--microbatches", *SIZE_RANGE),
+        ),
+    ] = None,
+    vpp: Annotated[
+        int | None,
+        typer.Option(
+            "--vpp",
+            help="Chunks per rank (default 1; with --measured: the profile's).",
+            callback=in_range("--vpp", *SIZE_RANGE),
+        ),
+    ] = None,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -120,16 +144,32 @@ def plot_cmd(
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
     from ppdsl.reports.simulate import simulate_expansion
-    from ppdsl.reports.trace import read_trace
+    from ppdsl.reports.trace import profile_mismatches, profile_sizes, read_trace
 
     picture_format(output)
+    profile = diagnosed(read_trace, measured) if measured is not None else None
+    # a profile says what it measured: what the command line leaves out comes from there, the rest is checked
+    said = profile_sizes(profile) if profile is not None else {}
+    file = file if file is not None else _profile_schedule(said)
+    pp = pp if pp is not None else said.get("pp")
+    microbatches = microbatches if microbatches is not None else said.get("microbatches")
+    vpp = vpp if vpp is not None else said.get("vpp", 1)
+    missing = [name for name, value in (("a schedule", file), ("--pp", pp), ("-m", microbatches)) if value is None]
+    if missing:
+        usage_error(
+            f"plot needs {', '.join(missing)}"
+            + (f": profile `{measured}` does not say what it measured" if measured is not None else ""),
+            help="e.g. `ppdsl plot 1f1b --pp 4 -m 8 -o timeline.png`",
+        )
     budget.refuse_sizes("plot", pp, vpp, microbatches, max_memory)
     memory = measured_memory(model, batch_size, microbatches)
     spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
     exp = diagnosed(spec.expansion)
     budget.refuse_jobs("plot", sum(map(len, exp.jobs)), max_memory)
-    if measured is not None:
-        profile = diagnosed(read_trace, measured)
+    if profile is not None:
+        problems = profile_mismatches(profile, measured, exp)
+        if problems:
+            fail(problems)
         jobs = profile.jobs
         ranks = max(pp, profile.ranks)
         makespan, bubble = summary(jobs, ranks)
@@ -157,6 +197,17 @@ def plot_cmd(
     timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory_curves, limits, label)
     save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
     report_console(output).print(f"wrote {escaped(output_name(output))}: {escaped(title)}")
+
+
+def _profile_schedule(said: dict) -> str | None:
+    """The schedule a profile names: its file if that is still there, else the shipped schedule of its name."""
+    file = said.get("file")
+    if file and Path(file).is_file():
+        return file
+    name = said.get("schedule")
+    if name and find_schedule(str(name).lower()).is_file():
+        return str(name).lower()
+    return file
 
 
 def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: float | None = None) -> Table:
