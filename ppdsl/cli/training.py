@@ -376,8 +376,14 @@ def _train_cluster(opts: RunOptions, exp, sim, resume: dict[int, tuple[Path, int
             f"{launch.nnodes} node(s) x {launch.nproc_per_node} processes, run directory `{run_dir}`",
         )
     )
-    with out.status("training across processes"):
-        result = run_cluster(spec, exp, launch, run_dir)
+    with out.status("training across processes") as status:
+
+        def on_step(step: int) -> None:  # every rank of this node has started `step` (0-based)
+            status.update(f"training across processes: step {step + 1} of {opts.steps} (the slowest rank's)")
+            if not out.is_terminal:
+                out.print(f"step {step:4d}  started by every rank")
+
+        result = run_cluster(spec, exp, launch, run_dir, on_step=on_step)
     import numpy as np  # here, not at the top: every command imports this module, and numpy costs `check` 0.1 s
 
     table = Table(title="summary", show_header=False, box=None, pad_edge=False)
@@ -453,8 +459,28 @@ def _parse_failure(text: str | None, pp: int) -> dict | None:
     }
 
 
+# flags of a launch (parameter name for click): given without --nproc-per-node, one process would ignore them
+LAUNCH_ONLY = (
+    ("--nnodes", "nnodes"),
+    ("--master", "master"),
+    ("--node-rank", "node_rank"),
+    ("--run-dir", "run_dir"),
+    ("--comm-timeout", "comm_timeout"),
+    ("--rendezvous-timeout", "rendezvous_timeout"),
+    ("--dry-run", "dry_run"),
+)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the flag was on the command line (or in the environment), not left at its default."""
+    source = ctx.get_parameter_source(name)
+    # by name: typer carries its own copy of click, whose ParameterSource is not click's
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
 @app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     file: Annotated[str, typer.Argument(help="A .sched file or shipped schedule name.")] = "1f1b",
     pp: Annotated[int, typer.Option("--pp", help="Pipeline degree (stages emulated on this machine).")] = 4,
     microbatches: Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")] = 8,
@@ -532,6 +558,20 @@ def run_cmd(
             dry_run=dry_run,
             rendezvous_timeout=rendezvous_timeout,
         )
-    elif dry_run:
-        usage_error("--dry-run goes with --nproc-per-node")
+        if profile is not None:
+            usage_error(
+                "--profile records the jobs of one process, and with --nproc-per-node each rank is a process of its "
+                "own: no trace would be written",
+                help="profile the same schedule and sizes without --nproc-per-node (every rank emulated in this "
+                "process, one trace of all ranks); `ppdsl plot --measured` draws it",
+            )
+    else:
+        given = [flag for flag, name in LAUNCH_ONLY if _given(ctx, name)]
+        if given:
+            verb, them = ("goes", "it") if len(given) == 1 else ("go", "them")
+            usage_error(
+                f"{', '.join(given)} {verb} with --nproc-per-node: without it the run is one process and would "
+                f"ignore {them}",
+                help="add --nproc-per-node K (one process per rank: K x --nnodes = --pp), or drop the flag",
+            )
     raise typer.Exit(diagnosed(run_training, options, out, err))
