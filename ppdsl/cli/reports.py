@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -210,12 +211,24 @@ def _profile_schedule(said: dict) -> str | None:
     return file
 
 
-def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: float | None = None) -> Table:
+NOTE_COLUMNS = 30  # a note column narrower than this wraps its notes into many lines: they go below instead
+
+
+def rows_table(
+    rows: list[Row],
+    title: str,
+    first: dict[str, list[str]],
+    limit: float | None = None,
+    footnotes: list[str] | None = None,
+) -> Table:
     """Rows of `ppdsl.reports.compare` as a rich table: the `first` columns (header -> cells), then the measures,
-    then why a row failed."""
-    table = Table(title=escaped(title), title_justify="left", show_header=True, header_style="bold", box=None)
+    then why a row failed. With `footnotes` (a list to fill), a failed row's note is `[1]` and its
+    reason goes into the list as `[1] schedule rejected: reason`, to print below the table where it cannot wrap."""
+    table = Table(
+        title=escaped(title) if title else None, title_justify="left", show_header=True, header_style="bold", box=None
+    )
     for col in first:
-        table.add_column(col, justify="left" if col == "schedule" else "right")
+        table.add_column(col, justify="left" if col == "schedule" else "right", no_wrap=col == "schedule")
     for col in ("makespan", "bubble", "peak act."):
         table.add_column(col, justify="right")
     if limit is not None:
@@ -233,7 +246,11 @@ def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: 
         else:
             cells += ["-", "-", "-"] + (["-"] if limit is not None else [])
             status = (row.status, "yellow" if row.status == "rejected" else "red")
-            cells.append(styled(status, f": {escaped(row.reason)}"))
+            if footnotes is None:
+                cells.append(styled(status, f": {escaped(row.reason)}"))
+            else:
+                footnotes.append(f"[{len(footnotes) + 1}] {escaped(row.schedule)} {row.status}: {escaped(row.reason)}")
+                cells.append(Text(f"[{len(footnotes)}]", status[1]))
         table.add_row(*cells)
     return table
 
@@ -309,7 +326,20 @@ def compare_cmd(
             "schedule": [r.schedule for r in rows],
             "vpp": [str(r.vpp or "-") for r in rows],
         }
-        out.print(rows_table(rows, f"pp={pp} microbatches={microbatches} ({how})", first, limit))
+        title = f"pp={pp} microbatches={microbatches} ({how})"
+        out.print(textwrap.fill(escaped(title), out.width, break_long_words=False))  # wraps at words where narrow
+        table = rows_table(rows, "", first, limit)
+        # the table's width without its notes: where the rest is too narrow for them, they go below it
+        widths = out.measure(rows_table([r for r in rows if r.status == "ok"], "", first, limit)).maximum
+        notes = [len(r.status) + 2 + len(r.reason) for r in rows if r.status != "ok"]
+        if notes and out.width - widths < min(max(notes), NOTE_COLUMNS):
+            footnotes: list[str] = []
+            table = rows_table(rows, "", first, limit, footnotes)
+            out.print(table)
+            for line in footnotes:
+                out.print(textwrap.fill(line, out.width, subsequent_indent="    ", break_long_words=False))
+        else:
+            out.print(table)
         if memory is not None:
             out.print(f"peak memory measured on `{model}` at batch {batch_size}")
     named_paths = {str(p) for p in named}

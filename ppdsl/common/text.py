@@ -69,3 +69,10 @@ def _escape(ch: str) -> str:
 def shortened(text: str, limit: int = 40) -> str:
     """`text`, or its start and `...` when longer than `limit` characters (a 5000-digit cell in a message)."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def terminal_columns(default: int = 80) -> int:
+    """The width text should fit: the terminal's, else `COLUMNS`, else `default` (a pipe or a file)."""
+    import shutil
+
+    return shutil.get_terminal_size((default, 24)).columns

@@ -158,6 +158,7 @@ def build_loss(model: Model, ctx: ModelContext):
     raises (E047, naming the line of the model's own code) and one that returns anything but a scalar float loss
     (E048) are diagnostics naming the model function, not tracebacks from deep inside Paddle."""
     from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+    from ppdsl.common.text import source_lines
 
     where = f"model function `{model.name}`"
     try:
@@ -182,7 +183,7 @@ def build_loss(model: Model, ctx: ModelContext):
     except DiagnosticError:
         raise
     except Exception as err:
-        first = (str(err).strip().splitlines() or [""])[0]
+        first = source_lines(str(err).strip())[0]
         raise DiagnosticError(
             [
                 Diagnostic(
