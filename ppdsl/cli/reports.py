@@ -211,9 +211,6 @@ def _profile_schedule(said: dict) -> str | None:
     return file
 
 
-NOTE_COLUMNS = 30  # a note column narrower than this wraps its notes into many lines: they go below instead
-
-
 def rows_table(
     rows: list[Row],
     title: str,
@@ -332,7 +329,7 @@ def compare_cmd(
         # the table's width without its notes: where the rest is too narrow for them, they go below it
         widths = out.measure(rows_table([r for r in rows if r.status == "ok"], "", first, limit)).maximum
         notes = [len(r.status) + 2 + len(r.reason) for r in rows if r.status != "ok"]
-        if notes and out.width - widths < min(max(notes), NOTE_COLUMNS):
+        if notes and out.width - widths < max(notes) + 2:
             footnotes: list[str] = []
             table = rows_table(rows, "", first, limit, footnotes)
             out.print(table)

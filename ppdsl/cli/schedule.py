@@ -154,7 +154,13 @@ def show_cmd(
     vpp: VPP = 1,
     param: Params = None,
     steps: Annotated[
-        int, typer.Option("--steps", help="Columns per row block.", callback=in_range("--steps", *STEPS_RANGE))
+        int,
+        typer.Option(
+            "--block",
+            "--steps",
+            help="At most this many steps a block (the terminal's width may allow fewer); `--steps` is its old name.",
+            callback=in_range("--block", *STEPS_RANGE),
+        ),
     ] = 24,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,

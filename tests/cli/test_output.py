@@ -56,7 +56,7 @@ def test_messages_of_a_dash_output_go_to_stderr(tmp_path, monkeypatch):
 
 
 def test_show_piped_is_plain_whole_and_uncoloured():
-    result = runner.invoke(app, ["show", "1f1b", "--pp", "4", "-m", "8", "--steps", "40"])  # not a terminal
+    result = runner.invoke(app, ["show", "1f1b", "--pp", "4", "-m", "8", "--block", "40"])  # not a terminal
     assert result.exit_code == 0
     text = result.stdout
     assert "\x1b[" not in text and "…" not in text

@@ -24,7 +24,9 @@ def _widest(text: str) -> int:
 
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_show_wraps_by_blocks_that_fit(columns):
-    result = _run(columns, "show", "zbv", "--pp", "4", "-m", "8", "--vpp", "2", "--steps", "1000")
+    result = _run(
+        columns, "show", "zbv", "--pp", "4", "-m", "8", "--vpp", "2", "--steps", "1000"
+    )  # the old name still works
     assert result.exit_code == 0 and "…" not in result.stdout
     assert _widest(result.stdout) <= columns
     jobs = [job for line in result.stdout.splitlines() if line.startswith("rank 2 ") for job in line.split()[2:]]
