@@ -141,6 +141,11 @@ def expand_cmd(
         text = formats.to_csv(exp)
     elif fmt is ExpandFormat.torch_csv:
         text = formats.to_torch_csv(exp)
+        # what a torch user builds: one PipelineStage per stage of the rank's row (to stderr: `-o -` pipes the CSV)
+        for r, stages in enumerate(exp.stage_of):
+            listed = ", ".join(str(s) for s in sorted(stages))
+            err.print(f"rank {r}: {'stage' if len(stages) == 1 else 'stages'} {listed}", markup=False)
+        err.print("(torch: build a PipelineStage for each stage of a rank's row; see the README, Use with PyTorch)")
     else:
         text = "\n".join(f"rank {r}: " + " ".join(map(exp.label, jobs)) for r, jobs in enumerate(exp.jobs))
     emit(text, output)
