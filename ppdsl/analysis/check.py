@@ -17,7 +17,7 @@ from ppdsl.analysis.grid import text_grid
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_VALID, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.text import count, numbered
+from ppdsl.common.text import count, numbered, terminal_columns
 from ppdsl.common.units import format_bytes
 from ppdsl.language.ir import ScheduleDef
 
@@ -212,7 +212,9 @@ def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Dia
         code = "S105"
     notes = [describe_wait(w) for w in cycle]
     marks = {w.rank: w.step for w in ex.blocked}
-    notes.append("rank x step grid (`>X<` marks where each rank is stuck):\n" + text_grid(exp, marks))
+    # the note is indented by 5 columns when rendered: the grid fits the rest of the terminal (or 80 columns)
+    grid = text_grid(exp, marks, columns=terminal_columns() - 5)
+    notes.append("rank x step grid (`>X<` marks where each rank is stuck):\n" + grid)
     if rendezvous and any(w.kind == "send" for w in cycle):
         help_text = (
             "with blocking sends both ends of a link must reach their send and receive in the same order; "

@@ -124,7 +124,12 @@ CostFile = Annotated[
     Path | None, typer.Option("--costs", help="Cost file (JSON from `ppdsl calibrate`): times in seconds.")
 ]
 Rendezvous = Annotated[
-    bool, typer.Option("--rendezvous", help="A send waits for its receive (blocking transport, e.g. gloo).")
+    bool,
+    typer.Option(
+        "--rendezvous",
+        help="A send waits until its receive is posted (synchronous sends, as ppdsl's CPU ranks make; torch's "
+        "isend does not wait).",
+    ),
 ]
 ModelOption = Annotated[
     str | None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -38,6 +39,7 @@ from ppdsl.cli.common import (
     diagnosed,
     emit,
     err,
+    fail,
     in_range,
     measured_memory,
     memory_size,
@@ -97,11 +99,34 @@ def trace_cmd(
 
 @app.command("plot")
 def plot_cmd(
-    file: File,
-    pp: PP,
-    microbatches: Micro,
     output: Annotated[Path, typer.Option("--output", "-o", help="The picture: .png, .svg or .pdf.")],
-    vpp: VPP = 1,
+    file: Annotated[
+        str | None,
+        typer.Argument(help="A .sched file, or the name of a shipped schedule (`1f1b`); with --measured, optional."),
+    ] = None,
+    pp: Annotated[
+        int | None,
+        typer.Option(
+            "--pp", help="Pipeline degree (with --measured: the profile's).", callback=in_range("--pp", *SIZE_RANGE)
+        ),
+    ] = None,
+    microbatches: Annotated[
+        int | None,
+        typer.Option(
+            "--microbatches",
+            "-m",
+            help="Micro-batches per step (with --measured: the profile's).",
+            callback=in_range("--microbatches", *SIZE_RANGE),
+        ),
+    ] = None,
+    vpp: Annotated[
+        int | None,
+        typer.Option(
+            "--vpp",
+            help="Chunks per rank (default 1; with --measured: the profile's).",
+            callback=in_range("--vpp", *SIZE_RANGE),
+        ),
+    ] = None,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -120,16 +145,32 @@ def plot_cmd(
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
     from ppdsl.reports.simulate import simulate_expansion
-    from ppdsl.reports.trace import read_trace
+    from ppdsl.reports.trace import profile_mismatches, profile_sizes, read_trace
 
     picture_format(output)
+    profile = diagnosed(read_trace, measured) if measured is not None else None
+    # a profile says what it measured: what the command line leaves out comes from there, the rest is checked
+    said = profile_sizes(profile) if profile is not None else {}
+    file = file if file is not None else _profile_schedule(said)
+    pp = pp if pp is not None else said.get("pp")
+    microbatches = microbatches if microbatches is not None else said.get("microbatches")
+    vpp = vpp if vpp is not None else said.get("vpp", 1)
+    missing = [name for name, value in (("a schedule", file), ("--pp", pp), ("-m", microbatches)) if value is None]
+    if missing:
+        usage_error(
+            f"plot needs {', '.join(missing)}"
+            + (f": profile `{measured}` does not say what it measured" if measured is not None else ""),
+            help="e.g. `ppdsl plot 1f1b --pp 4 -m 8 -o timeline.png`",
+        )
     budget.refuse_sizes("plot", pp, vpp, microbatches, max_memory)
     memory = measured_memory(model, batch_size, microbatches)
     spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
     exp = diagnosed(spec.expansion)
     budget.refuse_jobs("plot", sum(map(len, exp.jobs)), max_memory)
-    if measured is not None:
-        profile = diagnosed(read_trace, measured)
+    if profile is not None:
+        problems = profile_mismatches(profile, measured, exp)
+        if problems:
+            fail(problems)
         jobs = profile.jobs
         ranks = max(pp, profile.ranks)
         makespan, bubble = summary(jobs, ranks)
@@ -159,12 +200,32 @@ def plot_cmd(
     report_console(output).print(f"wrote {escaped(output_name(output))}: {escaped(title)}")
 
 
-def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: float | None = None) -> Table:
+def _profile_schedule(said: dict) -> str | None:
+    """The schedule a profile names: its file if that is still there, else the shipped schedule of its name."""
+    file = said.get("file")
+    if file and Path(file).is_file():
+        return file
+    name = said.get("schedule")
+    if name and find_schedule(str(name).lower()).is_file():
+        return str(name).lower()
+    return file
+
+
+def rows_table(
+    rows: list[Row],
+    title: str,
+    first: dict[str, list[str]],
+    limit: float | None = None,
+    footnotes: list[str] | None = None,
+) -> Table:
     """Rows of `ppdsl.reports.compare` as a rich table: the `first` columns (header -> cells), then the measures,
-    then why a row failed."""
-    table = Table(title=escaped(title), title_justify="left", show_header=True, header_style="bold", box=None)
+    then why a row failed. With `footnotes` (a list to fill), a failed row's note is `[1]` and its
+    reason goes into the list as `[1] schedule rejected: reason`, to print below the table where it cannot wrap."""
+    table = Table(
+        title=escaped(title) if title else None, title_justify="left", show_header=True, header_style="bold", box=None
+    )
     for col in first:
-        table.add_column(col, justify="left" if col == "schedule" else "right")
+        table.add_column(col, justify="left" if col == "schedule" else "right", no_wrap=col == "schedule")
     for col in ("makespan", "bubble", "peak act."):
         table.add_column(col, justify="right")
     if limit is not None:
@@ -182,7 +243,11 @@ def rows_table(rows: list[Row], title: str, first: dict[str, list[str]], limit: 
         else:
             cells += ["-", "-", "-"] + (["-"] if limit is not None else [])
             status = (row.status, "yellow" if row.status == "rejected" else "red")
-            cells.append(styled(status, f": {escaped(row.reason)}"))
+            if footnotes is None:
+                cells.append(styled(status, f": {escaped(row.reason)}"))
+            else:
+                footnotes.append(f"[{len(footnotes) + 1}] {escaped(row.schedule)} {row.status}: {escaped(row.reason)}")
+                cells.append(Text(f"[{len(footnotes)}]", status[1]))
         table.add_row(*cells)
     return table
 
@@ -258,7 +323,20 @@ def compare_cmd(
             "schedule": [r.schedule for r in rows],
             "vpp": [str(r.vpp or "-") for r in rows],
         }
-        out.print(rows_table(rows, f"pp={pp} microbatches={microbatches} ({how})", first, limit))
+        title = f"pp={pp} microbatches={microbatches} ({how})"
+        out.print(textwrap.fill(escaped(title), out.width, break_long_words=False))  # wraps at words where narrow
+        table = rows_table(rows, "", first, limit)
+        # the table's width without its notes: where the rest is too narrow for them, they go below it
+        widths = out.measure(rows_table([r for r in rows if r.status == "ok"], "", first, limit)).maximum
+        notes = [len(r.status) + 2 + len(r.reason) for r in rows if r.status != "ok"]
+        if notes and out.width - widths < max(notes) + 2:
+            footnotes: list[str] = []
+            table = rows_table(rows, "", first, limit, footnotes)
+            out.print(table)
+            for line in footnotes:
+                out.print(textwrap.fill(line, out.width, subsequent_indent="    ", break_long_words=False))
+        else:
+            out.print(table)
         if memory is not None:
             out.print(f"peak memory measured on `{model}` at batch {batch_size}")
     named_paths = {str(p) for p in named}

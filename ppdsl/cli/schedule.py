@@ -15,7 +15,7 @@ from rich.text import Text
 from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.checks import used_types
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
-from ppdsl.analysis.grid import text_grid
+from ppdsl.analysis.grid import abbreviations, grid_label, text_grid
 from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
@@ -49,7 +49,7 @@ from ppdsl.cli.common import (
 )
 from ppdsl.common import codes
 from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
-from ppdsl.common.text import escaped
+from ppdsl.common.text import escaped, terminal_columns
 from ppdsl.common.units import format_bytes
 from ppdsl.language.jobtypes import letter_of, style_of
 from ppdsl.language.library import library_files
@@ -141,6 +141,11 @@ def expand_cmd(
         text = formats.to_csv(exp)
     elif fmt is ExpandFormat.torch_csv:
         text = formats.to_torch_csv(exp)
+        # what a torch user builds: one PipelineStage per stage of the rank's row (to stderr: `-o -` pipes the CSV)
+        for r, stages in enumerate(exp.stage_of):
+            listed = ", ".join(str(s) for s in sorted(stages))
+            err.print(f"rank {r}: {'stage' if len(stages) == 1 else 'stages'} {listed}", markup=False)
+        err.print("(torch: build a PipelineStage for each stage of a rank's row; see the README, Use with PyTorch)")
     else:
         text = "\n".join(f"rank {r}: " + " ".join(map(exp.label, jobs)) for r, jobs in enumerate(exp.jobs))
     emit(text, output)
@@ -154,7 +159,13 @@ def show_cmd(
     vpp: VPP = 1,
     param: Params = None,
     steps: Annotated[
-        int, typer.Option("--steps", help="Columns per row block.", callback=in_range("--steps", *STEPS_RANGE))
+        int,
+        typer.Option(
+            "--block",
+            "--steps",
+            help="At most this many steps a block (the terminal's width may allow fewer); `--steps` is its old name.",
+            callback=in_range("--block", *STEPS_RANGE),
+        ),
     ] = 24,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
@@ -165,27 +176,36 @@ def show_cmd(
     budget.refuse_jobs("show", sum(map(len, exp.jobs)), max_memory)
     names = exp.type_names
     longest = max((len(j) for j in exp.jobs), default=0)
-    if not out.is_terminal:  # a pipe or a file: plain text, every column whole, no colour codes
-        blocks = [text_grid(exp, width=steps, start=lo) for lo in range(0, max(longest, 1), steps)]
+    if not out.is_terminal:  # a pipe or a file: plain text, every cell whole, blocks that fit COLUMNS (or 80)
+        grid = text_grid(exp, width=steps, columns=terminal_columns())
         used = used_types(exp)
         legend = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
-        text = "\n\n".join([f"{escaped(exp.defn.name)}  pp={pp} vpp={vpp} microbatches={microbatches}", *blocks])
-        emit(text + (f"\n\n{legend}" if legend else ""), None)
+        text = "\n\n".join([f"{escaped(exp.defn.name)}  pp={pp} vpp={vpp} microbatches={microbatches}", grid])
+        emit(text + (f"\n{legend}" if legend else ""), None)
         return
     out.print(styled((escaped(exp.defn.name), "bold"), f"  pp={pp} vpp={vpp} microbatches={microbatches}"))
-    for lo in range(0, max(longest, 1), steps):
+    # every cell whole: long names abbreviated (a legend follows), as many steps a block as the terminal holds
+    short = abbreviations(exp)
+    labels = {code: escaped(grid_label(exp, code, short)) for jobs in exp.jobs for code in set(jobs)}
+    cell = max([len(x) for x in labels.values()] + [len(str(longest)), 2]) + 2
+    per_block = max(1, min(steps, (out.width - 8) // cell))
+    for lo in range(0, max(longest, 1), per_block):
         table = Table(show_header=True, header_style="dim", box=None, padding=(0, 0))
-        table.add_column("", justify="right", style="bold")
-        for s in range(lo, min(lo + steps, longest)):
-            table.add_column(str(s), justify="center")
+        table.add_column("", justify="right", style="bold", no_wrap=True, min_width=8)
+        for s in range(lo, min(lo + per_block, longest)):
+            table.add_column(str(s), justify="center", no_wrap=True, min_width=cell)
         for r, jobs in enumerate(exp.jobs):
             cells = [
-                Text(f" {escaped(exp.label(code))} ", style_of(names[exp.decode(code)[0]]))
-                for code in jobs[lo : lo + steps]
+                Text(f" {labels[code]} ", style_of(names[exp.decode(code)[0]])) for code in jobs[lo : lo + per_block]
             ]
             table.add_row(f"rank {r} ", *cells)
         out.print(table)
     out.print(Text("  ").join(Text(f" {escaped(n)} ", style_of(n)) for n in sorted(set(names))))
+    if short:
+        out.print(escaped(legend(exp, short)))
+
+
+LIST_TABLE_COLUMNS = 100  # `list` draws its table from this width on
 
 
 @app.command("list")
@@ -214,9 +234,24 @@ def list_cmd(
     if fmt is TextOrJson.json:
         print_data(json.dumps(rows, indent=2))
         return
+    if out.width < LIST_TABLE_COLUMNS:  # too narrow for four columns: one block per schedule, the names whole
+        import textwrap
+
+        for row in rows:
+            out.print(styled((escaped(row["file"]), "bold"), f"  {escaped(row['name'])}"), soft_wrap=True)
+            for line in textwrap.wrap(row["summary"], max(out.width - 4, 20), break_long_words=False):
+                out.print(f"    {escaped(line)}", soft_wrap=True)
+            if row["requires"]:
+                text = "requires " + ", ".join(row["requires"])
+                for line in textwrap.wrap(text, max(out.width - 4, 20), break_long_words=False):
+                    out.print(f"    {escaped(line)}", soft_wrap=True)
+        return
     table = Table(show_header=True, header_style="bold")
-    for col in ("file", "schedule", "summary", "requires"):
-        table.add_column(col)
+    # the names a user types are never cut or wrapped; the prose wraps, folding a word longer than its column
+    for col in ("file", "schedule"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("summary", overflow="fold", ratio=1)
+    table.add_column("requires", overflow="fold")
     for row in rows:
         table.add_row(
             *map(escaped, (row["file"], row["name"], row["summary"])), "\n".join(map(escaped, row["requires"]))

@@ -46,6 +46,8 @@ class ConsoleObserver:
         self.out, self.err = console, errors
         self._progress: Progress | None = None
         self._task = None
+        self._status = None  # one process per rank: the spinner's line
+        self._steps = 0
 
     def warnings(self, diagnostics: list[Diagnostic]) -> None:
         self.err.print(render_all(diagnostics, SourceCache(), color=self.err.is_terminal), markup=False)
@@ -62,8 +64,10 @@ class ConsoleObserver:
         if start.nproc_per_node is not None:
             where = f"{start.nnodes} node(s) x {start.nproc_per_node} processes, run directory `{start.launch_dir}`"
             self.out.print(styled((escaped(start.schedule), "bold"), sizes + where))
-            with self.out.status("training across processes"):
+            self._steps = start.steps
+            with self.out.status("training across processes") as self._status:
                 yield
+            self._status = None
             return
         self.out.print(
             styled(
@@ -90,6 +94,12 @@ class ConsoleObserver:
             self._progress.update(self._task, advance=1, loss=f"{loss:.4f}")
         if not self.out.is_terminal:
             self.out.print(f"step {step:4d}  loss {loss:.4f}")
+
+    def started_everywhere(self, step: int) -> None:
+        if self._status is not None:
+            self._status.update(f"training across processes: step {step + 1} of {self._steps} (the slowest rank's)")
+        if not self.out.is_terminal:
+            self.out.print(f"step {step:4d}  started by every rank")
 
     def finished(self, report: RunReport) -> None:
         self.out.print(summary_table(report))

@@ -160,6 +160,24 @@ stages = [[0], [1]]
 build_plan(program.main, program.startup, job_types=job_types, stage_of=stages, orders=orders, rules=[], microbatches=2)
 """
 
+OWN_PROGRAM = """\
+import paddle
+from paddle.distributed.passes import pipeline_scheduler_pass
+from ppdsl.runtime import paddle_pass
+from ppdsl.runtime.own_program import set_op_roles
+
+paddle.enable_static()
+paddle_pass.install()
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    x = paddle.static.data("x", [-1, 4], "float32")
+    loss = paddle.mean(paddle.nn.Linear(4, 1)(x) ** 2)
+    paddle.optimizer.SGD(0.1).minimize(loss)
+# set_op_roles(main, loss)
+attrs = {"num_micro_batches": 4, "pp_degree": 1, "pp_stage": 0}
+plan = pipeline_scheduler_pass.apply_pass(main, startup, "ppdsl:1f1b", attrs)
+"""
+
 EXPLANATIONS: dict[str, Explanation] = {
     "E000": Explanation(
         "A file ppdsl was given cannot be read (it does not exist, is not readable, or is not UTF-8 text), or an "
@@ -616,6 +634,61 @@ EXPLANATIONS: dict[str, Explanation] = {
         "extra; the `test` extra has it too). Every other command works without it.",
         cmd("ppdsl lsp", note="in an environment without pygls", setting="pygls not installed"),
         cmd("pip install 'ppdsl[lsp]'", "ppdsl lsp", setting="network"),
+    ),
+    "E044": Explanation(
+        "A plan runs a program's forward and backward once per micro-batch and its optimizer once per step, so each "
+        "op needs its role (`op_role`: 0 forward, 1 backward, 2 optimizer). A program built with "
+        "`optimizer.minimize(loss)` outside Paddle's `pir_op_role_guard` has none: "
+        "`ppdsl.runtime.own_program.set_op_roles(main, loss)` sets them in one call. The plan then adds each "
+        "micro-batch's gradients into accumulators (the optimizer steps on their mean, the full batch's gradient), "
+        "which the startup program creates: pass it, and run it after the plan is built.",
+        cmd("python own.py", files=(("own.py", OWN_PROGRAM),), paddle=True),
+        cmd("python own.py", files=(("own.py", OWN_PROGRAM.replace("# set_op_roles", "set_op_roles")),), paddle=True),
+    ),
+    "E046": Explanation(
+        "`ppdsl run --model module:function` calls the function once, with the model context (`ctx`: sizes, "
+        "`ctx.data`, `ctx.stage`, `ctx.layers`, `ctx.pipeline`), inside the program it builds; it must take that "
+        "one argument and return the loss.",
+        cmd(
+            "ppdsl run 1f1b --steps 1 --model nomodel:build",
+            files=(("nomodel.py", "def build():\n    pass\n"),),
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E047": Explanation(
+        "The model function raised while it built the program: the message is the error and the line of the model's "
+        "own code it came from (Paddle's shape checks raise here too: a weight that does not match its input, a "
+        "layer called with the wrong inputs). `ctx.pipeline` calls `head(h, *head_inputs)`: a head that takes the "
+        "labels needs `head_inputs=[labels]`.",
+        cmd(
+            "ppdsl run 1f1b --steps 1 --model badmodel:build",
+            files=(("badmodel.py", MODEL[1].replace("[16, 16]", "[17, 16]")),),
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E048": Explanation(
+        "The model function must return the loss of one micro-batch: one float number, a Value of the program "
+        "(shape [] or [1], as `paddle.mean(...)` gives). None (a forgotten `return`), a tuple, or a loss per "
+        "example are refused before anything trains.",
+        cmd(
+            "ppdsl run 1f1b --steps 1 --model badmodel:build",
+            files=(("badmodel.py", MODEL[1].replace("return paddle.mean", "paddle.mean")),),
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E076": Explanation(
+        "`ppdsl plot --measured PROFILE` draws a profile's jobs over a schedule's memory and title: the profile "
+        "must be a run of that schedule at those sizes. A profile from `ppdsl trace` or `ppdsl run --profile` says "
+        "what it measured (its `otherData`); the plot takes the schedule and sizes from there when they are left out, "
+        "and refuses other ones, or jobs that are not the schedule's.",
+        cmd(
+            "ppdsl trace 1f1b --pp 4 -m 8 -o profile.json",
+            "ppdsl plot zbv --pp 2 -m 4 --vpp 2 --measured profile.json -o timeline.png",
+        ),
+        cmd("ppdsl trace 1f1b --pp 4 -m 8 -o profile.json", "ppdsl plot --measured profile.json -o timeline.png"),
     ),
     "E043": Explanation(
         "A job type of your own takes the ops its `ops` patterns match out of its region; the ops left run in the "

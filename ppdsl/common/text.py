@@ -98,3 +98,10 @@ def show(value: object) -> str:
         except ValueError:  # over Python's 4300-digit limit
             return f"<a {value.bit_length()}-bit integer>"
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def terminal_columns(default: int = 80) -> int:
+    """The width text should fit: the terminal's, else `COLUMNS`, else `default` (a pipe or a file)."""
+    import shutil
+
+    return shutil.get_terminal_size((default, 24)).columns

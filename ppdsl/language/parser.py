@@ -4,6 +4,7 @@ diagnostics."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import gc
 import re
@@ -130,7 +131,31 @@ def _syntax_diagnostic(err: UnexpectedInput, file: str, text: str, parser: Lark)
         message, help_text = found
     if not help_text and "`}`" in label and message == "unexpected end of file":
         help_text = "a `{` is not closed"
+    if not help_text and not (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
+        help_text = _keyword_hint(text, line, col, parser)
     return Diagnostic("E001", message, Span(file, line, col, line, col + width), label=label, help=help_text)
+
+
+def _keyword_hint(text: str, line: int, col: int, parser: Lark) -> str:
+    """`did you mean `repeat`?` when a word on the error's line, up to the error, is not a keyword of the language
+    but is close to one (`repeats n { ... }`, `placement vshaped`, `schedle "X"`); else ""."""
+    keywords = {
+        str(t.pattern.value)
+        for t in parser.terminals
+        if t.pattern.type == "str" and str(t.pattern.value).isidentifier()
+    }
+    lines = source_lines(text)
+    if not 1 <= line <= len(lines):
+        return ""
+    source = lines[line - 1]
+    words = [(m.start(), m.group()) for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", source) if m.start() < col]
+    for _, word in reversed(words):  # the nearest word to the error first
+        if word in keywords:
+            continue
+        close = difflib.get_close_matches(word, sorted(keywords), n=1, cutoff=0.8)
+        if close:
+            return f"did you mean `{close[0]}`? (`{word}` is not a keyword)"
+    return ""
 
 
 def _join_or(items: list[str], limit: int = 8) -> str:

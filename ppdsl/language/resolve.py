@@ -31,6 +31,7 @@ from ppdsl.language.ir import (
     TableDef,
 )
 from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES, LETTERS, REGIONS
+from ppdsl.language.library import missing_schedule_help
 from ppdsl.language.parser import parse, paused_gc
 from ppdsl.language.pysource import site_text
 from ppdsl.language.runnable import compiled
@@ -46,7 +47,14 @@ _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
 def load(path: str | Path) -> ScheduleDef:
     """Read, parse and resolve a `.sched` file (and what it includes)."""
     path = Path(path)
-    return resolve_text(read_text(path, SCHEDULE_BYTES, help="check the path"), str(path))
+    try:
+        text = read_text(path, SCHEDULE_BYTES, help="check the path")
+    except DiagnosticError as err:
+        if not path.exists() and path.parent == Path("."):  # a bare name: perhaps a shipped schedule, mistyped
+            for d in err.diagnostics:
+                d.help = missing_schedule_help(str(path))
+        raise
+    return resolve_text(text, str(path))
 
 
 def _reason(err: Exception) -> str:

@@ -249,3 +249,59 @@ def read_trace(path: str | Path) -> Profile:
         position[rank] = k + 1
         jobs.append(JobRecord(rank, k if step is None else step, type_, chunk, mb, stage, label, start, end))
     return Profile(jobs, us, meta)
+
+
+def profile_sizes(profile: Profile) -> dict[str, Any]:
+    """What the profile says it measured (`otherData`, written by `ppdsl trace` and `ppdsl run --profile`): the
+    schedule's file and name, pp, vpp, micro-batches; the keys it lacks are absent."""
+    meta = profile.meta
+    out: dict[str, Any] = {}
+    for key in ("pp", "vpp", "microbatches"):
+        if isinstance(meta.get(key), int) and not isinstance(meta.get(key), bool):
+            out[key] = meta[key]
+    file = meta.get("schedule_file") or meta.get("file")
+    if isinstance(file, str) and file:
+        out["file"] = file
+    if isinstance(meta.get("schedule"), str):
+        out["schedule"] = meta["schedule"]
+    return out
+
+
+def profile_mismatches(profile: Profile, path: str | Path, exp: Any) -> list[Diagnostic]:
+    """E076 for each way the profile is not a run of `exp` (an Expansion): another schedule or sizes than its
+    `otherData` says, more ranks, or jobs that are not the schedule's (a profile of another tool's schedule)."""
+    said = profile_sizes(profile)
+    measured = " ".join(
+        [f"`{said.get('schedule', '?')}`", *(f"{k}={said[k]}" for k in ("pp", "vpp", "microbatches") if k in said)]
+    )
+    help_text = (
+        f"`{path}` was measured as {measured}: give those, or leave the schedule and sizes out "
+        f"(`ppdsl plot --measured {path} -o timeline.png` takes them from the profile)"
+    )
+    asked = {"schedule": exp.defn.name, "pp": exp.pp, "vpp": exp.vpp, "microbatches": exp.microbatches}
+    wrong = [f"{k} {said[k]} (the plot's: {asked[k]})" for k in asked if k in said and said[k] != asked[k]]
+    if wrong:
+        return [Diagnostic("E076", f"profile `{path}` is of another run: {', '.join(wrong)}", help=help_text)]
+    if profile.ranks > exp.pp:
+        return [
+            Diagnostic(
+                "E076", f"profile `{path}` has {profile.ranks} ranks, the plot's schedule {exp.pp}", help=help_text
+            )
+        ]
+    want = {(r, t, c, mb) for r in range(exp.pp) for t, c, mb in exp.job_tuples(r)}
+    have = {(j.rank, j.type, j.chunk, j.microbatch) for j in profile.jobs}
+    extra, missing = sorted(have - want), sorted(want - have)
+    if extra or missing:
+        first = extra[0] if extra else missing[0]
+        what = "runs" if extra else "lacks"
+        return [
+            Diagnostic(
+                "E076",
+                f"profile `{path}` is not a run of `{exp.defn.name}` at pp={exp.pp} vpp={exp.vpp} "
+                f"microbatches={exp.microbatches}: {len(extra)} of its jobs are not the schedule's and "
+                f"{len(missing)} of the schedule's are not in it (rank {first[0]} {what} `{first[1]}` "
+                f"chunk {first[2]} micro-batch {first[3]})",
+                help=help_text,
+            )
+        ]
+    return []

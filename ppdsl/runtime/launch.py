@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,10 +142,18 @@ def rank_environment() -> dict[str, str]:
     return {**os.environ, "GLOG_minloglevel": "2", "PYTHONPATH": path}
 
 
-def run_cluster(spec: dict, exp: Expansion, opts: RunRequest, run_dir: Path, plan: PlanSpec) -> ClusterResult:
+def run_cluster(
+    spec: dict,
+    exp: Expansion,
+    opts: RunRequest,
+    run_dir: Path,
+    plan: PlanSpec,
+    on_step: Callable[[int], None] | None = None,
+) -> ClusterResult:
     """Start every rank of this node with `run_dir` (from `new_launch_directory`) as their directory, and wait;
     raise DiagnosticError naming the failed rank(s). Check the port (`check_master_port`) before making `run_dir`.
-    Every rank builds its plan from `plan`, written beside the spec, and from nothing else of the schedule."""
+    Every rank builds its plan from `plan`, written beside the spec, and from nothing else of the schedule.
+    `on_step(step)` is called with each new step (0-based) that every rank of this node has started."""
     spec_path, plan_path = run_dir / "spec.json", run_dir / "plan.json"
     write_output(plan_path, plan.to_json())
     located = {"plan": str(plan_path.resolve()), "fingerprint": plan.fingerprint, "launch_dir": str(run_dir.resolve())}
@@ -154,7 +162,7 @@ def run_cluster(spec: dict, exp: Expansion, opts: RunRequest, run_dir: Path, pla
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
     started = time.time()
     with open(run_dir / "launch.log", "x") as log:  # "x": the directory is new, and so is everything in it
-        returncode, stopped_by, rendezvous_done = _supervise(cmd, log, opts, run_dir, local, started)
+        returncode, stopped_by, rendezvous_done = _supervise(cmd, log, opts, run_dir, local, started, on_step)
     statuses = _statuses(run_dir, local, started)
     if stopped_by is not None:
         raise DiagnosticError([_stopped_diagnostic(stopped_by, statuses, run_dir)])
@@ -193,7 +201,13 @@ def stop_requests() -> Iterator[list[int]]:
 
 
 def _supervise(
-    cmd: list[str], log, opts: RunRequest, run_dir: Path, local: range, started: float
+    cmd: list[str],
+    log,
+    opts: RunRequest,
+    run_dir: Path,
+    local: range,
+    started: float,
+    on_step: Callable[[int], None] | None = None,
 ) -> tuple[int, int | None, bool]:
     """Run the launcher in a session of its own and wait for it; stop it (and so every rank) on a stop signal or
     when this node's ranks are not all past the rendezvous within `--rendezvous-timeout`.
@@ -203,11 +217,25 @@ def _supervise(
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + opts.rendezvous_timeout
         ready = False
+        shown = [-1]
+
+        def report() -> None:
+            if on_step is None:
+                return
+            step = slowest_step(_statuses(run_dir, local, started))
+            # every rank past `step` has started each step before it: a step shorter than a poll is one too
+            for each in range(shown[0] + 1, -1 if step is None else step + 1):
+                on_step(each)
+                shown[0] = each
+
         while True:
             try:
-                return proc.wait(timeout=POLL_SECONDS), None, True
+                code = proc.wait(timeout=POLL_SECONDS)
+                report()  # the steps started since the last poll
+                return code, None, True
             except subprocess.TimeoutExpired:
                 pass
+            report()
             if received:
                 end_launcher(proc)
                 return proc.returncode, received[0], True
@@ -217,6 +245,12 @@ def _supervise(
                 if not ready and time.monotonic() > deadline:
                     end_launcher(proc)
                     return proc.returncode, None, False
+
+
+def slowest_step(statuses: dict[int, RankStatus | None]) -> int | None:
+    """The step every rank has started (the slowest rank's), or None before each has started one."""
+    steps = [s.step if s is not None else None for s in statuses.values()]
+    return None if not steps or None in steps else min(steps)
 
 
 def end_launcher(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> None:

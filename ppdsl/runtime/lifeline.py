@@ -156,6 +156,7 @@ class _Guard:
                 self._write("ready")
             elif word == "step" and arg.isdecimal():
                 self.step = int(arg)
+                self._write("ready")  # the step in the status too: the launching command shows the ranks' progress
 
     def _write(self, state: str, returncode: int | None = None) -> None:
         with self.lock:

@@ -156,6 +156,8 @@ def add_memory_programs(programs: dict, actions: Mapping[str, MemoryJob], target
     Returns the keys replaced."""
     from ppdsl.runtime.activations import stage_activations
 
+    if not actions:  # (measuring activations needs static shapes, which a plan without memory jobs does not)
+        return []
     by_stage: dict[int, dict[str, object]] = {}
     for key, program in programs.items():
         if key.type not in actions and key.type != "optimizer":

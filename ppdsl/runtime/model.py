@@ -21,6 +21,8 @@ The built-in models (`builtin`, the default: a small GPT; `tiny_mlp`) and loadin
 from __future__ import annotations
 
 import contextlib
+import inspect
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -146,3 +148,106 @@ def synthetic_batch(inputs: dict[str, tuple[list[int], str]], batch_size: int, s
         else:
             out[name] = rng.standard_normal(full).astype(dtype)
     return out
+
+
+RETURNS = "the loss of one micro-batch: a scalar float Value of the program (e.g. `paddle.mean(...)`)"
+
+
+def build_loss(model: Model, ctx: ModelContext):
+    """`model.build(ctx)`, with the contract checked: a function that cannot take the context (E046), one that
+    raises (E047, naming the line of the model's own code) and one that returns anything but a scalar float loss
+    (E048) are diagnostics naming the model function, not tracebacks from deep inside Paddle."""
+    from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+    from ppdsl.common.text import source_lines
+
+    where = f"model function `{model.name}`"
+    try:
+        signature = inspect.signature(model.build)
+        signature.bind(ctx)
+    except TypeError as err:
+        defined = f"{getattr(model.build, '__name__', 'build')}{signature}"
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E046",
+                    f"{where} is `{defined}`, which cannot take the model context as its one argument ({err})",
+                    help="define it as `def build(ctx):` (ctx is a ppdsl.runtime.model.ModelContext) and return "
+                    + RETURNS,
+                )
+            ]
+        ) from None
+    except ValueError:  # no signature to read (a builtin): calling it tells
+        pass
+    try:
+        loss = model.build(ctx)
+    except DiagnosticError:
+        raise
+    except Exception as err:
+        first = source_lines(str(err).strip())[0]
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E047",
+                    f"{where} raised {type(err).__name__}{f': {first}' if first else ''}{_user_frame(err)}",
+                    help=_raise_help(err),
+                )
+            ]
+        ) from None
+    problem = _loss_problem(ctx.paddle, loss)
+    if problem:
+        raise DiagnosticError(
+            [Diagnostic("E048", f"{where} returned {problem}; it must return {RETURNS}", help=_return_help(loss))]
+        )
+    return loss
+
+
+def _user_frame(err: BaseException) -> str:
+    """` (at file:line)`: the innermost frame of the traceback outside Paddle and ppdsl, the model's own code."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    own = [f for f in frames if not f.filename.startswith(here) and f"{os.sep}paddle{os.sep}" not in f.filename]
+    if not own:
+        return ""
+    frame = own[-1]
+    path = frame.filename
+    with contextlib.suppress(ValueError):
+        path = os.path.relpath(path)
+    return f" (at {path}:{frame.lineno})"
+
+
+def _raise_help(err: BaseException) -> str:
+    text = str(err)
+    if isinstance(err, TypeError) and "missing" in text and "positional argument" in text:
+        return (
+            "`ctx.pipeline` calls `embedding(*inputs)`, each block with one tensor and `head(h, *head_inputs)`: give "
+            "the head its other inputs with `head_inputs=[...]` (a layer's forward must take what it is called with)"
+        )
+    return (
+        "the error is in the model's code or in the shapes it gives Paddle (`ctx.data(name, shape)` takes the shape "
+        "without the micro-batch dimension); run the model's function alone to see the whole traceback"
+    )
+
+
+def _loss_problem(paddle, loss) -> str:
+    """What is wrong with a returned loss, or "" when it is a scalar float Value."""
+    if loss is None:
+        return "None"
+    if not isinstance(loss, paddle.pir.Value):
+        kind = type(loss).__name__
+        return f"a {kind}" + (f" of {len(loss)}" if isinstance(loss, tuple | list) else "")
+    shape = list(loss.shape)
+    if any(d != 1 for d in shape):
+        return f"a Value of shape {shape}"
+    if not loss.is_floating_point():
+        return f"a Value of dtype {str(loss.dtype).replace('paddle.', '')}"
+    return ""
+
+
+def _return_help(loss) -> str:
+    if loss is None:
+        return "did the function forget `return`? end it with `return loss` (or `return ctx.pipeline(...)`)"
+    if isinstance(loss, tuple | list):
+        return "return the loss alone; compute anything else inside the function"
+    return "reduce the loss to a scalar, e.g. `return paddle.mean(loss)`; `ctx.pipeline` returns the head's output"

@@ -14,9 +14,13 @@ user to select it. `install()` therefore wraps both functions (and the auto-para
 `pipeline_pass`, which it imported by name): a mode `ppdsl:<name>` or a path ending in `.sched` goes to this
 pass, every other mode to Paddle's original function, unchanged.
 
-    import ppdsl.runtime.paddle_pass
-    ppdsl.paddle_pass.install()
+    from ppdsl.runtime import paddle_pass
+    paddle_pass.install()
     strategy.pipeline.schedule_mode = "ppdsl:zbh1"      # or "schedules/zbh1.sched"
+
+A program of your own (not built by ppdsl) needs op roles: `ppdsl.runtime.own_program.set_op_roles(main, loss)`
+after `optimizer.minimize(loss)`; the plan accumulates its gradients over the micro-batches (their mean, as the
+full batch) and `own_program.loss_value(plan)` is the loss to fetch. Run the startup program after `apply_pass`.
 
 This module imports paddle; the `ppdsl` command and the front end never import it.
 """
@@ -161,11 +165,11 @@ class PipelinePPDSLPass(PipelinePassBase):
         # The base class would split with `_partial_pir_programs`, list jobs with `_create_job_list` and compute
         # skip-GC variables with Paddle's `set_skip_gc_vars`, whose PIR version frees activations a later
         # `backward_w` still reads. `build_plan` does all three (with ppdsl's skip-GC), so its plan is used as is.
-        built = self._build(main_program)
+        built = self._build(main_program, startup_program)
         context.set_attr("plan", built.plan)
         context.set_attr(CONTEXT_BUILT, built)
 
-    def _build(self, program: paddle.pir.Program) -> BuiltPlan:
+    def _build(self, program: paddle.pir.Program, startup: paddle.pir.Program | None = None) -> BuiltPlan:
         exp = self.expansion()
         rank = int(self.get_attr("pp_stage"))
         # The program is this rank's alone (Paddle's passes run after the dense program is cut per rank), its
@@ -175,7 +179,12 @@ class PipelinePPDSLPass(PipelinePassBase):
         work = _with_chunk_ids(program, exp.vpp)
         dynamic = paddle.in_dynamic_mode()
         try:
-            return build_plan(work, None, with_stages(expansion_spec(exp), stage_of), rank=rank)
+            return build_plan(
+                work,
+                startup,  # where accumulators of a program that has none start (ppdsl.runtime.own_program)
+                with_stages(expansion_spec(exp), stage_of),
+                rank=rank,
+            )
         finally:
             # build_plan switches paddle to static mode; a dygraph caller (the auto-parallel engine is driven
             # from dygraph) must get its mode back
@@ -183,18 +192,37 @@ class PipelinePPDSLPass(PipelinePassBase):
                 paddle.disable_static()
 
 
+def engine_vpp_error(schedule: str, vpp: int) -> str:
+    """Why `dist.to_static` cannot run `schedule` at vpp > 1, and what can."""
+    return (
+        f"{PASS_NAME}: `{schedule}` at vpp_degree {vpp} cannot run through Paddle's auto-parallel engine: Paddle "
+        "3.3.1's engine assigns ops to a rank's chunks (`complete_chunk_id`, in the looped placement only) just when "
+        "schedule_mode is 'VPP', so any other mode reaches the pipeline pass with no chunk ids. Run it with "
+        f"`ppdsl run {schedule} --vpp {vpp}` (one process, or one per rank with --nproc-per-node), or through "
+        f"`apply_pass(main, startup, 'ppdsl:{schedule}', attrs)` on each rank's program built under "
+        "`paddle.base.framework.pir_chunk_id_guard(chunk)`; with vpp_degree 1 the engine path runs every schedule."
+    )
+
+
+def _has_chunk_ids(program: paddle.pir.Program, vpp: int) -> bool:
+    forward = [
+        op
+        for op in program.global_block().ops
+        if op.op_role == 0 and op.name() not in ("pd_op.data", "builtin.parameter")
+    ]
+    return not forward or any(op.has_attr("chunk_id") and 0 <= op.chunk_id < vpp for op in forward)
+
+
 def _with_chunk_ids(program: paddle.pir.Program, vpp: int) -> paddle.pir.Program:
     """The program with a chunk id on every op that needs one: with one chunk, all of them are chunk 0 (Paddle
     writes chunk ids only for VPP); with several, they must be there already."""
-    ops = program.global_block().ops
     if vpp == 1:
         work = program.clone()
         for op in work.global_block().ops:
             if not op.has_attr("chunk_id") or op.chunk_id != 0:
                 op.set_int_attr("chunk_id", 0)
         return work
-    forward = [op for op in ops if op.op_role == 0 and op.name() not in ("pd_op.data", "builtin.parameter")]
-    if forward and not any(op.has_attr("chunk_id") and 0 <= op.chunk_id < vpp for op in forward):
+    if not _has_chunk_ids(program, vpp):
         raise ValueError(
             f"{PASS_NAME}: vpp_degree is {vpp}, but no forward op of the program carries a chunk id (0 .. {vpp - 1}); "
             "each op's `chunk_id` says which of the rank's chunks it belongs to. Paddle's auto-parallel engine "
@@ -255,6 +283,8 @@ def _wrap_pipeline_pass(original: Callable) -> Callable:
             # not one of Paddle's fields: set `strategy.pipeline.ppdsl_params = {...}` (it survives deepcopy)
             "ppdsl_params": dict(getattr(pipeline_strategy, "ppdsl_params", None) or {}),
         }
+        if attrs["vpp_degree"] > 1 and not all(_has_chunk_ids(p, attrs["vpp_degree"]) for p in dense_main_program):
+            raise ValueError(engine_vpp_error(schedule, attrs["vpp_degree"]))
         context = PassContext()
         # the engine hands lists of programs, as Paddle's `pipeline_pass` passes them on
         new_pass(PASS_NAME, attrs).apply(dense_main_program, dense_startup_program, context)

@@ -27,6 +27,7 @@ from ppdsl.runtime.memory_jobs import (
     recomputed_stages,
 )
 from ppdsl.runtime.offload import CPU, GPU
+from ppdsl.runtime.own_program import prepare_own_program
 from ppdsl.runtime.p2p import insert_p2p
 from ppdsl.runtime.program import LOSS_NAME
 from ppdsl.runtime.recompute import seed_random_ops
@@ -104,6 +105,7 @@ def build_plan(
         check_memory_orders(orders, stage_of, actions)
 
     work = main_program.clone()
+    prepare_own_program(work, startup_program, microbatches)  # roles checked, loss named, gradients accumulated
     complete_roles(work)
     stamp_stages(work, op_stages(work))
     if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs

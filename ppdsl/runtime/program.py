@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppdsl.runtime.model import Model, ModelContext
+from ppdsl.runtime.model import Model, ModelContext, build_loss
 
 FORWARD_ROLE, BACKWARD_ROLE, OPTIMIZE_ROLE = 0, 1, 2
 LOSS_NAME = "ppdsl.loss"
@@ -74,7 +74,7 @@ def build_training_program(
     ctx = ModelContext(paddle, micro_batch_size, num_stages, seed)
     with paddle.static.program_guard(main, startup):
         with pir_op_role_guard(FORWARD_ROLE):
-            loss = model.build(ctx)
+            loss = build_loss(model, ctx)  # the contract checked: E046-E048 name the model function
             with pir_chunk_id_guard(loss.get_defining_op().chunk_id):
                 # a name, so the loss can be found again in the job program that computes it
                 paddle._C_ops.set_persistable_value(loss, LOSS_NAME)

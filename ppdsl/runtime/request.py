@@ -77,6 +77,10 @@ def flag(name: str) -> str:
 ParamValues = Mapping[str, "int | float | bool | str"]
 
 
+# the options of a launch (one process per rank): given without --nproc-per-node, one process would ignore them
+LAUNCH_ONLY = ("nnodes", "master", "node_rank", "run_dir", "comm_timeout", "rendezvous_timeout", "dry_run")
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """One training run: check `schedule` at these sizes, then train `steps` steps with its plan, on one process
@@ -173,8 +177,30 @@ class RunRequest:
 
     def _launch_problems(self) -> list[Diagnostic]:
         if self.nproc_per_node is None:
-            return [Diagnostic("E007", "--dry-run goes with --nproc-per-node")] if self.dry_run else []
+            # one process would ignore them: a launch's options without a launch
+            given = [flag(f.name) for f in fields(self) if f.name in LAUNCH_ONLY and getattr(self, f.name) != f.default]
+            if not given:
+                return []
+            verb, them = ("goes", "it") if len(given) == 1 else ("go", "them")
+            return [
+                Diagnostic(
+                    "E007",
+                    f"{', '.join(given)} {verb} with --nproc-per-node: without it the run is one process and would "
+                    f"ignore {them}",
+                    help="add --nproc-per-node K (one process per rank: K x --nnodes = --pp), or drop the flag",
+                )
+            ]
         problems = []
+        if self.profile is not None:
+            problems.append(
+                Diagnostic(
+                    "E007",
+                    "--profile records the jobs of one process, and with --nproc-per-node each rank is a process of "
+                    "its own: no trace would be written",
+                    help="profile the same schedule and sizes without --nproc-per-node (every rank emulated in this "
+                    "process, one trace of all ranks); `ppdsl plot --measured` draws it",
+                )
+            )
         if self.nproc_per_node < 1 or self.nnodes < 1:
             problems.append(Diagnostic("E007", "--nproc-per-node and --nnodes must be positive"))
         elif self.nproc_per_node * self.nnodes != self.pp:

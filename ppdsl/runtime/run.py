@@ -61,6 +61,7 @@ class RunObserver(Protocol):
     def dry_run(self, text: str) -> None: ...
     def training(self, start: RunStart) -> contextlib.AbstractContextManager[Any]: ...
     def step(self, step: int, loss: float) -> None: ...
+    def started_everywhere(self, step: int) -> None: ...  # one process per rank: every rank here began `step`
     def finished(self, report: RunReport) -> None: ...
 
 
@@ -80,6 +81,9 @@ class SilentObserver:
         return contextlib.nullcontext()
 
     def step(self, step: int, loss: float) -> None:
+        pass
+
+    def started_everywhere(self, step: int) -> None:
         pass
 
     def finished(self, report: RunReport) -> None:
@@ -428,7 +432,7 @@ def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[P
         launch_dir=launch_dir,
     )
     with observer.training(start):
-        result = run_cluster(spec, exp, request, launch_dir, context.plan)
+        result = run_cluster(spec, exp, request, launch_dir, context.plan, on_step=observer.started_everywhere)
     report = context.report(
         model_name,
         **{

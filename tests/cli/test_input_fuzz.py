@@ -198,7 +198,7 @@ COMMAND_FLAGS = [
     *((["check", "1f1b", *SMALL, *BOUND], f) for f in ("--pp", "-m", "--vpp", "--batch-size", "--memory-limit")),
     (["check", "1f1b", *SMALL], "--max-jobs"),
     *((["expand", "1f1b", *SMALL, *BOUND], f) for f in ("--pp", "-m", "--vpp")),
-    *((["show", "1f1b", *SMALL, *BOUND], f) for f in ("--pp", "--steps")),
+    *((["show", "1f1b", *SMALL, *BOUND], f) for f in ("--pp", "--block")),
     *((["trace", "1f1b", *SMALL, *BOUND, "-o", "t.json"], f) for f in ("-m", "--vpp")),
     (["plot", "1f1b", *SMALL, *BOUND, "-o", "p.svg"], "--dpi"),
     *((["compare", *SMALL, *BOUND, "1f1b"], f) for f in ("--pp", "--vpp", "--time-limit", "--memory-limit")),

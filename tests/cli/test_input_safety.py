@@ -35,7 +35,7 @@ FLAGS = [
     (["check", "1f1b", *SIZES], "--batch-size", "0", "`--batch-size` must be an integer from 1 to 2147483647"),
     (["check", "1f1b", *SIZES], "--memory-limit", "1e999", "memory size `1e999` is too large"),
     (["expand", "1f1b", *SIZES], "--pp", "0", "`--pp` must be an integer from 1"),
-    (["show", "1f1b", *SIZES], "--steps", "0", "`--steps` must be an integer from 1 to 10000, got 0"),
+    (["show", "1f1b", *SIZES], "--block", "0", "`--block` must be an integer from 1 to 10000, got 0"),
     (["trace", "1f1b", *SIZES], "--vpp", "0", "`--vpp` must be an integer from 1"),
     (["plot", "1f1b", *SIZES, "-o", "x.png"], "--dpi", "0", "`--dpi` must be an integer from 10 to 600, got 0"),
     (["plot", "1f1b", *SIZES, "-o", "x.png"], "--dpi", "-5", "`--dpi` must be an integer from 10 to 600, got -5"),

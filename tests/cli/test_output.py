@@ -56,13 +56,15 @@ def test_messages_of_a_dash_output_go_to_stderr(tmp_path, monkeypatch):
 
 
 def test_show_piped_is_plain_whole_and_uncoloured():
-    result = runner.invoke(app, ["show", "1f1b", "--pp", "4", "-m", "8", "--steps", "40"])  # not a terminal
+    result = runner.invoke(app, ["show", "1f1b", "--pp", "4", "-m", "8", "--block", "40"])  # not a terminal
     assert result.exit_code == 0
     text = result.stdout
     assert "\x1b[" not in text and "…" not in text
     rows = [line for line in text.splitlines() if line.startswith("rank ")]
-    assert [row.split()[:2] for row in rows] == [["rank", str(r)] for r in range(4)]
-    # every job of rank 0 appears whole: 8 forwards, 8 backwards, their receive and send jobs, the optimizer
-    jobs = rows[0].split()[2:]
-    assert jobs[:2] == ["recv_forward0", "F0"] and jobs[-1] == "opt"
-    assert len(jobs) == 33 and max(len(row) for row in rows) > 80  # wider than a terminal: nothing cut
+    assert {row.split()[1] for row in rows} == {"0", "1", "2", "3"}
+    # every job of rank 0 appears whole, over blocks that fit 80 columns (issue 19: one line of 400 columns):
+    # 8 forwards, 8 backwards, their receive and send jobs (abbreviated, with a legend), the optimizer
+    jobs = [job for row in rows if row.startswith("rank 0 ") for job in row.split()[2:]]
+    assert jobs[:2] == ["rf0", "F0"] and jobs[-1] == "opt" and len(jobs) == 33
+    assert "rf = recv_forward, sb = send_backward" in text
+    assert max(len(line) for line in text.splitlines()) <= 80

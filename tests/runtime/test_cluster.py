@@ -95,6 +95,8 @@ def test_processes_train_like_one_process(stem, pp, m, vpp, tmp_path):
     want_params, want_losses = _single_process(stem, pp, m, vpp, tmp_path)
     result, run_dir = _cluster(stem, pp, m, vpp, tmp_path)
     assert result.exit_code == 0, result.output + (result.stderr or "")
+    # per-step progress, as one process shows it (issue 19: nothing until the summary)
+    assert [f"step {s:4d}  started by every rank" in result.stdout for s in range(STEPS)] == [True] * STEPS
     got = {}
     for r in range(pp):
         with np.load(run_dir / f"rank{r}.npz") as data:
@@ -168,6 +170,11 @@ def test_dry_run_for_two_nodes_of_eight_processes(in_repo, golden):
         (["--nproc-per-node", "3"], "1 node(s) x 3 processes = 3 ranks, but the schedule runs pp = 2"),
         (["--nproc-per-node", "1", "--nnodes", "2"], "several nodes need --master"),
         (["--dry-run"], "--dry-run goes with --nproc-per-node"),
+        # issue 19: flags a one-process run would ignore, and a profile no process would write
+        (["--nnodes", "2"], "--nnodes goes with --nproc-per-node: without it the run is one process"),
+        (["--master", "10.0.0.1:8090", "--node-rank", "1"], "--master, --node-rank go with --nproc-per-node"),
+        (["--comm-timeout", "5"], "--comm-timeout goes with --nproc-per-node"),
+        (["--nproc-per-node", "2", "--profile", "p.json", "--dry-run"], "--profile records the jobs of one process"),
     ],
 )
 def test_bad_launch_options(args, fragment, in_repo):

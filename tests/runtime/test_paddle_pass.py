@@ -365,7 +365,10 @@ def test_auto_parallel_engine_trains_with_a_sched_file(tmp_path):
             np.testing.assert_allclose(run["params"][name], value, atol=1e-6, rtol=0, err_msg=name)
     assert len(paddle_run["losses"]) == 3 and paddle_run["losses"][0] != paddle_run["losses"][2]
     assert runs["VPP@vpp=2"]["error"] == "ValueError: VPP schedule mode only can be set in pipeline mode."
-    assert "no forward op of the program carries a chunk id" in runs["ppdsl:zbv@vpp=2"]["error"]
+    # what the engine lacks and the path that runs it, named (issue 19)
+    error = runs["ppdsl:zbv@vpp=2"]["error"]
+    assert "`zbv` at vpp_degree 2 cannot run through Paddle's auto-parallel engine" in error
+    assert "`complete_chunk_id`" in error and "ppdsl run zbv --vpp 2" in error and "pir_chunk_id_guard" in error
 
 
 def test_front_end_does_not_import_the_pass():
