@@ -141,6 +141,12 @@ def expand_cmd(
         text = formats.to_csv(exp)
     elif fmt is ExpandFormat.torch_csv:
         text = formats.to_torch_csv(exp)
+        dropped = formats.torch_dropped(exp)
+        if dropped:  # the compute is exported; say what the format cannot hold rather than lose it silently
+            jobs = ", ".join(f"{n} `{name}`" for name, n in dropped.items())
+            err.print(
+                styled(("warning", "yellow"), f": PyTorch's compute-only CSV has no memory actions: left out {jobs}")
+            )
     else:
         text = "\n".join(f"rank {r}: " + " ".join(map(exp.label, jobs)) for r, jobs in enumerate(exp.jobs))
     emit(text, output)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ppdsl.common.diagnostics import Span, number_text
-from ppdsl.language.jobtypes import BUILTIN, letter_of
+from ppdsl.language.jobtypes import BUILTIN, MEMORY_NAMES, letter_of
 
 if TYPE_CHECKING:
     from ppdsl.language import ast
@@ -24,6 +24,11 @@ class JobType:
     `before` / `after` tie an auxiliary job (Paddle's `recv_forward`, `send_backward`) to the job of the same
     chunk and micro-batch it must precede or follow; `receives` / `sends` move that job's cross-stage
     communication onto this one.
+
+    `fraction` (memory actions only, `memory recompute fraction = 0.5`): the part of a (chunk, micro-batch)'s
+    activations a `recompute` rebuilds or an `offload` / `reload` moves (None: all of them). It is the job type's,
+    so every such job of the schedule is as partial; which micro-batches are recomputed or offloaded at all is the
+    order's choice.
     """
 
     name: str
@@ -35,6 +40,7 @@ class JobType:
     receives: bool = False
     sends: bool = False
     span: Span | None = None
+    fraction: float | None = None
 
     @property
     def per_chunk(self) -> bool:
@@ -42,7 +48,7 @@ class JobType:
 
     def to_dict(self) -> dict:
         """The plain form generated plan modules and the runtime exchange (`JOB_TYPES`)."""
-        return {
+        out = {
             "name": self.name,
             "region": self.region,
             "ops": list(self.ops),
@@ -51,6 +57,9 @@ class JobType:
             "receives": self.receives,
             "sends": self.sends,
         }
+        if self.name in MEMORY_NAMES:  # only memory actions have one: every other plan's table stays as it was
+            out["fraction"] = self.fraction
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> JobType:
@@ -63,6 +72,7 @@ class JobType:
             data.get("after"),
             bool(data.get("receives")),
             bool(data.get("sends")),
+            fraction=data.get("fraction"),
         )
 
     @property
@@ -168,6 +178,8 @@ class ScheduleDef:
     order_ast: ast.Order | None = None  # the order body as written, for `ppdsl compile`'s readable backend
     functions: list[Function] = field(default_factory=list)
     function_nodes: dict[str, ast.FnDef] = field(default_factory=dict)  # as written, for a readable recompile
+    host_limit_fn: Callable[..., float] | None = None  # `memory host limit = ...`: all ranks' offloaded memory
+    host_limit_span: Span | None = None
 
     def type_index(self, name: str) -> int:
         for i, jt in enumerate(self.job_types):

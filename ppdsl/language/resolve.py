@@ -25,7 +25,17 @@ from ppdsl.language.ir import (
     StreamRule,
     TableDef,
 )
-from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES, LETTERS, REGIONS
+from ppdsl.language.jobtypes import (
+    BUILTIN_NAMES,
+    BUILTIN_TYPES,
+    COMPUTE_TYPES,
+    LETTERS,
+    MEMORY_NAMES,
+    MEMORY_TYPES,
+    OFFLOAD_NAME,
+    REGIONS,
+    RELOAD_NAME,
+)
 from ppdsl.language.lowering import (
     BIG,
     FUNCTIONS,
@@ -45,6 +55,12 @@ from ppdsl.language.rule_settings import attribute_problem, stream_template_prob
 from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
+# The host link of the copy stream (offload / reload): its time per byte, its latency, and whether it copies both
+# ways at once (full duplex: a stream per direction) or one copy at a time (the default).
+COPY_COMM_KEYS = ("offload bandwidth", "offload latency", "offload duplex")
+# `memory <job> <verb> ...`: the verbs each job type takes (the compute types and a schedule's own: allocates/frees)
+MEMORY_VERBS = {"recompute": ("keeps",), "offload": ("moves",), "reload": ()}
+FRACTION_TYPES = ("recompute", "offload")  # `memory <job> fraction = ...`; a reload moves what its offload moved
 _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
 
 
@@ -78,6 +94,7 @@ class _Declarations:
     comm: dict[str, ast.Comm] = field(default_factory=dict)
     memory: dict[str, ast.Memory] = field(default_factory=dict)
     memory_limit: ast.MemoryLimit | None = None
+    memory_settings: dict[tuple[str, str], ast.MemorySetting] = field(default_factory=dict)
     requires: list[ast.Require] = field(default_factory=list)
     rules: list[ast.Rule] = field(default_factory=list)
     placement: ast.Placement | None = None
@@ -239,6 +256,11 @@ class _Resolver:
         if self._single(decls, ("memory limit",), item_file, item.span, "the memory limit"):
             decls.memory_limit = item
 
+    def _memory_setting(self, decls: _Declarations, item_file: str, item: ast.MemorySetting) -> None:
+        key = (item.subject, item.key)
+        if self._single(decls, ("memory", *key), item_file, item.span, f"`memory {item.subject} {item.key}`"):
+            decls.memory_settings[key] = item
+
     def _rule(self, decls: _Declarations, item_file: str, item: ast.Rule) -> None:
         decls.rules.append(item)
 
@@ -260,7 +282,8 @@ class _Resolver:
 
     def _compile(self, decls: _Declarations, file: str) -> ScheduleDef:
         """Every declaration compiled against the job types and parameters; all errors raised together."""
-        job_types = self._job_types(decls.jobs)
+        actions = self._memory_actions(decls)  # checks every `memory <x> <setting>`, used or not
+        job_types = self._job_types(decls.jobs, actions if _names_memory_action(decls) else [])
         env = _Environment(decls.params, job_types)
         self.exprs.job_names = frozenset(env.type_index)
         functions = self._compile_functions(decls, env)
@@ -270,6 +293,8 @@ class _Resolver:
         comm = self._compile_comm(decls.comm, env)
         memory = self._compile_memory(decls.memory, env)
         limit_fn = self._compile_memory_limit(decls.memory_limit, env)
+        host = decls.memory_settings.get(("host", "limit"))
+        host_fn = self._compile_memory_limit(host, env, "the host memory limit") if host else None
         rules, priorities = self._compile_rules(decls.rules, env)
         sites: list[Site] = [Site(Span(file, 1, 1, 1, 2), "")]
         order_fn, order_source, line_sites = self._compile_order(decls, file, env, sites)
@@ -305,6 +330,8 @@ class _Resolver:
             order_ast=decls.order,
             functions=functions,
             function_nodes={f.name: decls.functions[f.name] for f in functions},
+            host_limit_fn=host_fn,
+            host_limit_span=host.span if host else None,
         )
 
     def _compile_functions(
@@ -422,15 +449,19 @@ class _Resolver:
     def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict:
         out = {}
         for key, item in comm.items():
-            if key not in COMM_KEYS:
+            if key not in COMM_KEYS and key not in COPY_COMM_KEYS:
                 self.error(
                     "E002",
                     f"unknown communication setting `{key}`",
                     item.span,
-                    help="use `comm latency = <time>` or `comm bandwidth = <units per time>`",
+                    help="use `comm latency = <time>` or `comm bandwidth = <units per time>`"
+                    + ("; the host link: `comm offload bandwidth`, `latency` or `duplex`" if " " in key else ""),
                 )
                 continue
-            src = self.exprs.expect(item.value, env.globals, NUMBER, f"a {key}")
+            if key == "offload duplex":
+                src = self.exprs.expect(item.value, env.globals, BOOL, "`offload duplex`")
+            else:
+                src = self.exprs.expect(item.value, env.globals, NUMBER, f"a {key}")
             out[key] = self._fn(src, env.params, text=self._snippet(item.value.span), span=item.span)
         return out
 
@@ -438,16 +469,28 @@ class _Resolver:
         out = {}
         for job, item in memory.items():
             if self._known_type(job, env.type_index, item.span):
+                name = env.canonical(job)
+                verbs = MEMORY_VERBS.get(name, ("allocates", "frees"))
+                if item.verb not in verbs:
+                    self.error(
+                        "E080",
+                        f"`{name}` does not take `memory {name} {item.verb}`",
+                        item.span,
+                        help=_memory_verb_help(name),
+                    )
+                    continue
                 src = self.exprs.expect(item.value, env.per_job, NUMBER, "an amount of memory")
                 text = self._snippet(item.value.span)
                 fn = self._fn(src, env.params, extra=("rank", "chunk", "stage"), text=text, span=item.span)
                 out[env.canonical(job)] = (item.verb, fn)
         return out
 
-    def _compile_memory_limit(self, limit: ast.MemoryLimit | None, env: _Environment):
+    def _compile_memory_limit(
+        self, limit: ast.MemoryLimit | ast.MemorySetting | None, env: _Environment, what: str = "the memory limit"
+    ):
         if limit is None:
             return None
-        src = self.exprs.expect(limit.value, env.scope("the memory limit", "rank"), NUMBER, "a memory limit")
+        src = self.exprs.expect(limit.value, env.scope(what, "rank"), NUMBER, "a memory limit")
         return self._fn(src, env.params, extra=("rank",), text=self._snippet(limit.value.span))
 
     def _compile_rules(self, rules: list[ast.Rule], env: _Environment):
@@ -577,8 +620,40 @@ class _Resolver:
         )
         return False
 
-    def _job_types(self, decls: list[ast.JobDecl]) -> list[JobType]:
-        types = [JobType(jt.name, jt.region, alias=jt.letter) for jt in BUILTIN_TYPES]
+    def _memory_actions(self, decls: _Declarations) -> list[JobType]:
+        """The memory actions' job types, with their declared fractions, and every other `memory <x> <key>`
+        setting checked (the host limit is compiled with the other limits)."""
+        fractions: dict[str, float | None] = dict.fromkeys(MEMORY_NAMES)
+        for (subject, key), item in decls.memory_settings.items():
+            if (subject, key) == ("host", "limit"):
+                continue
+            name = LETTERS.get(subject, subject)
+            if key != "fraction" or name not in FRACTION_TYPES:
+                self.error(
+                    "E081",
+                    f"unknown memory setting `memory {subject} {key}`",
+                    item.span,
+                    help="memory settings are `memory host limit = ...`, `memory recompute fraction = ...` and "
+                    "`memory offload fraction = ...` (a reload moves what its offload moved)",
+                )
+                continue
+            value = item.value
+            number = value.value if isinstance(value, ast.Num) else None
+            if not isinstance(number, (int, float)) or isinstance(number, bool) or not 0 < number <= 1:
+                self.error(
+                    "E082",
+                    f"the fraction of `{name}` must be a number in (0, 1]",
+                    item.span,
+                    label="a fraction of a micro-batch's activations",
+                    help="write a literal such as `0.5`; which micro-batches are partial is the order's choice",
+                )
+                continue
+            fractions[name] = float(number)
+        fractions[RELOAD_NAME] = fractions[OFFLOAD_NAME]
+        return [JobType(jt.name, jt.region, alias=jt.letter, fraction=fractions[jt.name]) for jt in MEMORY_TYPES]
+
+    def _job_types(self, decls: list[ast.JobDecl], actions: list[JobType]) -> list[JobType]:
+        types = [JobType(jt.name, jt.region, alias=jt.letter) for jt in BUILTIN_TYPES] + actions
         names = set(BUILTIN_NAMES) | set(LETTERS)
         for d in decls:
             if d.name in BUILTIN_NAMES:
@@ -687,6 +762,47 @@ class _Resolver:
         return rows
 
 
+def _memory_verb_help(name: str) -> str:
+    if name == "recompute":
+        return "write `memory recompute keeps <amount>`: what a recomputed forward keeps (its stage input)"
+    if name == "offload":
+        return "write `memory offload moves <amount>`: what an offload copies to the host"
+    if name == "reload":
+        return "a reload brings back what its offload moved: declare `memory offload moves <amount>`"
+    return f"write `memory {name} allocates <amount>` or `memory {name} frees <amount>`"
+
+
+def _names_memory_action(decls: _Declarations) -> bool:
+    """Does the schedule name a memory action anywhere (a job, a table cell, a declaration)? Only then does its
+    job-type list hold them, so every other schedule's types, indices and codes are what they always were."""
+    names = {*MEMORY_NAMES, *(jt.letter for jt in MEMORY_TYPES)}
+    if names & (decls.costs.keys() | decls.memory.keys()):
+        return True
+    if any(subject in names for subject, _ in decls.memory_settings) or ("host", "limit") in decls.memory_settings:
+        return True
+    if any(key in COPY_COMM_KEYS for key in decls.comm) or any(rule.job in names for rule in decls.rules):
+        return True
+    for table in decls.tables:
+        for row in table.rows:
+            for cell in row.cells:
+                m = _CELL.match(cell.text)
+                if (m.group(1) if m else cell.text) in names:
+                    return True
+    stack = list(decls.order.body) if decls.order else []
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.JobStmt):
+            if stmt.name in names:
+                return True
+        elif isinstance(stmt, (ast.Repeat, ast.For)):
+            stack.extend(stmt.body)
+        elif isinstance(stmt, ast.If):
+            stack.extend(stmt.orelse)
+            for _, body in stmt.branches:
+                stack.extend(body)
+    return False
+
+
 def _annotation(seen: set[str]) -> str:
     """The Python annotation of values of these types: an int is a float where some call gives a float."""
     numbers = "float" if types.FLOAT in seen else "int" if INT in seen else None
@@ -712,6 +828,7 @@ _COLLECT = {
     ast.Comm: _Resolver._comm,
     ast.Memory: _Resolver._memory,
     ast.MemoryLimit: _Resolver._memory_limit,
+    ast.MemorySetting: _Resolver._memory_setting,
     ast.Rule: _Resolver._rule,
     ast.Order: _Resolver._order,
     ast.Table: _Resolver._table_item,

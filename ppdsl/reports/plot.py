@@ -70,7 +70,11 @@ def memory_timelines(jobs: Sequence[JobRecord], exp: Expansion, ranks: int) -> l
     for r, rows in enumerate(per_rank):
         rows.sort(key=lambda j: (j.step, j.start))
         # a job the schedule does not know (or a rank it does not have) allocates nothing we can account for
-        known = [(index[j.type], j.chunk, j.end) for j in rows if j.type in index and 0 <= j.chunk < exp.vpp]
+        known = [
+            (index[j.type], j.chunk, j.microbatch, j.start, j.end)
+            for j in rows
+            if j.type in index and 0 <= j.chunk < exp.vpp
+        ]
         out.append(memory_curve(exp, r, known) if r < exp.pp else [(0.0, 0.0)])
     return out
 
