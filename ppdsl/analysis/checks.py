@@ -638,6 +638,12 @@ def _render_unreloaded(exp: Expansion, group: Group) -> Diagnostic:
     return _render_action(exp, group)
 
 
+def _gradient_step(pos: list[int], base: int) -> int:
+    """The step of the job that needs a (chunk, micro-batch)'s activations: its backward, or its backward_b."""
+    b = pos[base + BACKWARD]
+    return b if b >= 0 else pos[base + BACKWARD_B]
+
+
 def _memory_action_types(view: RankJobs) -> tuple[int, int, int] | None:
     names = view.exp.type_names
     if "recompute" not in names:
@@ -661,8 +667,8 @@ def recompute_order(view: RankJobs, out: Findings) -> None:
         return
     rt = types[0]
     pos = view.pos
-    gradient = view.gradient_steps()
-    for (base, c, mb), grad in zip(view.bases(), gradient, strict=True):
+    for base, c, mb in view.bases():
+        grad = _gradient_step(pos, base)
         p = pos[base + rt]
         if p < 0:
             continue
@@ -688,8 +694,8 @@ def offload_order(view: RankJobs, out: Findings) -> None:
         return
     ot = types[1]
     pos = view.pos
-    gradient = view.gradient_steps()
-    for (base, c, mb), grad in zip(view.bases(), gradient, strict=True):
+    for base, c, mb in view.bases():
+        grad = _gradient_step(pos, base)
         p = pos[base + ot]
         if p < 0:
             continue
@@ -714,8 +720,8 @@ def reload_order(view: RankJobs, out: Findings) -> None:
         return
     _, ot, lt = types
     pos = view.pos
-    gradient = view.gradient_steps()
-    for (base, c, mb), grad in zip(view.bases(), gradient, strict=True):
+    for base, c, mb in view.bases():
+        grad = _gradient_step(pos, base)
         p = pos[base + lt]
         if p < 0:
             continue
@@ -741,8 +747,8 @@ def backward_without_reload(view: RankJobs, out: Findings) -> None:
         return
     _, ot, lt = types
     pos = view.pos
-    gradient = view.gradient_steps()
-    for (base, c, mb), grad in zip(view.bases(), gradient, strict=True):
+    for base, c, mb in view.bases():
+        grad = _gradient_step(pos, base)
         o = pos[base + ot]
         if o < 0 or grad < 0 or grad < o or pos[base + lt] >= 0:
             continue  # not offloaded, no backward, offloaded after it (S116's) or reloaded (S117 checks where)
