@@ -184,3 +184,16 @@ def test_moving_a_memory_action_past_its_backward_is_caught_by_its_rule(case, da
     actions = MemoryActions.of(exp)
     expected = {actions.recompute: {"S115"}, actions.offload: {"S116", "S117"}, actions.reload: {"S117"}}[t]
     assert codes == expected
+
+
+def test_a_measured_model_without_memory_actions_derives_them_from_the_forward_and_the_fraction():
+    from ppdsl.analysis.memory import MemoryModel
+
+    defn = resolve_text("memory recompute fraction = 0.75\ntable { rank 0: F0 R0 O0 L0 B0 optimizer }")
+    model = MemoryModel({0: {"forward": 1000.0, "backward": -1000.0}})
+    exp = expand(defn, 1, 1, memory=model)
+    names = exp.type_names
+    delta = {n: exp.mem_delta[names.index(n)][0][0] for n in ("recompute", "offload", "reload")}
+    assert delta == {"recompute": 750.0, "offload": -1000.0, "reload": 1000.0}
+    measured = MemoryModel({0: {"forward": 1000.0, "backward": -1000.0, "recompute": 900.0}})
+    assert expand(defn, 1, 1, memory=measured).mem_delta[names.index("recompute")][0][0] == 900.0
