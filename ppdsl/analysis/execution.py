@@ -264,8 +264,8 @@ def execute(
             code = jobs[i]
             mb = code // stride
             k = code - mb * stride
-            role = roles[k] if roles is not None else 0
-            if role == COPY_OUT or role == COPY_IN:  # on the copy stream: the rank's compute goes on at once
+            role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
+            if role and role <= COPY_IN:  # on the copy stream: the rank's compute goes on at once
                 ready = fin.get(code + deps[k], 0.0)
                 leave, arrive = copies[r].carry(role == COPY_IN, t_free if t_free > ready else ready, r_cost[k])
                 st_row[i], en_row[i] = leave, arrive
@@ -290,13 +290,16 @@ def execute(
                 st = start_time(t_free, e)
             else:
                 st = t_free
-            if role == NEEDS_RELOAD:
-                ready = fin.get(code + deps[k], 0.0)
-                if ready > st:
-                    st = ready
-            en = st + r_cost[k]
-            if role == COPY_SOURCE:
-                fin[code] = en
+            if role:
+                if role == NEEDS_RELOAD:
+                    ready = fin.get(code + deps[k], 0.0)
+                    if ready > st:
+                        st = ready
+                    en = st + r_cost[k]
+                else:  # COPY_SOURCE: a forward an offload reads
+                    en = fin[code] = st + r_cost[k]
+            else:
+                en = st + r_cost[k]
             st_row[i] = st
             en_row[i] = en
             if visits is not None:
@@ -337,7 +340,7 @@ def execute(
     return result
 
 
-# What a job is to the copy stream (`_copy_roles`)
+# What a job is to the copy stream (`_copy_roles`); the copies themselves are the lowest
 COPY_OUT, COPY_IN, COPY_SOURCE, NEEDS_RELOAD = 1, 2, 3, 4
 
 
