@@ -14,7 +14,7 @@ from ppdsl.analysis.checks import MAX_NOTES, check_ranks, used_types
 from ppdsl.analysis.execution import Execution, Wait, execute
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.grid import text_grid
-from ppdsl.analysis.memory import host_levels, rank_levels
+from ppdsl.analysis.memory import MemoryActions, host_levels, rank_levels
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_VALID, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
@@ -103,6 +103,13 @@ class CheckResult:
         """Per rank, in the expansion's memory unit."""
         return [r.peak_activations for r in self.ranks]
 
+    @property
+    def host_peak(self) -> float | None:
+        """All ranks' offloaded memory at its highest, for a schedule with memory actions (else None)."""
+        if not self.completed or self.expansion is None or MemoryActions.of(self.expansion) is None:
+            return None
+        return self.execution.host_peak
+
     def to_dict(self) -> dict:
         return {
             "schedule": self.defn.name if self.defn else None,
@@ -116,6 +123,11 @@ class CheckResult:
             "makespan": self.makespan,
             "bubble_ratio": self.bubble_ratio,
             "ranks": [r.to_dict() for r in self.ranks],
+            **(
+                {"host_peak": self.host_peak, "host_limit": self.expansion.host_limit}
+                if self.host_peak is not None
+                else {}
+            ),
         }
 
 

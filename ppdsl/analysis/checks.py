@@ -1,4 +1,5 @@
-"""Per-rank checks of an Expansion: completeness (S101, S102, S104, S107) and local order (S103).
+"""Per-rank checks of an Expansion: completeness (S101, S102, S104, S107), local order (S103) and where the
+memory actions run (S115-S118: recompute, offload, reload between a micro-batch's forward and its backward).
 
 Each rank owns every (job type, chunk, micro-batch) of its chunks: a forward, and either a backward or a
 backward_b + backward_w pair, and one of each auxiliary job type the schedule uses; the optimizer runs once,

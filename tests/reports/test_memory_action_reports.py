@@ -88,3 +88,12 @@ def test_compare_sweep_and_show_take_memory_actions(in_repo):
     assert invoke("sweep", "1f1b_selective", "--pp", "2,4", "-m", "4,8").exit_code == 0
     shown = invoke("show", "1f1b_recompute", "--pp", 2, "-m", 2)
     assert shown.exit_code == 0 and "R0" in shown.stdout and "R = recompute" in shown.stdout
+
+
+def test_check_reports_the_hosts_peak_for_schedules_that_offload(in_repo):
+    result = invoke("check", "interleaved1f1b_offload", "--pp", 2, "-m", 2, "--vpp", 2, "--format", "json")
+    report = json.loads(result.stdout)
+    assert (report["host_peak"], report["host_limit"]) == (4.0, None)  # 2 ranks x 2 micro-batches of chunk 0
+    assert "host_peak" not in json.loads(invoke("check", "1f1b", "--pp", 2, "-m", 2, "--format", "json").stdout)
+    text = invoke("check", "interleaved1f1b_offload", "--pp", 2, "-m", 2, "--vpp", 2).stdout
+    assert "host memory (all ranks' offloads): peak 4 at time" in text
