@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.memory import MemoryActions
 from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.common.text import count, numbered, ranges
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
@@ -646,10 +647,8 @@ def _gradient_step(pos: list[int], base: int) -> int:
 
 
 def _memory_action_types(view: RankJobs) -> tuple[int, int, int] | None:
-    names = view.exp.type_names
-    if "recompute" not in names:
-        return None
-    return names.index("recompute"), names.index("offload"), names.index("reload")
+    actions = MemoryActions.of(view.exp)
+    return None if actions is None else (actions.recompute, actions.offload, actions.reload)
 
 
 def _action_finding(view: RankJobs, out: Findings, render: Render, base: int, c: int, mb: int, step: int, **d):

@@ -179,6 +179,7 @@ def _build(
     _check_declared_numbers(defn, cost, "the cost of", cost_value_problem, defn.costs)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
     _check_declared_numbers(defn, mem, "the memory of", _finite_problem, {k: fn for k, (_, fn) in defn.memory.items()})
+    _check_memory_actions(defn, mem)
     latency = _call(defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
     bandwidth = _call(defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
     for key, value in (("latency", latency), ("bandwidth", bandwidth)):
@@ -240,6 +241,35 @@ def _build(
         host_limit=host_limit,
         copy_duplex=bool(copy[2]),
     )
+
+
+def _check_memory_actions(defn: ScheduleDef, mem) -> None:
+    """A recompute keeps, and an offload moves, an amount from 0 to what the forward allocates: more would make a
+    recompute free memory or an offload move what was never there."""
+    names = [jt.name for jt in defn.job_types]
+    if RECOMPUTE_NAME not in names:
+        return
+    forward = mem[0]
+    for name, verb in ((RECOMPUTE_NAME, "keeps"), (OFFLOAD_NAME, "moves")):
+        if name not in defn.memory:
+            continue
+        t = names.index(name)
+        for r, row in enumerate(mem[t]):
+            for c, value in enumerate(row):
+                amount = forward[r][c] - value if name == RECOMPUTE_NAME else -value
+                if not 0.0 <= amount <= forward[r][c] + 1e-12:
+                    where = f"rank {r}" + (f", chunk {c}" if len(row) > 1 else "")
+                    fn = defn.memory[name][1]
+                    raise DiagnosticError(
+                        [
+                            _bad_number(
+                                f"`memory {name} {verb}` gives {amount:g} at {where}, outside 0 .. the forward's "
+                                f"{forward[r][c]:g}",
+                                fn,
+                                "from 0 to what the forward allocates",
+                            )
+                        ]
+                    )
 
 
 def _copy_link(defn: ScheduleDef, env: dict) -> tuple[float, float | None, bool]:

@@ -112,3 +112,11 @@ def test_memory_setting_words_stay_free_as_names():
         "param fraction = 1\nparam limit = 1\nparam keeps = 0\norder { forward(mb = fraction + keeps - limit) }"
     )
     assert set(defn.params) == {"fraction", "limit", "keeps"}
+
+
+@pytest.mark.parametrize("decl", ["memory recompute keeps 2", "memory offload moves 1.5", "memory offload moves -1"])
+def test_an_action_cannot_keep_or_move_more_than_the_forward_allocates(decl):
+    with pytest.raises(DiagnosticError) as err:
+        expand(resolve_text(decl + "\n" + RECOMPUTE, "t.sched"), 1, 1)
+    (found,) = err.value.diagnostics
+    assert found.code == "E075" and "outside 0 .. the forward's 1" in found.message
