@@ -14,6 +14,7 @@ from ppdsl.analysis.checks import MAX_NOTES, check_ranks, used_types
 from ppdsl.analysis.execution import Execution, Wait, execute
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.grid import text_grid
+from ppdsl.analysis.memory import MemoryActions, host_levels, rank_levels
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_VALID, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
@@ -102,6 +103,13 @@ class CheckResult:
         """Per rank, in the expansion's memory unit."""
         return [r.peak_activations for r in self.ranks]
 
+    @property
+    def host_peak(self) -> float | None:
+        """All ranks' offloaded memory at its highest, for a schedule with memory actions (else None)."""
+        if not self.completed or self.expansion is None or MemoryActions.of(self.expansion) is None:
+            return None
+        return self.execution.host_peak
+
     def to_dict(self) -> dict:
         return {
             "schedule": self.defn.name if self.defn else None,
@@ -115,6 +123,11 @@ class CheckResult:
             "makespan": self.makespan,
             "bubble_ratio": self.bubble_ratio,
             "ranks": [r.to_dict() for r in self.ranks],
+            **(
+                {"host_peak": self.host_peak, "host_limit": self.expansion.host_limit}
+                if self.host_peak is not None
+                else {}
+            ),
         }
 
 
@@ -255,15 +268,47 @@ def memory_diagnostics(exp: Expansion, ex: Execution) -> list[Diagnostic]:
         limit = exp.memory_limit[stats.rank]
         if limit is None or stats.peak_activations <= limit + 1e-9:
             continue
-        rank, level = stats.rank, 0.0
-        for step, code in enumerate(exp.jobs[rank]):
-            t, chunk, _ = exp.decode(code)
-            level += exp.mem_delta[t][rank][chunk]
-            if level > limit + 1e-9:
-                site = exp.sites[rank][step]
-                over.setdefault(site, []).append((rank, step, ex.end[rank][step], level, limit))
+        rank = stats.rank
+        jobs = [(*exp.decode(code), ex.start[rank][i], ex.end[rank][i]) for i, code in enumerate(exp.jobs[rank])]
+        for lv in rank_levels(exp, rank, jobs):  # the accounting of the peak: copies counted when they happen
+            if lv.level > limit + 1e-9:
+                site = exp.sites[rank][lv.step]
+                over.setdefault(site, []).append((rank, lv.step, lv.time, lv.level, limit))
                 break
     return [_memory_diagnostic(exp, site, found) for site, found in over.items()]
+
+
+# --------------------------------------------------------------------------- S119: over the host's memory limit
+
+
+@schedule_check("S119")
+def host_over_limit(exp: Expansion, ex: Execution, rendezvous: bool) -> list[Diagnostic]:
+    """S119: the ranks' offloads together hold more host memory than `memory host limit`, at the offload whose
+    copy takes the host over it."""
+    limit = exp.host_limit
+    if limit is None or not ex.completed or ex.host_peak <= limit + 1e-9:
+        return []
+    first = next(lv for lv in host_levels(exp, ex.start, ex.end) if lv.level > limit + 1e-9)
+
+    def amount(value: float) -> str:
+        return format_bytes(value) if exp.memory_unit == "bytes" else count(value, "activation")
+
+    job = exp.label(exp.jobs[first.rank][first.step])
+    notes = [f"the host holds {amount(ex.host_peak)} at its peak, at time {ex.host_peak_time:g}"]
+    span = exp.defn.host_limit.span if exp.defn.host_limit is not None else None
+    if span is not None:
+        notes.append(f"the limit is the schedule's `memory host limit`, at {span.file}:{span.line}")
+    return [
+        Diagnostic(
+            "S119",
+            f"offloads hold more host memory than the host limit of {amount(limit)}",
+            exp.defn.sites[exp.sites[first.rank][first.step]].span,
+            label=f"`{job}` (step {first.step}) on rank {first.rank} takes the host to {amount(first.level)} "
+            f"at time {first.time:g}",
+            help="reload earlier, offload fewer micro-batches (or a smaller `fraction`), or raise the limit",
+            notes=notes,
+        )
+    ]
 
 
 def _memory_diagnostic(exp: Expansion, site: int, found: list[tuple[int, int, float, float, float]]) -> Diagnostic:

@@ -11,7 +11,12 @@ same); how this executor applies it:
 * an auxiliary job declared `receives` / `sends` takes over its anchor's receive / send;
 * by default a send never waits (stream-ordered, as Paddle's send streams); with `rendezvous=True` a send
   completes only when the receiving rank has reached the job that receives it (a blocking transport such as
-  gloo), so the sender's next job waits for that.
+  gloo), so the sender's next job waits for that;
+* memory actions (`timing.CopyStreams`, rule 6): an `offload` / `reload` is issued where the order puts it and
+  runs on the rank's copy stream, not its compute: it starts when the rank reaches it, its data is ready (the
+  forward ended / the offload's copy ended) and the stream is free; a backward (or backward_b) of a reloaded
+  (chunk, micro-batch) also waits for its reload's copy to end. A `recompute` is compute like a forward and reads
+  nothing from another stage, so it runs as soon as the rank reaches it, before the gradient arrives.
 
 A worklist wakes a rank only when what it waits for happens: O(jobs) for the whole schedule.
 """
@@ -21,9 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.memory import MemoryActions, host_levels, peak_level, rank_levels
 from ppdsl.analysis.records import Transfer
 from ppdsl.analysis.timing import (
     FLOW,
+    CopyStreams,
     Stream,
     after_rendezvous,
     input_stage,
@@ -95,6 +102,8 @@ class Execution:
     blocked: list[Wait] = field(default_factory=list)  # every rank that cannot move
     visits: list[tuple[int, int]] | None = None  # (rank, step) in the order jobs became runnable
     transfers: list[Transfer] | None = None  # with record_comms
+    host_peak: float = 0.0  # all ranks' offloaded memory at its highest (schedules with offloads)
+    host_peak_time: float = 0.0
 
     def merged_order(self) -> list[tuple[int, int]]:
         """Every rank's jobs as one sequence that respects all dependencies: by start time, ties in visit
@@ -216,6 +225,10 @@ def execute(
     slot_cost = [[exp.cost[t][r][c] for _, t, c in slots] for r in range(pp)]
     slot_link = [[transfer[t][r][c] for _, t, c in slots] for r in range(pp)]
     streams = [Stream() for _ in range(pp)]  # each rank's send stream: transfers leave one after another
+    # memory actions: per slot what the job is to the copy stream (see `_copy_roles`), None for plain schedules
+    roles, deps = _copy_roles(exp, used)
+    copies = [CopyStreams(exp.copy_duplex) for _ in range(pp)] if roles is not None else []
+    finished: list[dict[int, float]] = [{} for _ in range(pp)]  # rank -> code -> end, for the jobs copies read
     comms: list[Transfer] | None = [] if record_comms else None
     rank_of_stage = [r for r, _ in exp.rank_of_stage()]
     nsig = exp.nstages * m * 2
@@ -246,10 +259,21 @@ def execute(
             pending_send[r] = -1
         st_row, en_row = start[r], end[r]
         r_in, r_out, r_cost, r_link, stream = slot_in[r], slot_out[r], slot_cost[r], slot_link[r], streams[r]
+        fin = finished[r]
         while i < n:
             code = jobs[i]
             mb = code // stride
             k = code - mb * stride
+            role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
+            if role and role <= COPY_IN:  # on the copy stream: the rank's compute goes on at once
+                ready = fin.get(code + deps[k], 0.0)
+                leave, arrive = copies[r].carry(role == COPY_IN, t_free if t_free > ready else ready, r_cost[k])
+                st_row[i], en_row[i] = leave, arrive
+                fin[code] = arrive
+                if visits is not None:
+                    visits.append((r, i))
+                i += 1
+                continue
             off = r_in[k]
             if off >= 0:
                 sg = off + 2 * mb
@@ -266,7 +290,16 @@ def execute(
                 st = start_time(t_free, e)
             else:
                 st = t_free
-            en = st + r_cost[k]
+            if role:
+                if role == NEEDS_RELOAD:
+                    ready = fin.get(code + deps[k], 0.0)
+                    if ready > st:
+                        st = ready
+                    en = st + r_cost[k]
+                else:  # COPY_SOURCE: a forward an offload reads
+                    en = fin[code] = st + r_cost[k]
+            else:
+                en = st + r_cost[k]
             st_row[i] = st
             en_row[i] = en
             if visits is not None:
@@ -307,6 +340,38 @@ def execute(
     return result
 
 
+# What a job is to the copy stream (`_copy_roles`); the copies themselves are the lowest
+COPY_OUT, COPY_IN, COPY_SOURCE, NEEDS_RELOAD = 1, 2, 3, 4
+
+
+def _copy_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[int]]:
+    """Per slot of a code (`JobCodec.slots`): its role (an offload copies out, a reload copies in, a forward is an
+    offload's source, a backward / backward_b waits for its reload) and the code offset of the job it reads
+    (`code + offset`: the forward of an offload, the offload of a reload, the reload of a backward). None when
+    the schedule runs no copies, so that every other schedule takes the plain path."""
+    actions = MemoryActions.of(exp)
+    if actions is None or (actions.offload not in used and actions.reload not in used):
+        return None, []
+    roles, deps = [], []
+    for _, t, _ in exp.codec.slots():
+        if t == actions.offload:
+            roles.append(COPY_OUT)
+            deps.append(FORWARD - t)
+        elif t == actions.reload:
+            roles.append(COPY_IN)
+            deps.append(actions.offload - t)
+        elif t in (BACKWARD, BACKWARD_B):
+            roles.append(NEEDS_RELOAD)
+            deps.append(actions.reload - t)
+        elif t == FORWARD:
+            roles.append(COPY_SOURCE)
+            deps.append(0)
+        else:
+            roles.append(0)
+            deps.append(0)
+    return roles, deps
+
+
 def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage) -> Execution:
     pp = exp.pp
     signals = Signals(exp.microbatches)
@@ -344,6 +409,9 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
         if r in seen:
             cycle = [by_rank[x] for x in seen[seen.index(r) :]]
 
+    actions = MemoryActions.of(exp)
+    if actions is not None:
+        return _summarise_actions(exp, actions, start, end, cursor, cycle, blocked)
     ends = [row[cursor[r] - 1] if cursor[r] else 0.0 for r, row in enumerate(end)]
     makespan = max(ends) if ends else 0.0
     stats = []
@@ -368,6 +436,30 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
     total_idle = sum(s.idle for s in stats)
     bubble = total_idle / (pp * makespan) if makespan > 0 else 0.0
     return Execution(makespan, bubble, stats, start, end, cycle, blocked)
+
+
+def _summarise_actions(exp, actions: MemoryActions, start, end, cursor, cycle, blocked) -> Execution:
+    """`_summarise` for a schedule with memory actions: copies are not the rank's busy time (they run beside its
+    compute), a copy may end after the rank's last job, and memory is counted at every instant
+    (`analysis.memory`), on each rank and on the host."""
+    pp = exp.pp
+    ends = [max(row[: cursor[r]], default=0.0) for r, row in enumerate(end)]
+    makespan = max(ends) if ends else 0.0
+    stats = []
+    for r in range(pp):
+        jobs = [exp.decode(code) for code in exp.jobs[r][: cursor[r]]]
+        busy = sum(exp.cost[t][r][c] for t, c, _ in jobs if not actions.copies(t))
+        times = [(t, c, mb, start[r][i], end[r][i]) for i, (t, c, mb) in enumerate(jobs)]
+        peak = peak_level(rank_levels(exp, r, times))
+        level, at = (peak.level, peak.time) if peak else (0.0, 0.0)
+        stats.append(RankStats(r, busy, makespan - busy, level, at, len(exp.jobs[r])))
+    total_idle = sum(s.idle for s in stats)
+    bubble = total_idle / (pp * makespan) if makespan > 0 else 0.0
+    result = Execution(makespan, bubble, stats, start, end, cycle, blocked)
+    host = max(host_levels(exp, start, end), key=lambda lv: lv.level, default=None) if not blocked else None
+    if host is not None:
+        result.host_peak, result.host_peak_time = host.level, host.time
+    return result
 
 
 def _signal_job_label(exp: Expansion, sg: int, stage: int) -> str:

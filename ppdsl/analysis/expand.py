@@ -13,7 +13,7 @@ import math
 import traceback
 from dataclasses import dataclass, replace
 
-from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_value_problem
+from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_file_names, cost_value_problem
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
@@ -22,7 +22,7 @@ from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import Expr, ScheduleDef
 from ppdsl.language.jobs import JobCodec
-from ppdsl.language.jobtypes import default_cost
+from ppdsl.language.jobtypes import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost
 from ppdsl.language.runnable import compiled
 
 DEFAULT_BACKWARD_B_FREES = 0.5
@@ -167,6 +167,7 @@ def _build(
     _check_declared_numbers(defn, cost, "the cost of", cost_value_problem, defn.costs)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
     _check_declared_numbers(defn, mem, "the memory of", _finite_problem, {k: fn for k, (_, fn) in defn.memory.items()})
+    _check_memory_actions(defn, mem)
     latency = _call(defn, defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
     bandwidth = _call(defn, defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
     for key, value in (("latency", latency), ("bandwidth", bandwidth)):
@@ -190,6 +191,14 @@ def _build(
                     )
                 ]
             )
+    host_limit = (
+        _call(defn, defn.host_limit, {**env, "rank": 0}, defn.host_limit.span, real=True) if defn.host_limit else None
+    )
+    if host_limit is not None and not math.isfinite(host_limit):
+        raise DiagnosticError(
+            [_bad_number(f"the host memory limit {_finite_problem(host_limit)}", defn.host_limit, "a finite number")]
+        )
+    copy = _copy_link(defn, env)
     rules = [
         replace(rule, priority=None if prio is None else int(_call(defn, prio, env, rule.span)))
         for rule, prio in zip(defn.rules, defn.rule_priorities, strict=True)
@@ -198,6 +207,8 @@ def _build(
     if costs is not None:
         table = costs.apply(table, names, stage_of)
     assert len(table.jobs) == len(names)
+    mem_delta = mem if memory is None else memory.table(names, stage_of, [jt.fraction for jt in defn.job_types])
+    _memory_action_costs(defn, table.jobs, mem_delta, copy, _named_from_outside(costs))
     return Expansion(
         defn=defn,
         pp=pp,
@@ -210,12 +221,83 @@ def _build(
         cost=table.jobs,
         latency=table.latency,
         bandwidth=table.bandwidth,
-        mem_delta=mem if memory is None else memory.table(names, stage_of),
+        mem_delta=mem_delta,
         memory_limit=limit if memory_limit is None else [memory_limit] * pp,
         rules=rules,
         memory_unit="activations" if memory is None else memory.unit,
         memory_limit_given=memory_limit is not None,
+        host_limit=host_limit,
+        copy_duplex=bool(copy[2]),
     )
+
+
+def _check_memory_actions(defn: ScheduleDef, mem) -> None:
+    """A recompute keeps, and an offload moves, an amount from 0 to what the forward allocates: more would make a
+    recompute free memory or an offload move what was never there."""
+    names = [jt.name for jt in defn.job_types]
+    if RECOMPUTE_NAME not in names:
+        return
+    forward = mem[0]
+    for name, verb in ((RECOMPUTE_NAME, "keeps"), (OFFLOAD_NAME, "moves")):
+        if name not in defn.memory:
+            continue
+        t = names.index(name)
+        for r, row in enumerate(mem[t]):
+            for c, value in enumerate(row):
+                amount = forward[r][c] - value if name == RECOMPUTE_NAME else -value
+                if not 0.0 <= amount <= forward[r][c] + 1e-12:
+                    where = f"rank {r}" + (f", chunk {c}" if len(row) > 1 else "")
+                    fn = defn.memory[name][1]
+                    raise DiagnosticError(
+                        [
+                            _bad_number(
+                                f"`memory {name} {verb}` gives {amount:g} at {where}, outside 0 .. the forward's "
+                                f"{forward[r][c]:g}",
+                                fn,
+                                "from 0 to what the forward allocates",
+                            )
+                        ]
+                    )
+
+
+def _copy_link(defn: ScheduleDef, env: dict) -> tuple[float, float | None, bool]:
+    """(latency, bandwidth, duplex) of the host link the copy stream uses (`comm offload ...`)."""
+    comm = defn.comm
+    latency = _call(defn, comm["offload latency"], env, real=True) if "offload latency" in comm else 0.0
+    bandwidth = _call(defn, comm["offload bandwidth"], env, real=True) if "offload bandwidth" in comm else None
+    for key, value in (("offload latency", latency), ("offload bandwidth", bandwidth)):
+        problem = None if value is None else cost_value_problem(value, key)
+        if problem is not None:
+            raise DiagnosticError([_bad_number(f"`comm {key}` {problem}", comm[key], COST_RANGE)])
+    duplex = bool(_call(defn, comm["offload duplex"], env)) if "offload duplex" in comm else False
+    return latency, bandwidth or None, duplex
+
+
+def _named_from_outside(costs: CostSpec | None) -> set[str]:
+    """The job types whose cost `--cost` or `--costs FILE` gives."""
+    if costs is None:
+        return set()
+    return set(costs.pairs or ()) | {name for _, name in cost_file_names(costs.file or {})}
+
+
+def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[str]) -> None:
+    """Fill in the costs of memory actions nobody gave: a recompute takes what its forward takes (after the costs
+    from outside: `--cost forward=3` makes recomputes 3 too); with a host link (`comm offload bandwidth`), an
+    offload or reload takes the link's latency plus the bytes it moves over the bandwidth (else its type's
+    default). Called while the expansion is built, on tables nothing else holds yet."""
+    names = [jt.name for jt in defn.job_types]
+    if RECOMPUTE_NAME not in names:
+        return
+    latency, bandwidth, _ = copy
+    for name in (RECOMPUTE_NAME, OFFLOAD_NAME, RELOAD_NAME):
+        if name in defn.costs or name in given:
+            continue
+        t = names.index(name)
+        if name == RECOMPUTE_NAME:
+            cost[t] = [list(row) for row in cost[0]]
+        elif bandwidth is not None:
+            moved = mem_delta[names.index(OFFLOAD_NAME)]
+            cost[t] = [[latency + abs(m) / bandwidth for m in row] for row in moved]
 
 
 def _finite_problem(value: float) -> str | None:
@@ -513,7 +595,8 @@ def _cost_fns(defn: ScheduleDef):
 
 
 def _memory_fns(defn: ScheduleDef):
-    """Net activation change per job: forward +a, backward -a, backward_b -f, backward_w -(a - f)."""
+    """Net activation change per job: forward +a, backward -a, backward_b -f, backward_w -(a - f); recompute
+    +(a - keeps), offload -moves, reload +moves (a forward that a recompute follows allocates a - (a - keeps))."""
     fns = {}
     signed = {}
     for jt in defn.job_types:
@@ -523,13 +606,31 @@ def _memory_fns(defn: ScheduleDef):
             signed[jt.name] = (1.0 if verb == "allocates" else -1.0, fn)
     alloc = signed.get("forward", (1.0, 1.0))
     b_frees = signed.get("backward_b", (-1.0, DEFAULT_BACKWARD_B_FREES))
+    fraction = {jt.name: 1.0 if jt.fraction is None else jt.fraction for jt in defn.job_types}
+    declared = {name: defn.memory[name][1] for name in (RECOMPUTE_NAME, OFFLOAD_NAME) if name in defn.memory}
+
+    def kept(env):  # what the forward of a recomputed (chunk, micro-batch) keeps (its stage input)
+        if RECOMPUTE_NAME in declared:
+            return amount((1.0, declared[RECOMPUTE_NAME]), env)
+        return (1.0 - fraction[RECOMPUTE_NAME]) * amount(alloc, env)
+
+    def moved(env):  # what an offload copies to the host (and its reload back)
+        if OFFLOAD_NAME in declared:
+            return amount((1.0, declared[OFFLOAD_NAME]), env)
+        return fraction[OFFLOAD_NAME] * amount(alloc, env)
 
     def amount(pair, env):
         sign, fn = pair
         return sign * (_call(defn, fn, env, real=True) if isinstance(fn, Expr) else float(fn))
 
     for jt in defn.job_types:
-        if jt.name in signed and jt.name not in ("backward", "backward_w"):
+        if jt.name == RECOMPUTE_NAME:  # allocates the rest; the forward allocates it less (see analysis.memory)
+            fns[jt.name] = lambda env: amount(alloc, env) - kept(env)
+        elif jt.name == OFFLOAD_NAME:
+            fns[jt.name] = lambda env: -moved(env)
+        elif jt.name == RELOAD_NAME:
+            fns[jt.name] = moved
+        elif jt.name in signed and jt.name not in ("backward", "backward_w"):
             fns[jt.name] = (lambda pair: lambda env: amount(pair, env))(signed[jt.name])
         elif jt.name == "forward":
             fns[jt.name] = lambda env: amount(alloc, env)

@@ -38,6 +38,8 @@ class Expansion:
     rules: list[StreamRule]  # with priorities evaluated for these sizes
     memory_unit: str = "activations"  # or "bytes", with a memory model measured on a real program
     memory_limit_given: bool = False  # the limit came from outside the schedule (`--memory-limit`)
+    host_limit: float | None = None  # `memory host limit`: all ranks' offloaded memory together
+    copy_duplex: bool = False  # `comm offload duplex`: a copy stream per direction, else one copy at a time
 
     @property
     def ntypes(self) -> int:

@@ -4,6 +4,14 @@ measured on a real program that replaces the schedule's own.
 A job changes its rank's level by the expansion's `mem_delta` for its (type, rank, chunk): a forward allocates,
 a backward frees what its forward allocated, a split backward frees it in two parts (see `ppdsl.analysis.expand`).
 The level after a rank's k-th job is the sum of the first k deltas; the checker's peak is the largest of them.
+
+Memory actions (`MemoryActions`) change this in three ways, each counted at the instant it happens:
+- a forward whose (chunk, micro-batch) a `recompute` follows on its rank keeps only what the recompute needs:
+  it allocates `forward - recompute`, and the recompute allocates the rest (`mem_delta` of recompute) when it ends;
+- an `offload` frees what it moves when its copy *ends* (the bytes are on the device until then), and a `reload`
+  holds them from when its copy *starts*: copies run beside compute, so these changes fall between compute jobs;
+- the host holds what an offload moves from its copy's start to its reload's end (`host_levels`, all ranks).
+At one instant, frees of finished offloads count first, then compute jobs in their order, then reloads starting.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.language.jobtypes import FORWARD, MEMORY_NAMES, OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME
 
 
 @dataclass(frozen=True)
@@ -23,12 +32,27 @@ class MemoryModel:
     delta: Mapping[int, Mapping[str, float]]  # stage -> job type name -> bytes
     unit: str = "bytes"
 
-    def table(self, type_names: Sequence[str], stage_of: Sequence[Sequence[int]]) -> list[list[list[float]]]:
-        """[type][rank][chunk], the form of `Expansion.mem_delta`."""
+    def table(
+        self,
+        type_names: Sequence[str],
+        stage_of: Sequence[Sequence[int]],
+        fractions: Sequence[float | None] | None = None,
+    ) -> list[list[list[float]]]:
+        """[type][rank][chunk], the form of `Expansion.mem_delta`. A memory action the model does not measure is
+        derived from the stage's forward and the action's `fraction` (all of it when None): a recompute allocates
+        that fraction, an offload frees it, a reload allocates it again."""
         nothing: Mapping[str, float] = {}
-        return [
-            [[float(self.delta.get(s, nothing).get(name, 0)) for s in row] for row in stage_of] for name in type_names
-        ]
+        fraction = dict(zip(type_names, fractions or [None] * len(type_names), strict=True))
+
+        def value(stage: int, name: str) -> float:
+            measured = self.delta.get(stage, nothing)
+            if name in measured or name not in MEMORY_NAMES:
+                return float(measured.get(name, 0))
+            part = fraction.get(name)
+            amount = float(measured.get("forward", 0)) * (1.0 if part is None else part)
+            return -amount if name == OFFLOAD_NAME else amount
+
+        return [[[value(s, name) for s in row] for row in stage_of] for name in type_names]
 
 
 # How a memory model is measured for a scenario: on the program as an expansion's orders cut it (which job
@@ -36,14 +60,128 @@ class MemoryModel:
 MeasureMemory = Callable[[Expansion], MemoryModel]
 
 
-def memory_curve(exp: Expansion, rank: int, jobs: Iterable[tuple[int, int, float]]) -> list[tuple[float, float]]:
-    """(time, level) after each job that changes the level, from (type index, chunk, end time) of `rank`'s jobs
-    in order: a step function starting at (0, 0)."""
+@dataclass(frozen=True)
+class MemoryActions:
+    """Where a schedule's memory actions are among its job types (their indices differ by schedule: a schedule
+    has them only when it names them, see `ppdsl.language.jobtypes`)."""
+
+    recompute: int
+    offload: int
+    reload: int
+
+    @classmethod
+    def of(cls, exp: Expansion) -> MemoryActions | None:
+        names = exp.type_names
+        if RECOMPUTE_NAME not in names:
+            return None
+        return cls(names.index(RECOMPUTE_NAME), names.index(OFFLOAD_NAME), names.index(RELOAD_NAME))
+
+    def copies(self, t: int) -> bool:
+        """Does a job of type `t` run on the copy stream?"""
+        return t == self.offload or t == self.reload
+
+
+# A job as the accounting reads it: (type index, chunk, micro-batch, start, end), in the rank's order.
+JobTimes = tuple[int, int, int, float, float]
+
+
+def job_deltas(exp: Expansion, rank: int, jobs: Sequence[tuple[int, int, int]]) -> list[float]:
+    """What each of `rank`'s jobs (type, chunk, micro-batch), in order, changes its level by: the expansion's
+    `mem_delta`, but a forward whose (chunk, micro-batch) a recompute follows allocates only what it keeps."""
     delta = exp.mem_delta
-    level, points = 0.0, [(0.0, 0.0)]
-    for t, chunk, end in jobs:
-        change = delta[t][rank][chunk]
-        if change:
-            level += change
-            points.append((end, level))
-    return points
+    out = [delta[t][rank][c] for t, c, _ in jobs]
+    actions = MemoryActions.of(exp)
+    if actions is None:
+        return out
+    recomputed = {(c, mb) for t, c, mb in jobs if t == actions.recompute}
+    if recomputed:
+        for i, (t, c, mb) in enumerate(jobs):
+            if t == FORWARD and (c, mb) in recomputed:
+                out[i] -= delta[actions.recompute][rank][c]
+    return out
+
+
+@dataclass(frozen=True)
+class Level:
+    """A rank's level after one change: when, how much, and the step of the job that made it."""
+
+    time: float
+    level: float
+    step: int
+
+
+def rank_levels(exp: Expansion, rank: int, jobs: Sequence[JobTimes]) -> list[Level]:
+    """The rank's level after every job that changes it, in time order (see the module's rules): the one
+    accounting of peaks, limits and memory panels."""
+    deltas = job_deltas(exp, rank, [(t, c, mb) for t, c, mb, _, _ in jobs])
+    actions = MemoryActions.of(exp)
+    level, out = 0.0, []
+    if actions is None or not any(actions.copies(j[0]) for j in jobs):
+        for i, (job, change) in enumerate(zip(jobs, deltas, strict=True)):
+            if change:
+                level += change
+                out.append(Level(job[4], level, i))
+        return out
+    events = []
+    for i, (job, change) in enumerate(zip(jobs, deltas, strict=True)):
+        if not change:
+            continue
+        t, start, end = job[0], job[3], job[4]
+        if t == actions.offload:
+            events.append((end, 0, i, change))
+        elif t == actions.reload:
+            events.append((start, 2, i, change))
+        else:
+            events.append((end, 1, i, change))
+    events.sort()
+    for time, _, i, change in events:
+        level += change
+        out.append(Level(time, level, i))
+    return out
+
+
+def peak_level(levels: Sequence[Level]) -> Level | None:
+    """The first highest level (None: the level never rises above 0)."""
+    best: Level | None = None
+    for lv in levels:
+        if lv.level > (best.level if best else 0.0):
+            best = lv
+    return best
+
+
+def memory_curve(exp: Expansion, rank: int, jobs: Iterable[JobTimes]) -> list[tuple[float, float]]:
+    """(time, level) after each change, from (type index, chunk, micro-batch, start, end) of `rank`'s jobs in
+    order: a step function starting at (0, 0)."""
+    return [(0.0, 0.0), *((lv.time, lv.level) for lv in rank_levels(exp, rank, list(jobs)))]
+
+
+@dataclass(frozen=True)
+class HostLevel:
+    """The host's level (all ranks' offloaded memory) after one change, and the job that made it."""
+
+    time: float
+    level: float
+    rank: int
+    step: int
+
+
+def host_levels(exp: Expansion, start: Sequence[Sequence[float]], end: Sequence[Sequence[float]]) -> list[HostLevel]:
+    """The host's level over time: an offload holds what it moves from its copy's start, its reload gives it
+    back at its copy's end (at one instant, gives back first)."""
+    actions = MemoryActions.of(exp)
+    if actions is None:
+        return []
+    events = []
+    for r, codes in enumerate(exp.jobs):
+        for i, code in enumerate(codes[: len(end[r])]):
+            t, c, _ = exp.decode(code)
+            if t == actions.offload:
+                events.append((start[r][i], 1, r, i, -exp.mem_delta[t][r][c]))
+            elif t == actions.reload:
+                events.append((end[r][i], 0, r, i, -exp.mem_delta[t][r][c]))
+    events.sort()
+    level, out = 0.0, []
+    for time, _, r, i, change in events:
+        level += change
+        out.append(HostLevel(time, level, r, i))
+    return out

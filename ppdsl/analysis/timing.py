@@ -15,6 +15,15 @@ synthesizer's list scheduler (`synth.greedy`), and the CP-SAT models (`synth.exa
 5. **Rendezvous** (only with `rendezvous=True`, a blocking transport such as gloo): a send completes only when
    the receiving rank has reached the job that receives it, and the sender's next job waits for that
    (`after_rendezvous`).
+6. **Copies** (memory actions, `CopyStreams`): a rank copies activations to the host (`offload`) and back
+   (`reload`) on its copy stream, beside its compute: a copy starts when the rank's order reaches it, its data is
+   ready (the forward has ended; the offload's copy has ended) and the stream is free, and takes its cost (from
+   `cost offload`, or `comm offload latency` + the bytes it moves / `comm offload bandwidth`). Copies overlap
+   compute, not each other: by default one copy at a time in either direction (one stream); with
+   `comm offload duplex = true` an offload and a reload may run at once (a stream per direction, as a GPU's two
+   copy engines), each direction still one at a time. A backward (or backward_b) of a reloaded (chunk,
+   micro-batch) waits for its reload's end (`SAME_STAGE_INPUT`'s copy form). A `recompute` is compute and reads
+   only its own stage's forward input, so it starts when the rank reaches it, before its gradient arrives.
 
 How each engine holds to it:
 - `execute` and `greedy` call these functions for every job (the same `Stream` objects, the same link tables
@@ -26,10 +35,14 @@ How each engine holds to it:
   sends it, `synth.exact.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
   anyone reads its makespan.
 
-Extending the rule (the next job kinds, such as an activation offload / reload on a copy stream): a kind that
-moves data to a neighbouring stage adds its row to `FLOW`; a kind that rides a stream of its own gets a `Stream`
-per rank in the engines that model it, and its transfer time next to `transfer_seconds`; a kind that reads a job
-of its own stage (as `backward_w` reads `backward_b`) adds its row to `SAME_STAGE_INPUT`.
+Rule 6 is modelled by `execute` only: the synthesizer's engines refuse a probe schedule with memory actions
+(`synth.problem`, issue 18), so no engine can time them differently.
+
+Extending the rule: a kind that moves data to a neighbouring stage adds its row to `FLOW`; a kind that rides a
+stream of its own gets a `Stream` per rank in the engines that model it (as the copies' `CopyStreams`), and its
+transfer time next to `transfer_seconds`; a kind that reads a job of its own stage (as `backward_w` reads
+`backward_b`) adds its row to `SAME_STAGE_INPUT`. The memory actions' indices differ by schedule (they exist
+only in schedules that name them), so their rows are not in these index tables but in `execution._copy_roles`.
 """
 
 from __future__ import annotations
@@ -114,6 +127,20 @@ class Stream:
         leave = end if end > self.free else self.free
         self.free = arrive = leave + seconds
         return arrive
+
+
+class CopyStreams:
+    """Rule 6: a rank's copy stream(s) to host memory: one for both directions, or one per direction (duplex)."""
+
+    __slots__ = ("back", "out")
+
+    def __init__(self, duplex: bool) -> None:
+        self.out = Stream()  # device -> host (offload)
+        self.back = Stream() if duplex else self.out  # host -> device (reload)
+
+    def carry(self, inward: bool, ready: float, seconds: float) -> tuple[float, float]:
+        """(start, end) of a copy (a reload when `inward`) whose data is ready at `ready`."""
+        return (self.back if inward else self.out).carry(ready, seconds)
 
 
 def after_rendezvous(free: float, received: float) -> float:

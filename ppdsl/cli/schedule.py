@@ -115,6 +115,13 @@ def print_report(result: CheckResult) -> None:
             "-" if r.memory_limit is None else (format_bytes(r.memory_limit) if in_bytes else f"{r.memory_limit:g}"),
         )
     out.print(table)
+    if result.host_peak is not None:  # a schedule with memory actions: what its offloads hold on the host
+        amount = format_bytes if in_bytes else "{:g}".format
+        limit = exp.host_limit
+        out.print(
+            f"host memory (all ranks' offloads): peak {amount(result.host_peak)} at time "
+            f"{result.execution.host_peak_time:g}" + ("" if limit is None else f", limit {amount(limit)}")
+        )
 
 
 @app.command("expand")
@@ -141,6 +148,12 @@ def expand_cmd(
         text = formats.to_csv(exp)
     elif fmt is ExpandFormat.torch_csv:
         text = formats.to_torch_csv(exp)
+        dropped = formats.torch_dropped(exp)
+        if dropped:  # the compute is exported; say what the format cannot hold rather than lose it silently
+            jobs = ", ".join(f"{n} `{name}`" for name, n in dropped.items())
+            err.print(
+                styled(("warning", "yellow"), f": PyTorch's compute-only CSV has no memory actions: left out {jobs}")
+            )
         # what a torch user builds: one PipelineStage per stage of the rank's row (to stderr: `-o -` pipes the CSV)
         for r, stages in enumerate(exp.stage_of):
             listed = ", ".join(str(s) for s in sorted(stages))

@@ -107,6 +107,10 @@ _SUMMARIES = {
     "E097": "`ppdsl fmt` would have changed a file's tokens or comments (a bug): the file is left as it was",
     "E098": "a `# ppdsl:` directive (the sizes the language server checks a file at) cannot be read",
     "E099": "`ppdsl lsp` needs pygls, which is not installed",
+    "E080": "a `memory` declaration's verb does not fit its job type (`keeps` is recompute's, `moves` offload's)",
+    "E081": "an unknown `memory <subject> <setting>` (host limit, recompute / offload fraction)",
+    "E082": "a memory action's fraction is not a literal number in (0, 1]",
+    "E083": "synth was given a schedule with memory actions, which its engines do not time yet",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",
@@ -122,6 +126,11 @@ _SUMMARIES = {
     "S112": "no table for these sizes",
     "S113": "the order takes more evaluation steps than these sizes allow",
     "S114": "no schedule fits the memory limit",
+    "S115": "a recompute before its forward or after its backward",
+    "S116": "an offload before its forward or after its backward",
+    "S117": "a reload without its offload before it, or after its backward",
+    "S118": "the backward of an offloaded micro-batch runs without its reload",
+    "S119": "offloads hold more host memory than `memory host limit`",
 }
 
 REGISTRY: dict[str, Code] = {code: Code(code, summary) for code, summary in _SUMMARIES.items()}

@@ -801,6 +801,77 @@ EXPLANATIONS: dict[str, Explanation] = {
             "--pp 3 -m 2",
         ),
     ),
+    "E080": Explanation(
+        "A `memory` declaration says what a job of its type does to memory, with the verb of that type: a compute "
+        "job `allocates` or `frees` (`memory forward allocates 2`); a recompute says what its forward `keeps` "
+        "for it (the stage input: `memory recompute keeps 0.1`), an offload what it `moves` to the host "
+        "(`memory offload moves 0.5`). A reload brings back what its offload moved, so it has no declaration.",
+        sched(
+            """
+            memory recompute allocates 1
+            order { forward * microbatches  recompute * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            memory recompute keeps 0.1
+            order { forward * microbatches  recompute * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "E081": Explanation(
+        "`memory <subject> <setting> = ...` names a memory setting: `memory host limit` (the host memory all "
+        "ranks' offloads may hold together), `memory recompute fraction` and `memory offload fraction` (the part "
+        "of a micro-batch's activations each recompute rebuilds or each offload moves). Nothing else is one.",
+        sched(
+            """
+            memory reload fraction = 0.5
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            memory offload fraction = 0.5
+            order { forward * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "E082": Explanation(
+        "A memory action's fraction (`memory recompute fraction = 0.5`) is the part of a (chunk, micro-batch)'s "
+        "activations it handles: a literal number above 0 and at most 1, the same for every such job of the "
+        "schedule (the runtime builds one partial program for it). Which micro-batches are recomputed or "
+        "offloaded at all is the order's choice.",
+        sched(
+            """
+            memory recompute fraction = 1.5
+            order { forward * microbatches  recompute * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            memory recompute fraction = 0.5
+            order { forward * microbatches  recompute * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "E083": Explanation(
+        "The synthesizer's engines (greedy, CP-SAT, windows, periodic) time forwards and backwards only; a "
+        "schedule with recompute, offload or reload jobs is checked and simulated by `ppdsl check` and "
+        "`ppdsl plot`, whose executor models the copy stream, but synth refuses it rather than time it wrongly.",
+        cmd(
+            "python -c 'import ppdsl; from ppdsl.synth.problem import problem_from_expansion as p; "
+            'p(ppdsl.expand("recompute.sched", pp=2, microbatches=2), "looped", "auto")\'',
+            note="(through the Python API only: the command line's synth never reads a schedule)",
+            setting="a Python caller handing synth a schedule with memory actions",
+        ),
+        cmd("ppdsl synth --pp 4 -m 8 --memory-limit 4 --time-limit 1 -o found.sched"),
+    ),
     "E042": Explanation(
         "`ppdsl synth` checks the file it writes before it writes it: the checker must prove it valid with the "
         "makespan the search measured. They share one execution model, so this never happens unless ppdsl has a "
@@ -1401,5 +1472,89 @@ EXPLANATIONS: dict[str, Explanation] = {
         "file is left as it was, and the other files are formatted. Please report it with the file.",
         cmd("ppdsl fmt example.sched", note="(only with a bug in ppdsl fmt)", setting="a bug in ppdsl fmt"),
         cmd("ppdsl fmt example.sched", files=((SCHED, GPIPE + "\n"),)),
+    ),
+    "S115": Explanation(
+        "A `recompute` re-runs a (chunk, micro-batch)'s forward ops from the stage input its forward kept, so that "
+        "the backward finds the activations: it runs after that forward and before that backward (or backward_b) "
+        "on the rank. It need not wait for the gradient: placed before the backward, it fills the wait for it.",
+        sched(
+            """
+            order { forward * microbatches  backward * microbatches  recompute * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            order { forward * microbatches  recompute * microbatches  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "S116": Explanation(
+        "An `offload` copies a (chunk, micro-batch)'s activations to host memory after its forward made them, on the "
+        "rank's copy stream: before the forward there is nothing to copy, and after the backward nothing is left.",
+        sched(
+            """
+            order { repeat microbatches { offload forward }  repeat microbatches { reload backward }  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            order { repeat microbatches { forward offload }  repeat microbatches { reload backward }  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "S117": Explanation(
+        "A `reload` copies back what its (chunk, micro-batch)'s `offload` moved to the host, for the backward: it "
+        "runs after that offload and before that backward (early enough, the copy hides behind compute).",
+        sched(
+            """
+            order { forward * microbatches  repeat microbatches { reload backward }  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            order { repeat microbatches { forward offload }  repeat microbatches { reload backward }  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "S118": Explanation(
+        "After an `offload`, a (chunk, micro-batch)'s activations are on the host: its backward cannot run until a "
+        "`reload` has brought them back, so every offloaded micro-batch has a reload before its backward.",
+        sched(
+            """
+            order { repeat microbatches { forward offload }  backward * microbatches  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            order { repeat microbatches { forward offload }  repeat microbatches { reload backward }  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+    ),
+    "S119": Explanation(
+        "Offloaded activations are held in host memory from the offload's copy until the reload's copy ends; "
+        "`memory host limit` bounds what all ranks hold there together. The message names the offload whose copy "
+        "takes the host over the limit, and when.",
+        sched(
+            """
+            memory host limit = 2
+            order { repeat microbatches { forward offload }  repeat microbatches { reload backward }  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
+        sched(
+            """
+            memory host limit = 4
+            order { repeat microbatches { forward offload }  repeat microbatches { reload backward }  optimizer }
+            """,
+            "--pp 2 -m 2",
+        ),
     ),
 }

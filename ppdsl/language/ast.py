@@ -188,7 +188,7 @@ class Cost:
 
 @dataclass(frozen=True)
 class Comm:
-    key: str  # latency | bandwidth
+    key: str  # latency | bandwidth | offload bandwidth | offload latency | offload duplex
     value: Expr
     span: Span
 
@@ -196,13 +196,23 @@ class Comm:
 @dataclass(frozen=True)
 class Memory:
     job: str
-    verb: str  # allocates | frees
+    verb: str  # allocates | frees | keeps (recompute) | moves (offload)
     value: Expr
     span: Span
 
 
 @dataclass(frozen=True)
 class MemoryLimit:
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class MemorySetting:
+    """`memory host limit = ...`, `memory recompute fraction = 0.5`: a named setting of memory."""
+
+    subject: str
+    key: str
     value: Expr
     span: Span
 
@@ -265,6 +275,7 @@ Item = (
     | Comm
     | Memory
     | MemoryLimit
+    | MemorySetting
     | Rule
     | Order
     | Table

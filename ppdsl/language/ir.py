@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Span
 from ppdsl.common.text import job_label
-from ppdsl.language.jobtypes import BUILTIN, letter_of
+from ppdsl.language.jobtypes import BUILTIN, MEMORY_NAMES, letter_of
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,11 @@ class JobType:
     `before` / `after` tie an auxiliary job (Paddle's `recv_forward`, `send_backward`) to the job of the same
     chunk and micro-batch it must precede or follow; `receives` / `sends` move that job's cross-stage
     communication onto this one.
+
+    `fraction` (memory actions only, `memory recompute fraction = 0.5`): the part of a (chunk, micro-batch)'s
+    activations a `recompute` rebuilds or an `offload` / `reload` moves (None: all of them). It is the job type's,
+    so every such job of the schedule is as partial; which micro-batches are recomputed or offloaded at all is the
+    order's choice.
     """
 
     name: str
@@ -33,6 +38,7 @@ class JobType:
     receives: bool = False
     sends: bool = False
     span: Span | None = None
+    fraction: float | None = None
 
     @property
     def per_chunk(self) -> bool:
@@ -40,7 +46,7 @@ class JobType:
 
     def to_dict(self) -> dict:
         """The plain form generated plan modules and the runtime exchange (`JOB_TYPES`)."""
-        return {
+        out = {
             "name": self.name,
             "region": self.region,
             "ops": list(self.ops),
@@ -49,6 +55,9 @@ class JobType:
             "receives": self.receives,
             "sends": self.sends,
         }
+        if self.name in MEMORY_NAMES:  # only memory actions have one: every other plan's table stays as it was
+            out["fraction"] = self.fraction
+        return out
 
     @property
     def builtin(self) -> bool:
@@ -230,6 +239,7 @@ class ScheduleDef:
     sites: tuple[Site, ...]
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, every file read
     functions: tuple[Function, ...] = ()
+    host_limit: Expr | None = None  # `memory host limit = ...`: all ranks' offloaded memory, at `rank` 0
 
     def type_index(self, name: str) -> int:
         for i, jt in enumerate(self.job_types):

@@ -2,6 +2,11 @@
 
 Every schedule's job-type list starts with these five, in this order, so their indices are the same in every
 `ScheduleDef` and `Expansion`; a schedule's own job types (`job recv_forward : ...`) follow them.
+
+The memory actions (`MEMORY_TYPES`: recompute, offload, reload) are built-in too, but a schedule's list holds them
+only when the schedule names one of them (then all three, right after the five): every other schedule keeps the
+job types, indices and job codes it always had. Their indices therefore differ by schedule: code asks a schedule
+(`ScheduleDef.type_index("recompute")`, `ppdsl.analysis.memory.MemoryActions`), never a constant.
 """
 
 from __future__ import annotations
@@ -28,11 +33,22 @@ BUILTIN_TYPES: tuple[BuiltinJobType, ...] = (
     BuiltinJobType("optimizer", "optimize", None, 0.0, 5, "bold white on magenta", "#b5489a"),
 )
 FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER = range(len(BUILTIN_TYPES))
-BUILTIN = {jt.name: jt for jt in BUILTIN_TYPES}
+# The memory actions, per (chunk, micro-batch) like a forward. `recompute` re-runs the forward's ops before the
+# backward (a compute job); `offload` / `reload` copy the activations to host memory and back on the rank's copy
+# stream, beside its compute (their regions name what the runtime builds for them, not a part of the program).
+RECOMPUTE_NAME, OFFLOAD_NAME, RELOAD_NAME = "recompute", "offload", "reload"
+MEMORY_TYPES: tuple[BuiltinJobType, ...] = (
+    BuiltinJobType(RECOMPUTE_NAME, "forward", "R", 1.0, 0, "bold white on dark_blue", "#7b9fd6"),
+    BuiltinJobType(OFFLOAD_NAME, "offload", "O", 0.5, 0, "bold black on orange1", "#f08a3c"),
+    BuiltinJobType(RELOAD_NAME, "reload", "L", 0.5, 0, "bold black on light_salmon1", "#c8642a"),
+)
+MEMORY_NAMES = tuple(jt.name for jt in MEMORY_TYPES)
+COPY_NAMES = (OFFLOAD_NAME, RELOAD_NAME)  # the jobs that run on the copy stream, not on the rank's compute
+BUILTIN = {jt.name: jt for jt in (*BUILTIN_TYPES, *MEMORY_TYPES)}
 BUILTIN_NAMES = tuple(BUILTIN)
-LETTERS = {jt.letter: jt.name for jt in BUILTIN_TYPES if jt.letter}  # F -> forward
+LETTERS = {jt.letter: jt.name for jt in BUILTIN.values() if jt.letter}  # F -> forward, R -> recompute
 COMPUTE_TYPES = BUILTIN_NAMES[:4]  # the types a micro-batch's compute consists of (PyTorch's F, B, I, W)
-REGIONS = tuple(jt.region for jt in BUILTIN_TYPES)
+REGIONS = tuple(jt.region for jt in BUILTIN_TYPES)  # the regions a schedule's own job types may take ops from
 
 # A schedule's own job type: no cost unless declared, programs after the built-in compute, shown in greys.
 USER_PROGRAM_ORDER = 4

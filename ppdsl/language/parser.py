@@ -76,7 +76,7 @@ def _friendly_expected(expected: set[str] | frozenset[str], parser: Lark) -> lis
         "COMP_OP": "a comparison",
         "ADD_OP": "`+` or `-`",
         "MUL_OP": "`*`, `//`, `%` or `/`",
-        "MEMORY_VERB": "`allocates` or `frees`",
+        "MEMORY_VERB": "`allocates`, `frees`, `keeps` or `moves`",
         "$END": "end of file",
     }
     by_name = {t.name: t for t in parser.terminals}
@@ -840,8 +840,8 @@ class _ToAst:
         return ast.Cost(str(name), value, self._span(meta))
 
     def comm(self, meta, children):
-        name, value = children
-        return ast.Comm(str(name), value, self._span(meta))
+        *names, value = children  # `comm latency = ...`, or a link's setting: `comm offload bandwidth = ...`
+        return ast.Comm(" ".join(map(str, names)), value, self._span(meta))
 
     def memory(self, meta, children):
         name, verb, value = children
@@ -849,6 +849,10 @@ class _ToAst:
 
     def memory_limit(self, meta, children):
         return ast.MemoryLimit(children[0], self._span(meta))
+
+    def memory_setting(self, meta, children):
+        subject, key, value = children
+        return ast.MemorySetting(str(subject), str(key), value, self._span(meta))
 
     def rule(self, meta, children):
         pattern = _unquote(children[0])

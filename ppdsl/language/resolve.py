@@ -30,7 +30,17 @@ from ppdsl.language.ir import (
     StreamRule,
     TableDef,
 )
-from ppdsl.language.jobtypes import BUILTIN_NAMES, BUILTIN_TYPES, COMPUTE_TYPES, LETTERS, REGIONS
+from ppdsl.language.jobtypes import (
+    BUILTIN_NAMES,
+    BUILTIN_TYPES,
+    COMPUTE_TYPES,
+    LETTERS,
+    MEMORY_NAMES,
+    MEMORY_TYPES,
+    OFFLOAD_NAME,
+    REGIONS,
+    RELOAD_NAME,
+)
 from ppdsl.language.library import missing_schedule_help
 from ppdsl.language.parser import parse, paused_gc
 from ppdsl.language.pysource import site_text
@@ -41,6 +51,12 @@ from ppdsl.language.types import BOOL, INT, NUMBER
 COMM_KEYS = ("latency", "bandwidth")
 PER_JOB = ("rank", "chunk", "stage")  # what a cost or memory expression reads besides the sizes and parameters
 Parse = Callable[[str, str], ast.SchedFile]  # (text, file) -> its syntax tree; raises DiagnosticError
+# The host link of the copy stream (offload / reload): its time per byte, its latency, and whether it copies both
+# ways at once (full duplex: a stream per direction) or one copy at a time (the default).
+COPY_COMM_KEYS = ("offload bandwidth", "offload latency", "offload duplex")
+# `memory <job> <verb> ...`: the verbs each job type takes (the compute types and a schedule's own: allocates/frees)
+MEMORY_VERBS = {"recompute": ("keeps",), "offload": ("moves",), "reload": ()}
+FRACTION_TYPES = ("recompute", "offload")  # `memory <job> fraction = ...`; a reload moves what its offload moved
 _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
 
 
@@ -83,6 +99,7 @@ class _Declarations:
     comm: dict[str, ast.Comm] = field(default_factory=dict)
     memory: dict[str, ast.Memory] = field(default_factory=dict)
     memory_limit: ast.MemoryLimit | None = None
+    memory_settings: dict[tuple[str, str], ast.MemorySetting] = field(default_factory=dict)
     requires: list[ast.Require] = field(default_factory=list)
     rules: list[ast.Rule] = field(default_factory=list)
     placement: ast.Placement | None = None
@@ -243,6 +260,11 @@ class _Resolver:
         if self._single(decls, ("memory limit",), item_file, item.span, "the memory limit"):
             decls.memory_limit = item
 
+    def _memory_setting(self, decls: _Declarations, item_file: str, item: ast.MemorySetting) -> None:
+        key = (item.subject, item.key)
+        if self._single(decls, ("memory", *key), item_file, item.span, f"`memory {item.subject} {item.key}`"):
+            decls.memory_settings[key] = item
+
     def _rule(self, decls: _Declarations, item_file: str, item: ast.Rule) -> None:
         decls.rules.append(item)
 
@@ -264,7 +286,8 @@ class _Resolver:
 
     def _compile(self, decls: _Declarations, file: str) -> ScheduleDef:
         """Every declaration compiled against the job types and parameters; all errors raised together."""
-        job_types = self._job_types(decls.jobs)
+        actions = self._memory_actions(decls)  # checks every `memory <x> <setting>`, used or not
+        job_types = self._job_types(decls.jobs, actions if _names_memory_action(decls) else [])
         env = _Environment(decls.params, job_types)
         self.exprs.job_names = frozenset(env.type_index)
         functions = self._compile_functions(decls, env)
@@ -274,6 +297,8 @@ class _Resolver:
         comm = self._compile_comm(decls.comm, env)
         memory = self._compile_memory(decls.memory, env)
         limit = self._compile_memory_limit(decls.memory_limit, env)
+        host = decls.memory_settings.get(("host", "limit"))
+        host_limit = self._compile_memory_limit(host, env, "the host memory limit") if host else None
         rules, priorities = self._compile_rules(decls.rules, env)
         sites: list[Site] = [Site(Span(file, 1, 1, 1, 2), "")]
         order = self._compile_order(decls, file, env, sites)
@@ -303,6 +328,7 @@ class _Resolver:
             sites=tuple(sites),
             sources=self.sources,
             functions=tuple(self._function_ir(*fn) for fn in functions),
+            host_limit=host_limit,
         )
         problems = compiled(defn).problems  # what Python cannot compile (nesting), found once here
         if problems:
@@ -413,22 +439,34 @@ class _Resolver:
     def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict[str, Expr]:
         out = {}
         for key, item in comm.items():
-            if key not in COMM_KEYS:
+            if key not in COMM_KEYS and key not in COPY_COMM_KEYS:
                 self.error(
                     "E002",
                     f"unknown communication setting `{key}`",
                     item.span,
-                    help="use `comm latency = <time>` or `comm bandwidth = <units per time>`",
+                    help="use `comm latency = <time>` or `comm bandwidth = <units per time>`"
+                    + ("; the host link: `comm offload bandwidth`, `latency` or `duplex`" if " " in key else ""),
                 )
                 continue
             text = self._snippet(item.value.span)
-            out[key] = self.exprs.checked(item.value, env.globals, NUMBER, f"a {key}", text=text, span=item.span)
+            kind, what = (BOOL, "`offload duplex`") if key == "offload duplex" else (NUMBER, f"a {key}")
+            out[key] = self.exprs.checked(item.value, env.globals, kind, what, text=text, span=item.span)
         return out
 
     def _compile_memory(self, memory: dict[str, ast.Memory], env: _Environment) -> dict[str, tuple[str, Expr]]:
         out = {}
         for job, item in memory.items():
             if self._known_type(job, env.type_index, item.span):
+                name = env.canonical(job)
+                verbs = MEMORY_VERBS.get(name, ("allocates", "frees"))
+                if item.verb not in verbs:
+                    self.error(
+                        "E080",
+                        f"`{name}` does not take `memory {name} {item.verb}`",
+                        item.span,
+                        help=_memory_verb_help(name),
+                    )
+                    continue
                 amount = self.exprs.checked(
                     item.value,
                     env.per_job,
@@ -438,13 +476,15 @@ class _Resolver:
                     span=item.span,
                     extra=PER_JOB,
                 )
-                out[env.canonical(job)] = (item.verb, amount)
+                out[name] = (item.verb, amount)
         return out
 
-    def _compile_memory_limit(self, limit: ast.MemoryLimit | None, env: _Environment) -> Expr | None:
+    def _compile_memory_limit(
+        self, limit: ast.MemoryLimit | ast.MemorySetting | None, env: _Environment, what: str = "the memory limit"
+    ) -> Expr | None:
         if limit is None:
             return None
-        scope = env.scope("the memory limit", "rank")
+        scope = env.scope(what, "rank")
         text = self._snippet(limit.value.span)
         return self.exprs.checked(
             limit.value, scope, NUMBER, "a memory limit", text=text, span=limit.span, extra=("rank",)
@@ -538,8 +578,40 @@ class _Resolver:
         )
         return False
 
-    def _job_types(self, decls: list[ast.JobDecl]) -> list[JobType]:
-        types = [JobType(jt.name, jt.region, alias=jt.letter) for jt in BUILTIN_TYPES]
+    def _memory_actions(self, decls: _Declarations) -> list[JobType]:
+        """The memory actions' job types, with their declared fractions, and every other `memory <x> <key>`
+        setting checked (the host limit is compiled with the other limits)."""
+        fractions: dict[str, float | None] = dict.fromkeys(MEMORY_NAMES)
+        for (subject, key), item in decls.memory_settings.items():
+            if (subject, key) == ("host", "limit"):
+                continue
+            name = LETTERS.get(subject, subject)
+            if key != "fraction" or name not in FRACTION_TYPES:
+                self.error(
+                    "E081",
+                    f"unknown memory setting `memory {subject} {key}`",
+                    item.span,
+                    help="memory settings are `memory host limit = ...`, `memory recompute fraction = ...` and "
+                    "`memory offload fraction = ...` (a reload moves what its offload moved)",
+                )
+                continue
+            value = item.value
+            number = value.value if isinstance(value, ast.Num) else None
+            if not isinstance(number, (int, float)) or isinstance(number, bool) or not 0 < number <= 1:
+                self.error(
+                    "E082",
+                    f"the fraction of `{name}` must be a number in (0, 1]",
+                    item.span,
+                    label="a fraction of a micro-batch's activations",
+                    help="write a literal such as `0.5`; which micro-batches are partial is the order's choice",
+                )
+                continue
+            fractions[name] = float(number)
+        fractions[RELOAD_NAME] = fractions[OFFLOAD_NAME]
+        return [JobType(jt.name, jt.region, alias=jt.letter, fraction=fractions[jt.name]) for jt in MEMORY_TYPES]
+
+    def _job_types(self, decls: list[ast.JobDecl], actions: list[JobType]) -> list[JobType]:
+        types = [JobType(jt.name, jt.region, alias=jt.letter) for jt in BUILTIN_TYPES] + actions
         names = set(BUILTIN_NAMES) | set(LETTERS)
         for d in decls:
             if d.name in BUILTIN_NAMES:
@@ -648,6 +720,47 @@ class _Resolver:
         return tuple(rows)
 
 
+def _memory_verb_help(name: str) -> str:
+    if name == "recompute":
+        return "write `memory recompute keeps <amount>`: what a recomputed forward keeps (its stage input)"
+    if name == "offload":
+        return "write `memory offload moves <amount>`: what an offload copies to the host"
+    if name == "reload":
+        return "a reload brings back what its offload moved: declare `memory offload moves <amount>`"
+    return f"write `memory {name} allocates <amount>` or `memory {name} frees <amount>`"
+
+
+def _names_memory_action(decls: _Declarations) -> bool:
+    """Does the schedule name a memory action anywhere (a job, a table cell, a declaration)? Only then does its
+    job-type list hold them, so every other schedule's types, indices and codes are what they always were."""
+    names = {*MEMORY_NAMES, *(jt.letter for jt in MEMORY_TYPES)}
+    if names & (decls.costs.keys() | decls.memory.keys()):
+        return True
+    if any(subject in names for subject, _ in decls.memory_settings) or ("host", "limit") in decls.memory_settings:
+        return True
+    if any(key in COPY_COMM_KEYS for key in decls.comm) or any(rule.job in names for rule in decls.rules):
+        return True
+    for table in decls.tables:
+        for row in table.rows:
+            for cell in row.cells:
+                m = _CELL.match(cell.text)
+                if (m.group(1) if m else cell.text) in names:
+                    return True
+    stack = list(decls.order.body) if decls.order else []
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.JobStmt):
+            if stmt.name in names:
+                return True
+        elif isinstance(stmt, (ast.Repeat, ast.For)):
+            stack.extend(stmt.body)
+        elif isinstance(stmt, ast.If):
+            stack.extend(stmt.orelse)
+            for _, body in stmt.branches:
+                stack.extend(body)
+    return False
+
+
 def _annotation(seen: set[str]) -> str:
     """The Python annotation of values of these types: an int is a float where some call gives a float."""
     numbers = "float" if types.FLOAT in seen else "int" if INT in seen else None
@@ -666,6 +779,7 @@ _COLLECT = {
     ast.Comm: _Resolver._comm,
     ast.Memory: _Resolver._memory,
     ast.MemoryLimit: _Resolver._memory_limit,
+    ast.MemorySetting: _Resolver._memory_setting,
     ast.Rule: _Resolver._rule,
     ast.Order: _Resolver._order,
     ast.Table: _Resolver._table_item,

@@ -7,6 +7,7 @@ import io
 import json
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.language.jobtypes import MEMORY_NAMES
 
 
 def to_dict(exp: Expansion) -> dict:
@@ -57,6 +58,23 @@ def torch_actions(exp: Expansion) -> list[list[str]]:
         jobs = (exp.job(r, code) for code in codes)
         out.append([str(job) for job in jobs if job.letter is not None])
     return out
+
+
+def torch_dropped(exp: Expansion) -> dict[str, int]:
+    """The memory actions the torch CSV leaves out, by type name, with how many jobs: torch's compute-only format
+    has F, B, I and W, so a recompute / offload / reload schedule exports as its compute alone (the auxiliary
+    send/receive jobs and the optimizer have a place in torch's other passes and are not counted)."""
+    names = exp.type_names
+    wanted = {t for t, name in enumerate(names) if name in MEMORY_NAMES}
+    found: dict[str, int] = {}
+    if not wanted:
+        return found
+    codec = exp.codec
+    for codes in exp.jobs:
+        for t in codec.types_of(codes):
+            if t in wanted:
+                found[names[t]] = found.get(names[t], 0) + 1
+    return found
 
 
 def to_torch_csv(exp: Expansion) -> str:

@@ -16,10 +16,11 @@ from typing import Any, BinaryIO
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import memory_curve
 from ppdsl.analysis.records import JobRecord
-from ppdsl.language.jobtypes import BUILTIN_TYPES, USER_COLOURS
+from ppdsl.language.jobtypes import BUILTIN, COPY_NAMES, USER_COLOURS
 
 # One colour per built-in job type (`ppdsl show`'s hues); a schedule's own job types get greys.
-PALETTE = {jt.name: jt.colour for jt in BUILTIN_TYPES}
+PALETTE = {jt.name: jt.colour for jt in BUILTIN.values()}
+COPY_LANE = 0.3  # of a rank's row: where its copies (offload / reload) run, beside its compute above them
 IDLE_HATCH = "////"
 
 
@@ -70,7 +71,11 @@ def memory_timelines(jobs: Sequence[JobRecord], exp: Expansion, ranks: int) -> l
     for r, rows in enumerate(per_rank):
         rows.sort(key=lambda j: (j.step, j.start))
         # a job the schedule does not know (or a rank it does not have) allocates nothing we can account for
-        known = [(index[j.type], j.chunk, j.end) for j in rows if j.type in index and 0 <= j.chunk < exp.vpp]
+        known = [
+            (index[j.type], j.chunk, j.microbatch, j.start, j.end)
+            for j in rows
+            if j.type in index and 0 <= j.chunk < exp.vpp
+        ]
         out.append(memory_curve(exp, r, known) if r < exp.pp else [(0.0, 0.0)])
     return out
 
@@ -87,7 +92,7 @@ def summary(jobs: Sequence[JobRecord], ranks: int) -> tuple[float, float]:
     makespan = hi - lo
     if makespan <= 0 or ranks == 0:
         return makespan, 0.0
-    busy = sum(j.end - j.start for j in jobs)
+    busy = sum(j.end - j.start for j in jobs if j.type not in COPY_NAMES)  # copies run beside the compute
     return makespan, 1.0 - busy / (ranks * makespan)
 
 
@@ -120,6 +125,14 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
         {j.type for j in jobs}, key=lambda t: (t not in PALETTE, list(PALETTE).index(t) if t in PALETTE else t)
     )
     row_h = 0.8
+    # With copies, a rank's row is two lanes: compute on top, the copy stream beneath it (they overlap in time).
+    copies = any(j.type in COPY_NAMES for j in jobs)
+    compute_h = row_h * (1 - COPY_LANE) if copies else row_h
+
+    def lane(r: int, job_type: str) -> tuple[float, float]:
+        if job_type in COPY_NAMES:
+            return (r + row_h / 2 - row_h * COPY_LANE, row_h * COPY_LANE)
+        return (r - row_h / 2, compute_h)
 
     # Idle time: each rank's row hatched from the first start to the last end; the jobs cover the busy part.
     for r in range(ranks):
@@ -141,7 +154,7 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
     boxes = []
     for (job_type, chunk, r), bars in groups.items():
         face = _shade(colour_of(job_type, order), chunk, timeline.vpp)
-        boxes.append(ax.broken_barh(bars, (r - row_h / 2, row_h), facecolors=[face], edgecolors="white", zorder=2))
+        boxes.append(ax.broken_barh(bars, lane(r, job_type), facecolors=[face], edgecolors="white", zorder=2))
 
     ax.set_ylim(ranks - 0.5, -0.5)  # rank 0 on top, as in the papers' figures
     step = max(1, ranks // 16)
@@ -197,12 +210,12 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
         collection.set_linewidth(0.6 if typical_px >= 6 else 0.0)
     font = 6.5 if ranks <= 16 else 5.5
     digit_px = font * 0.62 * fig.dpi / 72.0
-    row_px = abs(ax.transData.transform((0, row_h))[1] - ax.transData.transform((0, 0))[1])  # y runs down
+    row_px = abs(ax.transData.transform((0, compute_h))[1] - ax.transData.transform((0, 0))[1])  # y runs down
     # Numbers per job type, all or none: a type whose widest number does not fit its typical box gets none, so
     # that a row never shows micro-batches 0 to 9 and then stops.
     by_type: dict[str, list[JobRecord]] = {}
     for job in jobs:
-        if job.end > job.start and job.type != "optimizer":
+        if job.end > job.start and job.type != "optimizer" and job.type not in COPY_NAMES:  # copies: a thin lane
             by_type.setdefault(job.type, []).append(job)
     labelled = set()
     for job_type, rows in by_type.items():
@@ -220,7 +233,7 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
             rgb = _shade(colour_of(job.type, order), job.chunk, timeline.vpp)
             ax.text(
                 (job.start + job.end) / 2,
-                job.rank,
+                job.rank - row_h / 2 + compute_h / 2,
                 text,
                 ha="center",
                 va="center",

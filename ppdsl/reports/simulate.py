@@ -47,9 +47,10 @@ class Simulation:
                 yield JobRecord(r, i, names[t], c, mb, stage, exp.label(code), ex.start[r][i], ex.end[r][i])
 
     def memory_timeline(self, rank: int) -> list[tuple[float, float]]:
-        """(time, in-flight activations) after each job of `rank` ends: a step function starting at (0, 0)."""
-        exp, end = self.expansion, self.execution.end[rank]
-        steps = ((t, c, end[i]) for i, (t, c, _) in enumerate(map(exp.decode, exp.jobs[rank])))
+        """(time, in-flight activations) after each change of `rank`'s level (a job's end; a copy's end or start
+        for offloads and reloads): a step function starting at (0, 0)."""
+        exp, start, end = self.expansion, self.execution.start[rank], self.execution.end[rank]
+        steps = ((t, c, mb, start[i], end[i]) for i, (t, c, mb) in enumerate(map(exp.decode, exp.jobs[rank])))
         return memory_curve(exp, rank, steps)
 
 

@@ -4,7 +4,8 @@ Layout of a written trace (open it in https://ui.perfetto.dev or chrome://tracin
 
 * one process per rank (`pid` = rank, `process_name` "rank r"), with threads `compute` (tid 0, one complete
   event, ph "X", per job), `send` (tid 1, each activation or gradient leaving the rank's send stream) and
-  `recv from rank s` (tid 2 + s, the same transfer seen from the receiving rank, one track per sender);
+  `recv from rank s` (tid 2 + s, the same transfer seen from the receiving rank, one track per sender), and with
+  memory actions `copy` (`COPY_TID`: the rank's offloads and reloads, which run beside its compute);
 * a flow arrow (ph "s" on the send, ph "f" with bp "e" on the receive, one id per transfer) from every send to
   its receive;
 * a compute event is named by its job label (`F3.c1`, `I2`, `optimizer`) and carries
@@ -31,17 +32,19 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import PROFILE_BYTES, read_text
 from ppdsl.common.jsontext import parse_json
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT, unit_name
+from ppdsl.language.jobtypes import COPY_NAMES
 from ppdsl.reports.simulate import Simulation
 
 COMPUTE_TID, SEND_TID = 0, 1
 RECV_TID_BASE = 2  # + source rank: one receive track per sender (see `build_trace`)
+COPY_TID = 1 << 20  # the copy stream's track: above any receive track's tid, listed last
 HELD_COUNTER = "held bytes"  # the counter track of measured memory (`jobs_trace`)
 PROFILE_HELP = "give a Chrome trace written by `ppdsl trace` or `ppdsl run --profile`"
 
 
-def _metadata(ranks: int, links: Iterable[tuple[int, int]] = ()) -> list[dict[str, Any]]:
-    """Names and order of the processes (ranks) and their threads: compute, send, and `recv from rank s` for
-    each (destination, source) in `links`."""
+def _metadata(ranks: int, links: Iterable[tuple[int, int]] = (), copies: bool = False) -> list[dict[str, Any]]:
+    """Names and order of the processes (ranks) and their threads: compute, send, `recv from rank s` for
+    each (destination, source) in `links`, and `copy` when the jobs have offloads or reloads."""
     links = set(links)
     events: list[dict[str, Any]] = []
     threads = {r: [(COMPUTE_TID, "compute")] for r in range(ranks)}
@@ -50,6 +53,9 @@ def _metadata(ranks: int, links: Iterable[tuple[int, int]] = ()) -> list[dict[st
             threads[r].append((SEND_TID, "send"))
     for dst, src in sorted(links):
         threads[dst].append((RECV_TID_BASE + src, f"recv from rank {src}"))
+    if copies:
+        for r in range(ranks):
+            threads[r].append((COPY_TID, "copy (offload / reload)"))
     for r in range(ranks):
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": f"rank {r}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
@@ -60,14 +66,15 @@ def _metadata(ranks: int, links: Iterable[tuple[int, int]] = ()) -> list[dict[st
 
 
 def job_events(jobs: Iterable[JobRecord], us: float) -> list[dict[str, Any]]:
-    """One complete event per job on its rank's compute track; `us`: microseconds per unit of the jobs' times."""
+    """One complete event per job on its rank's compute track (a copy on its copy track); `us`: microseconds per
+    unit of the jobs' times."""
     return [
         {
             "name": job.label,
             "cat": job.type,
             "ph": "X",
             "pid": job.rank,
-            "tid": COMPUTE_TID,
+            "tid": COPY_TID if job.type in COPY_NAMES else COMPUTE_TID,
             "ts": job.start * us,
             "dur": (job.end - job.start) * us,
             "args": {
@@ -97,8 +104,9 @@ def jobs_trace(
         {"name": HELD_COUNTER, "ph": "C", "pid": rank, "tid": COMPUTE_TID, "ts": t * us, "args": {"bytes": held}}
         for rank, t, held in held_bytes
     ]
+    copies = any(job.type in COPY_NAMES for job in jobs)
     return {
-        "traceEvents": _metadata(ranks) + job_events(jobs, us) + counters,
+        "traceEvents": _metadata(ranks, copies=copies) + job_events(jobs, us) + counters,
         "displayTimeUnit": "ms",
         "otherData": other,
     }
@@ -115,7 +123,8 @@ def build_trace(sim: Simulation, us: float = US_PER_COST_UNIT, measured_units: b
     # overlap in time. Slices on one track must nest, so each sender gets its own receive track; one sender's
     # transfers leave its send stream one after another and never overlap.
     links = {(tr.dst_rank, tr.src_rank) for tr in sim.transfers}
-    events = _metadata(exp.pp, links) + job_events(sim.jobs(), us)
+    jobs = list(sim.jobs())
+    events = _metadata(exp.pp, links, any(job.type in COPY_NAMES for job in jobs)) + job_events(jobs, us)
     for flow_id, tr in enumerate(sim.transfers):
         label = exp.label(exp.jobs[tr.src_rank][tr.step])
         kind = "gradient" if tr.gradient else "activation"

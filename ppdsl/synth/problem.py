@@ -19,7 +19,7 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, MEMORY_NAMES, OPTIMIZER
 from ppdsl.language.resolve import resolve_text
 
 PLACEMENTS = ("looped", "vshape")
@@ -134,6 +134,16 @@ def build_problem(
 
 
 def problem_from_expansion(exp: Expansion, placement: str, split: str, backward_b_frees: float = 0.5) -> Problem:
+    if any(name in MEMORY_NAMES for name in exp.type_names):  # the engines time F, B, I, W only (issue 18)
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E083",
+                    f"`{exp.defn.name}` has recompute, offload or reload jobs: synth does not search them yet",
+                    help="check and simulate it with `ppdsl check` / `ppdsl plot`; synthesize without memory actions",
+                )
+            ]
+        )
     nstages = exp.nstages
     rank_of, chunk_of = [0] * nstages, [0] * nstages
     for r, row in enumerate(exp.stage_of):

@@ -13,11 +13,14 @@ from paths import GOLDEN, LIBRARY
 
 EXPECTED = {
     "1f1b",
+    "1f1b_recompute",
+    "1f1b_selective",
     "dualpipev",
     "eager1f1b",
     "fthenb",
     "interleaved1f1b",
     "interleavedzb",
+    "interleaved1f1b_offload",
     "loopedbfs",
     "vpp",
     "zbh1",
@@ -28,11 +31,14 @@ EXPECTED = {
 # (pp, microbatches, vpp) per schedule: a small and a larger size, vpp = 2 where the schedule takes chunks.
 SIZES = {
     "1f1b": [(4, 8, 1), (3, 5, 1)],
+    "1f1b_recompute": [(4, 8, 1), (3, 5, 1)],
+    "1f1b_selective": [(4, 8, 1), (3, 5, 1)],
     "dualpipev": [(4, 8, 2), (2, 6, 2)],
     "eager1f1b": [(4, 8, 1), (2, 5, 1)],
     "fthenb": [(4, 8, 1), (2, 3, 2)],
     "interleaved1f1b": [(4, 8, 2), (2, 6, 3)],
     "interleavedzb": [(4, 8, 2), (2, 6, 3)],
+    "interleaved1f1b_offload": [(4, 8, 2), (2, 6, 3)],
     "loopedbfs": [(4, 8, 2), (2, 3, 3)],
     "vpp": [(4, 8, 2), (2, 5, 2)],
     "zbh1": [(4, 8, 1), (3, 6, 1)],

@@ -44,6 +44,9 @@ SIZES = {
     "zbv": [(2, 4, 2), (3, 5, 2)],
     "dualpipev": [(2, 4, 2), (2, 6, 2)],
     "zbvpp": [(2, 2, 2), (3, 3, 2)],
+    "1f1b_recompute": [(2, 3, 1)],
+    "1f1b_selective": [(3, 5, 1)],
+    "interleaved1f1b_offload": [(2, 4, 2)],
 }
 CASES = [(stem, *size) for stem, sizes in SIZES.items() for size in sizes]
 

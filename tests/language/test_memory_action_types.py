@@ -1,0 +1,122 @@
+"""Memory actions in the language: `recompute` (R), `offload` (O), `reload` (L) are built-in job types that a
+schedule holds only when it names them, so every other schedule's job types and codes stay as they were."""
+
+from __future__ import annotations
+
+import pytest
+
+from ppdsl.analysis.expand import expand
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.language.jobtypes import BUILTIN_TYPES, MEMORY_NAMES
+from ppdsl.language.resolve import resolve_text
+
+PLAIN = "order { forward * microbatches  backward * microbatches  optimizer }"
+RECOMPUTE = "order { forward * microbatches  recompute * microbatches  backward * microbatches  optimizer }"
+
+
+def _codes(text: str) -> list[str]:
+    with pytest.raises(DiagnosticError) as err:
+        resolve_text(text, "t.sched")
+    return [d.code for d in err.value.diagnostics]
+
+
+def test_a_schedule_without_memory_actions_keeps_its_five_built_in_types_and_its_own_after_them():
+    defn = resolve_text("job recv_forward : forward before forward receives\n" + PLAIN)
+    assert [jt.name for jt in defn.job_types] == [*(jt.name for jt in BUILTIN_TYPES), "recv_forward"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        RECOMPUTE,
+        "order { forward * microbatches  R * microbatches  backward * microbatches  optimizer }",
+        "table { rank 0: F0 O0 L0 B0 optimizer }",
+        "cost offload = 0.2\n" + PLAIN,
+        "comm offload bandwidth = 4\n" + PLAIN,
+        "memory host limit = 3\n" + PLAIN,
+    ],
+)
+def test_naming_any_memory_action_adds_all_three_right_after_the_built_in_five(text):
+    names = [jt.name for jt in resolve_text(text).job_types]
+    assert names[: len(BUILTIN_TYPES) + 3] == [*(jt.name for jt in BUILTIN_TYPES), *MEMORY_NAMES]
+
+
+def test_the_letters_and_counters_are_those_of_every_job_type():
+    exp = expand(
+        resolve_text("order { forward * 2  recompute(mb = 1)  recompute  L * 0  backward * 2  optimizer }"), 1, 2
+    )
+    assert " ".join(map(exp.label, exp.jobs[0])) == "F0 F1 R1 R0 B0 B1 optimizer"
+
+
+def test_a_fraction_is_a_property_of_the_job_type_and_a_reload_shares_its_offloads():
+    defn = resolve_text("memory recompute fraction = 0.25\nmemory offload fraction = 0.5\n" + RECOMPUTE)
+    fraction = {jt.name: jt.fraction for jt in defn.job_types}
+    assert (fraction["recompute"], fraction["offload"], fraction["reload"], fraction["forward"]) == (
+        0.25,
+        0.5,
+        0.5,
+        None,
+    )
+    plan_row = next(jt.to_dict() for jt in defn.job_types if jt.name == "reload")
+    assert plan_row["fraction"] == 0.5
+    assert "fraction" not in defn.job_types[0].to_dict()  # other types' plan rows are as they were
+
+
+def test_memory_declarations_set_what_a_recompute_keeps_and_an_offload_moves():
+    exp = expand(
+        resolve_text("memory forward allocates 2\nmemory recompute keeps 0.5\nmemory offload moves 1.5\n" + RECOMPUTE),
+        1,
+        1,
+    )
+    names = exp.type_names
+    delta = {name: exp.mem_delta[names.index(name)][0][0] for name in ("forward", "recompute", "offload", "reload")}
+    assert delta == {"forward": 2.0, "recompute": 1.5, "offload": -1.5, "reload": 1.5}
+
+
+def test_without_declarations_a_fraction_sets_the_amounts():
+    exp = expand(resolve_text("memory recompute fraction = 0.25\nmemory offload fraction = 0.5\n" + RECOMPUTE), 1, 1)
+    names = exp.type_names
+    assert [exp.mem_delta[names.index(n)][0][0] for n in ("recompute", "offload", "reload")] == [0.25, -0.5, 0.5]
+
+
+def test_a_recompute_costs_its_forward_unless_declared_and_a_host_link_times_the_copies():
+    text = "cost forward = 3\ncomm offload bandwidth = 4\ncomm offload latency = 0.5\nmemory forward allocates 2\n"
+    exp = expand(resolve_text(text + RECOMPUTE), 1, 1)
+    names = exp.type_names
+    assert exp.cost[names.index("recompute")][0][0] == 3.0
+    assert exp.cost[names.index("offload")][0][0] == exp.cost[names.index("reload")][0][0] == 0.5 + 2 / 4
+    assert not exp.copy_duplex
+    assert expand(resolve_text("comm offload duplex = true\n" + RECOMPUTE), 1, 1).copy_duplex
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("memory recompute allocates 1\n" + RECOMPUTE, "E080"),
+        ("memory forward keeps 1\n" + RECOMPUTE, "E080"),
+        ("memory reload moves 1\n" + RECOMPUTE, "E080"),
+        ("memory reload fraction = 0.5\n" + RECOMPUTE, "E081"),
+        ("memory host fraction = 0.5\n" + PLAIN, "E081"),
+        ("memory recompute fraction = 0\n" + RECOMPUTE, "E082"),
+        ("memory recompute fraction = pp\n" + RECOMPUTE, "E082"),
+        ("job recompute : forward\n" + PLAIN, "E003"),
+        ("comm offload speed = 1\n" + PLAIN, "E002"),
+    ],
+)
+def test_wrong_memory_declarations_are_located_errors(text, code):
+    assert _codes(text) == [code]
+
+
+def test_memory_setting_words_stay_free_as_names():
+    defn = resolve_text(
+        "param fraction = 1\nparam limit = 1\nparam keeps = 0\norder { forward(mb = fraction + keeps - limit) }"
+    )
+    assert set(defn.params) == {"fraction", "limit", "keeps"}
+
+
+@pytest.mark.parametrize("decl", ["memory recompute keeps 2", "memory offload moves 1.5", "memory offload moves -1"])
+def test_an_action_cannot_keep_or_move_more_than_the_forward_allocates(decl):
+    with pytest.raises(DiagnosticError) as err:
+        expand(resolve_text(decl + "\n" + RECOMPUTE, "t.sched"), 1, 1)
+    (found,) = err.value.diagnostics
+    assert found.code == "E075" and "outside 0 .. the forward's 1" in found.message
