@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
 from ppdsl.runtime.skip_gc import defined_values
+
+if TYPE_CHECKING:  # a rank process imports this module, and never the language an expansion carries
+    from ppdsl.analysis.expansion import Expansion
 
 RECOMPUTE, OFFLOAD, RELOAD = "recompute", "offload", "reload"
 KINDS = (RECOMPUTE, OFFLOAD, RELOAD)

@@ -77,6 +77,13 @@ def flag(name: str) -> str:
 ParamValues = Mapping[str, "int | float | bool | str"]
 
 
+def _is_default(f: dataclasses.Field, value: Any) -> bool:
+    """Whether an option holds its default (a path as the same place: a spec carries paths resolved)."""
+    if isinstance(value, Path) and isinstance(f.default, Path):
+        return value.resolve() == f.default.resolve()
+    return value == f.default
+
+
 # the options of a launch (one process per rank): given without --nproc-per-node, one process would ignore them
 LAUNCH_ONLY = ("nnodes", "master", "node_rank", "run_dir", "comm_timeout", "rendezvous_timeout", "dry_run")
 
@@ -178,7 +185,11 @@ class RunRequest:
     def _launch_problems(self) -> list[Diagnostic]:
         if self.nproc_per_node is None:
             # one process would ignore them: a launch's options without a launch
-            given = [flag(f.name) for f in fields(self) if f.name in LAUNCH_ONLY and getattr(self, f.name) != f.default]
+            given = [
+                flag(f.name)
+                for f in fields(self)
+                if f.name in LAUNCH_ONLY and not _is_default(f, getattr(self, f.name))
+            ]
             if not given:
                 return []
             verb, them = ("goes", "it") if len(given) == 1 else ("go", "them")

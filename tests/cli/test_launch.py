@@ -216,7 +216,7 @@ def test_dry_run_shows_the_copy_jobs_of_the_gpu_path(tmp_path):
     opts = RunRequest(pp=2, microbatches=4, nproc_per_node=2, run_dir=tmp_path)
     assert "copies" not in dry_run_text(base, opts, ["ppdsl"])
     text = dry_run_text(with_memory_jobs(base, offload=lambda r, c, mb: mb < 2), opts, ["ppdsl"])
-    assert "stages 0): recv_forward0 F0 offload0 recv_forward1 F1 offload1 reload0 B0 " in text
+    assert "stages 0): recv_forward0 F0 O0 recv_forward1 F1 O1 L0 B0 " in text
     assert (
         "rank 1 offload (2 jobs): pd_op.memcpy_d2h to CUDA pinned host memory (dst_place_type=1) on stream copy_stream"
         in text

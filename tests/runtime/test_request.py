@@ -101,7 +101,7 @@ def test_every_bad_value_is_refused_at_once_from_python_too():
         "--lr must be a finite number above 0, got nan",
         "--seed must be an integer from 0 to 2147483646, got -1",
         "--comm-timeout must be seconds above 0, at most 86400, got 0.0",
-        "--dry-run goes with --nproc-per-node",
+        "--comm-timeout, --dry-run go with --nproc-per-node: without it the run is one process and would ignore them",
     ]
     with pytest.raises(DiagnosticError, match="--steps must not be negative"):
         ppdsl.run("1f1b", pp=2, microbatches=2, steps=-1)  # refused before the schedule is read or paddle loads
