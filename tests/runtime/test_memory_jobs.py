@@ -129,6 +129,42 @@ def test_interleaved_offload_trains_like_interleaved_1f1b():
     assert "offload@0" in t.built.programs and "reload@0" in t.built.programs
 
 
+def checker_peaks(name: str, pp: int, m: int, vpp: int = 1, batch: int = 32):
+    """What `ppdsl check NAME --model builtin` predicts: bytes per rank on the device, and on the host."""
+    from ppdsl.analysis.check import check
+    from ppdsl.analysis.scenario import Scenario
+    from ppdsl.runtime.memory import model_memory
+
+    result = check(Scenario(name, pp, m, vpp, memory=model_memory(None, batch)))
+    assert result.completed
+    return result.peak_activations, result.host_peak
+
+
+def test_the_checker_predicts_the_measured_peaks_of_full_recompute():
+    """`check --model builtin` at pp=4, m=8: the measured model has the recompute's row (what it writes again), so the
+    checker's bytes per rank are the measured peak within 10%, and the recompute's fall from 1F1B's is the measured
+    one."""
+    exp = library("1f1b_recompute", 4, 8)
+    device, _ = measured_peaks(trainer(exp), 2)
+    predicted, host = checker_peaks("1f1b_recompute", 4, 8)
+    assert_near(device, [round(p) for p in predicted])
+    assert host == 0
+    without, _ = checker_peaks("1f1b", 4, 8)
+    assert predicted[0] < 0.5 * without[0]
+
+
+def test_the_checker_predicts_the_measured_device_peak_of_interleaved_offload():
+    """The library's offload schedule at pp=4, m=8, vpp=2: the checker's device bytes per rank are the measured peak
+    within 10%, rank 0 at most half of interleaved 1F1B's (measured), and the host store as the checker counts it."""
+    exp = library("interleaved1f1b_offload", 4, 8, vpp=2)
+    device, host = measured_peaks(trainer(exp), 1, tries=3)
+    predicted, host_predicted = checker_peaks("interleaved1f1b_offload", 4, 8, 2)
+    assert_near(device, [round(p) for p in predicted])
+    assert abs(sum(host) / host_predicted - 1) <= TOLERANCE  # the checker counts one host for all ranks
+    without = measured_peaks(trainer(library("interleaved1f1b", 4, 8, vpp=2)), 1, tries=1)[0]
+    assert device[0] <= 0.5 * without[0]
+
+
 def test_selective_recompute_keeps_some_micro_batches(base):
     """Two micro-batches of each rank's window recompute, the others keep: between the peaks of none and full, as
     predicted, same parameters. The lean forward is the same job program as the full one (skip-GC sets are per
