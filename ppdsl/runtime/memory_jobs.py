@@ -88,11 +88,17 @@ def recomputed_stages(orders, stage_of, actions: Mapping[str, MemoryJob]) -> set
 
 
 def add_memory_programs(
-    programs: dict, keys: Sequence, actions: Mapping[str, MemoryJob], target: CopyTarget = CPU
+    programs: dict,
+    keys: Sequence,
+    actions: Mapping[str, MemoryJob],
+    target: CopyTarget = CPU,
+    not_activations: frozenset[str] = frozenset(),
 ) -> list:
     """Add to `programs` ({ProgramKey: program} from `split.split_program`, which gives memory actions none) the
     programs of the memory-action `keys`, made from their stage's forward and backward-side programs. Returns the
-    keys added."""
+    keys added. `not_activations`: values a backward-side job reads that no forward made (a gradient another rank's
+    backward sends: a plan of one rank does not hold the program that computes it, so only the whole program's
+    value flow tells)."""
     from ppdsl.runtime.activations import stage_activations
 
     if not actions:  # (measuring activations needs static shapes, which a plan without memory jobs does not)
@@ -101,7 +107,10 @@ def add_memory_programs(
     for key, program in programs.items():
         if key.type not in actions and key.type != "optimizer":
             by_stage.setdefault(key.stage, {})[key.type] = program
-    activations = stage_activations(by_stage)
+    activations = {
+        stage: {n: b for n, b in values.items() if n not in not_activations}
+        for stage, values in stage_activations(by_stage).items()
+    }
     seeds_published: set[int] = set()
     replaced = []
     for key in sorted(keys, key=lambda k: (k.stage, k.type)):
@@ -127,6 +136,22 @@ def add_memory_programs(
             programs[key] = build(chosen, stage, target)
         replaced.append(key)
     return replaced
+
+
+@dataclass(frozen=True)
+class ProgramIO:
+    """What a job program reads by name from earlier jobs (its non-persistable keyword arguments) and publishes."""
+
+    reads: frozenset[str]
+    publishes: frozenset[str]
+
+
+def program_io(program) -> ProgramIO:
+    """A memory program's reads and publications (a recompute and a reload read the variables they write again)."""
+    block = program.global_block()
+    reads = frozenset(name for name, value in block.kwargs().items() if not value.persistable)
+    published = frozenset(op.attrs()["output_name"] for op in block.ops if op.name() == "builtin.shadow_output")
+    return ProgramIO(reads, published)
 
 
 def written_or_copied(program, job: MemoryJob) -> set[str]:

@@ -155,7 +155,11 @@ def build_plan(
     # a memory action owns no op of the program: its program is made from its stage's split programs
     split_keys = [k for k in order if k.type not in actions]
     programs = split_program(work, homes, split_keys, frozenset(remote))
-    add_memory_programs(programs, [k for k in order if k.type in actions], actions, GPU if p2p is not None else CPU)
+    backward_made = frozenset(
+        n for n, made_by in flow.producers.items() if any(k.type.startswith("backward") for k in made_by)
+    )
+    memory_keys = [k for k in order if k.type in actions]
+    add_memory_programs(programs, memory_keys, actions, GPU if p2p is not None else CPU, backward_made)
     t2 = time.perf_counter()
 
     def name(k: ProgramKey) -> str:
