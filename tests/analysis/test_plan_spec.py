@@ -166,3 +166,11 @@ def test_reading_a_spec_imports_nothing_of_the_language():
         [sys.executable, "-c", code], input=text, capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout
     assert out.split() == ["recv_forward0", "[]"]
+
+
+def test_the_memory_kinds_a_rank_reads_are_the_languages_memory_actions():
+    """A rank reads plan.json without the language, so the spec keeps its own list of memory kinds: the same."""
+    from ppdsl.analysis.plan_spec import MEMORY_KINDS
+    from ppdsl.language.jobtypes import MEMORY_NAMES
+
+    assert MEMORY_KINDS == MEMORY_NAMES

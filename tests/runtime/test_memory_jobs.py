@@ -327,3 +327,22 @@ def test_memory_jobs_out_of_order_are_refused(order, message):
     (diagnostic,) = err.value.diagnostics
     assert diagnostic.code == "E086" and diagnostic.message.startswith(message), diagnostic.message
     check_memory_orders([[("forward", 0, 0), ("offload", 0, 0), ("reload", 0, 0), ("backward", 0, 0)]], [[0]], actions)
+
+
+def test_a_plan_modules_memory_actions_come_from_its_job_types():
+    """`ppdsl compile`'s JOB_TYPES carry a memory action's fraction: the spec a plan module hands build_plan says
+    what each does, as a checked schedule's does."""
+    from ppdsl.analysis.plan_spec import expansion_spec
+    from ppdsl.runtime.memory_jobs import MemoryJob, memory_actions
+    from ppdsl.runtime.plan import plan_module_spec
+
+    exp = library("1f1b_recompute", 2, 4, "memory offload fraction = 0.25")
+    orders = [exp.job_tuples(r) for r in range(2)]
+    spec = plan_module_spec([jt.to_dict() for jt in exp.defn.job_types], exp.stage_of, orders, [], 4)
+    want = {
+        "recompute": MemoryJob("recompute"),
+        "offload": MemoryJob("offload", 0.25),
+        "reload": MemoryJob("reload", 0.25),
+    }
+    assert memory_actions(spec) == memory_actions(expansion_spec(exp)) == want
+    assert memory_actions(spec, used={"forward", "recompute"}) == {"recompute": MemoryJob("recompute")}
