@@ -66,6 +66,7 @@ TARGET_MEMORY_ERROR = 0.10
 TARGET_PARAMETER_DIFFERENCE = 1e-6
 TARGET_OFFLOAD_MAKESPAN = 0.02
 HALF = "memory recompute fraction = 0.5\n"
+COPIES = ("offload", "reload")
 BENCH = Path(__file__).resolve().parent / "schedules"
 LIB = library_dir()
 # schedule -> (pp, vpp, {variant: (file, text put before it, parameters)})
@@ -133,14 +134,12 @@ def calibrated_costs(records, microbatches: int) -> dict:
 def with_copies(compute: dict, measured: dict) -> dict:
     """`compute`'s cost file with the copy jobs' times (offload, reload) of `measured`: a schedule with copies
     simulated on the same compute costs as the one without, so that its makespan differs only by the copies."""
-    out = json.loads(json.dumps(compute))
-    for name in ("offload", "reload"):
-        if name in measured["costs"]:
-            out["costs"][name] = measured["costs"][name]
-        for stage, types in measured["stages"].items():
-            if name in types:
-                out["stages"].setdefault(stage, {})[name] = types[name]
-    return out
+
+    def pick(reference: dict, own: dict) -> dict:  # the job types the schedule has: `none`'s time, else its own
+        return {t: reference.get(t, v) if t not in COPIES else v for t, v in own.items()}
+
+    stages = {s: pick(compute["stages"].get(s, {}), types) for s, types in measured["stages"].items()}
+    return {**compute, "costs": pick(compute["costs"], measured["costs"]), "stages": stages}
 
 
 def measure(defn, pp: int, vpp: int, params: dict, args) -> dict[str, Any]:
