@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ppdsl.analysis.check import CheckResult
     from ppdsl.analysis.expansion import Expansion
 
-FORMAT = 1  # the JSON form's version: a file of another is refused (E091), never half read
+FORMAT = 2  # the JSON form's version: a file of another is refused (E091), never half read
 JobTuple = tuple[int, int, int]  # (type index, chunk, micro-batch)
 ParamValue = int | float | bool
 AttrValue = bool | int | float | str
@@ -52,7 +52,10 @@ class JobTypeSpec:
     `before` / `after` tie an auxiliary job to its anchor, `receives` / `sends` move its anchor's communication
     onto it; `short` is its label's prefix (`F`, an alias, or the name) and `program_order` where its job program
     goes in a plan (Paddle's order: forward, backward..., optimizer); `builtin`: one of the five every schedule
-    has (`ppdsl.language.jobtypes`), named as the runtime classes ops (forward, backward, ..., optimizer)."""
+    has (`ppdsl.language.jobtypes`), named as the runtime classes ops (forward, backward, ..., optimizer), or a
+    built-in memory action. `memory`: what a memory action does (`recompute`, `offload`, `reload`; None for every
+    other type), `fraction` the share of a (chunk, micro-batch)'s activations it acts on (None: all), so the runtime
+    builds its program from this, never from the type's name."""
 
     name: str
     region: str
@@ -64,6 +67,8 @@ class JobTypeSpec:
     short: str
     program_order: int
     builtin: bool
+    memory: str | None = None
+    fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ class PlanSpec:
                     "short": jt.short,
                     "program_order": jt.program_order,
                     "builtin": jt.builtin,
+                    "memory": jt.memory,
+                    "fraction": jt.fraction,
                 }
                 for jt in self.job_types
             ],
@@ -236,7 +243,7 @@ def checked_spec(exp: Expansion) -> PlanSpec:
 def expansion_spec(exp: Expansion, merged: tuple[tuple[int, int], ...] | None = None) -> PlanSpec:
     """The spec of an expansion, with the merged order of its execution if one was run (None: a plan of one rank,
     or a program measured without running it, needs none)."""
-    from ppdsl.language.jobtypes import program_order
+    from ppdsl.language.jobtypes import MEMORY_NAMES, program_order
 
     defn = exp.defn
     job_types = tuple(
@@ -251,6 +258,8 @@ def expansion_spec(exp: Expansion, merged: tuple[tuple[int, int], ...] | None = 
             jt.short,
             program_order(jt.name),
             jt.builtin,
+            jt.name if jt.builtin and jt.name in MEMORY_NAMES else None,
+            jt.fraction,
         )
         for jt in defn.job_types
     )
@@ -335,6 +344,8 @@ def _spec_of(data) -> PlanSpec:
                 _field(jt, "short", str, at),
                 _field(jt, "program_order", int, at),
                 _field(jt, "builtin", bool, at),
+                _memory_kind(jt, at),
+                _fraction(jt, at),
             )
         )
     stage_of = _field(data, "stage_of", list)
@@ -389,6 +400,23 @@ def _spec_of(data) -> PlanSpec:
         merged=merged,
         rules=tuple(rules),
     )
+
+
+MEMORY_KINDS = ("recompute", "offload", "reload")  # `ppdsl.language.jobtypes.MEMORY_NAMES`, as data a rank reads
+
+
+def _memory_kind(jt: Mapping, at: str) -> str | None:
+    kind = _field(jt, "memory", (str, type(None)), at)
+    if kind is not None and kind not in MEMORY_KINDS:
+        raise _Bad(f"{at}`memory` is `{kind}`, not one of {', '.join(MEMORY_KINDS)}")
+    return kind
+
+
+def _fraction(jt: Mapping, at: str) -> float | None:
+    value = _field(jt, "fraction", (int, float, type(None)), at)
+    if value is not None and not 0 < value <= 1:
+        raise _Bad(f"{at}`fraction` is {value}, not in (0, 1]")
+    return None if value is None else float(value)
 
 
 def _job(job, ntypes: int, vpp: int, microbatches: int, rank: int) -> JobTuple:

@@ -766,8 +766,8 @@ EXPLANATIONS: dict[str, Explanation] = {
         "copies the forward's activations to the host store and frees them, so it too comes after the forward, and "
         "the backward of that (chunk, micro-batch) must wait for the reload that copies them back (of the same "
         "fraction, so that it copies back what was moved). The runtime checks this for every rank before it builds "
-        "the plan: out of order, a job would read activations that were never made or already freed. Until the "
-        "language writes memory jobs, such orders come from Python (`ppdsl.runtime.memory_jobs.with_memory_jobs`).",
+        "the plan: out of order, a job would read activations that were never made or already freed. `ppdsl check` "
+        "refuses such a schedule first (S115-S117); a plan built from Python without a check meets this.",
         cmd(
             "python -c 'from ppdsl.runtime.plan import build_plan; ...'",
             note="a rank's order: F0 offload0 B0 (the backward before the reload)",

@@ -27,20 +27,22 @@ class BuiltinJobType:
 
 BUILTIN_TYPES: tuple[BuiltinJobType, ...] = (
     BuiltinJobType("forward", "forward", "F", 1.0, 0, "bold white on blue", "#3b6fb6"),
-    BuiltinJobType("backward", "backward", "B", 2.0, 1, "bold white on green", "#3f9b4f"),
-    BuiltinJobType("backward_b", "backward_b", "I", 1.0, 2, "bold white on dark_green", "#20877a"),
-    BuiltinJobType("backward_w", "backward_w", "W", 1.0, 3, "bold black on yellow", "#e3b23c"),
-    BuiltinJobType("optimizer", "optimize", None, 0.0, 5, "bold white on magenta", "#b5489a"),
+    BuiltinJobType("backward", "backward", "B", 2.0, 4, "bold white on green", "#3f9b4f"),
+    BuiltinJobType("backward_b", "backward_b", "I", 1.0, 5, "bold white on dark_green", "#20877a"),
+    BuiltinJobType("backward_w", "backward_w", "W", 1.0, 6, "bold black on yellow", "#e3b23c"),
+    BuiltinJobType("optimizer", "optimize", None, 0.0, 8, "bold white on magenta", "#b5489a"),
 )
 FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER = range(len(BUILTIN_TYPES))
 # The memory actions, per (chunk, micro-batch) like a forward. `recompute` re-runs the forward's ops before the
 # backward (a compute job); `offload` / `reload` copy the activations to host memory and back on the rank's copy
 # stream, beside its compute (their regions name what the runtime builds for them, not a part of the program).
+# Their programs go between a stage's forward and its backward in a plan, in the order they run (offload, recompute,
+# reload); the runtime makes them from the stage's forward and backward programs (`ppdsl.runtime.memory_jobs`).
 RECOMPUTE_NAME, OFFLOAD_NAME, RELOAD_NAME = "recompute", "offload", "reload"
 MEMORY_TYPES: tuple[BuiltinJobType, ...] = (
-    BuiltinJobType(RECOMPUTE_NAME, "forward", "R", 1.0, 0, "bold white on dark_blue", "#7b9fd6"),
-    BuiltinJobType(OFFLOAD_NAME, "offload", "O", 0.5, 0, "bold black on orange1", "#f08a3c"),
-    BuiltinJobType(RELOAD_NAME, "reload", "L", 0.5, 0, "bold black on light_salmon1", "#c8642a"),
+    BuiltinJobType(RECOMPUTE_NAME, "forward", "R", 1.0, 2, "bold white on dark_blue", "#7b9fd6"),
+    BuiltinJobType(OFFLOAD_NAME, "offload", "O", 0.5, 1, "bold black on orange1", "#f08a3c"),
+    BuiltinJobType(RELOAD_NAME, "reload", "L", 0.5, 3, "bold black on light_salmon1", "#c8642a"),
 )
 MEMORY_NAMES = tuple(jt.name for jt in MEMORY_TYPES)
 COPY_NAMES = (OFFLOAD_NAME, RELOAD_NAME)  # the jobs that run on the copy stream, not on the rank's compute
@@ -51,7 +53,7 @@ COMPUTE_TYPES = BUILTIN_NAMES[:4]  # the types a micro-batch's compute consists 
 REGIONS = tuple(jt.region for jt in BUILTIN_TYPES)  # the regions a schedule's own job types may take ops from
 
 # A schedule's own job type: no cost unless declared, programs after the built-in compute, shown in greys.
-USER_PROGRAM_ORDER = 4
+USER_PROGRAM_ORDER = 7
 USER_STYLE = "bold black on cyan"
 USER_COLOURS = ("#8a8a8a", "#a9a9a9", "#6f6f6f", "#c4c4c4")
 

@@ -25,11 +25,13 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ppdsl.analysis.plan_spec import PlanSpec
+from ppdsl.runtime.memory_jobs import ProgramIO
 from ppdsl.runtime.split import ProgramKey, ValueFlow
 
 
@@ -65,12 +67,22 @@ def job_key(spec: PlanSpec, rank: int, t: int, chunk: int) -> ProgramKey:
     return ProgramKey("optimizer", rank) if name == "optimizer" else ProgramKey(name, spec.stage_of[rank][chunk])
 
 
-def communication_plan(spec: PlanSpec, flow: ValueFlow) -> tuple[dict[int, list[RankJob]], dict[tuple, list]]:
-    """Every rank's jobs with what they read, publish and send; every link's message sequence."""
+def communication_plan(
+    spec: PlanSpec, flow: ValueFlow, memory_io: Mapping[ProgramKey, ProgramIO] | None = None
+) -> tuple[dict[int, list[RankJob]], dict[tuple, list]]:
+    """Every rank's jobs with what they read, publish and send; every link's message sequence.
+
+    `flow` knows the jobs that own ops of the program; a memory action's program is made after the split
+    (`memory_jobs.add_memory_programs`), so what it reads and publishes comes in `memory_io` (`memory_jobs.program_io`
+    of this rank's memory programs). It reads only values its rank's own jobs compute or receive (the stage input, the
+    activations, the host store), so the messages between ranks stay those of `flow`."""
+    memory_io = memory_io or {}
     publishes: dict[ProgramKey, set[str]] = defaultdict(set)
     for name, keys in flow.producers.items():
         for k in keys:
             publishes[k].add(name)
+    for k, io in memory_io.items():
+        publishes[k] |= io.publishes
     jobs: dict[int, list[RankJob]] = {}
     readers: dict[tuple[str, int], set[int]] = defaultdict(set)  # (value, mb) -> ranks that read it
     for r in range(spec.pp):
@@ -78,7 +90,7 @@ def communication_plan(spec: PlanSpec, flow: ValueFlow) -> tuple[dict[int, list[
         for step, job in enumerate(spec.orders[r]):
             t, c, mb = job
             key = job_key(spec, r, t, c)
-            needs = flow.needs.get(key, set())
+            needs = memory_io[key].reads if key in memory_io else flow.needs.get(key, set())
             reads = sorted(n for n in needs if n not in flow.data)
             for n in reads:
                 readers[(n, mb)].add(r)

@@ -107,9 +107,10 @@ def dry_run_text(exp: Expansion, opts: RunRequest, cmd: list[str]) -> str:
         node, local = divmod(r, opts.nproc_per_node)
         stages = ", ".join(map(str, exp.stage_of[r]))
         lines.append(f"rank {r} (node {node}, process {local}, stages {stages}): " + " ".join(map(exp.label, jobs)))
+    from ppdsl.analysis.plan_spec import expansion_spec
     from ppdsl.runtime.memory_jobs import dry_run_lines  # no Paddle: what the GPU path's copy jobs run
 
-    copies = dry_run_lines(exp)
+    copies = dry_run_lines(expansion_spec(exp))
     if copies:
         lines += ["", "copies on the GPU path (on CPU the same jobs copy into an emulated host store):", *copies]
     return "\n".join(lines) + "\n"

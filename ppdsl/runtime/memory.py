@@ -18,6 +18,7 @@ sizes measured instead of declared.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.expansion import Expansion
@@ -36,8 +37,13 @@ class StageMemory:
     activations: dict[str, int] = field(default_factory=dict)  # what makes it up: value name -> bytes
 
 
-def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
-    """Per stage, from emulation job programs named `<type>@<stage>` (`ppdsl.runtime.plan.build_plan`)."""
+def stage_memory(
+    programs: dict[str, object], memory_jobs: Mapping[str, MemoryJob] | None = None
+) -> dict[int, StageMemory]:
+    """Per stage, from emulation job programs named `<type>@<stage>` (`ppdsl.runtime.plan.build_plan`). With the
+    plan's memory actions (`BuiltPlan.memory_jobs`) their rows too, as the checker's memory model reads them
+    (`ppdsl.analysis.memory.job_deltas`): a recompute allocates what it writes again (so the forward before it
+    keeps the rest), an offload frees what it copies, a reload allocates it again."""
     by_stage: dict[int, dict[str, object]] = defaultdict(dict)
     for name, program in programs.items():
         job_type, _, stage = name.partition("@")
@@ -55,7 +61,23 @@ def stage_memory(programs: dict[str, object]) -> dict[int, StageMemory]:
             "backward_w": -freed_by_w - handed,
         }
         result[stage] = StageMemory(stage, delta, saved, dict(from_forward))
+    for name, acted in _acted_bytes(programs, result, memory_jobs or {}).items():
+        job_type, _, stage = name.partition("@")
+        result[int(stage)].delta[job_type] = -acted if memory_jobs[job_type].kind == OFFLOAD else acted
     return result
+
+
+def _acted_bytes(
+    programs: Mapping[str, object], stages: Mapping[int, StageMemory], memory_jobs: Mapping[str, MemoryJob]
+) -> dict[str, int]:
+    """Memory job program -> the bytes of its stage's activations it re-makes or moves."""
+    acted: dict[str, int] = {}
+    for name, program in programs.items():
+        job_type, _, stage = name.partition("@")
+        if job_type in memory_jobs and stage.isdigit():
+            touched = written_or_copied(program, memory_jobs[job_type])
+            acted[name] = sum(b for n, b in stages[int(stage)].activations.items() if n in touched)
+    return acted
 
 
 def model_memory(model_spec: str | None, batch_size: int) -> MeasureMemory:
@@ -93,7 +115,7 @@ def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> d
     )
     # no check has run yet (this measures for one), so no merged order: build_plan merges by the values read
     built = build_plan(program.main, program.startup, replace(expansion_spec(exp), rules=()))
-    return stage_memory(built.programs)
+    return stage_memory(built.programs, built.memory_jobs)
 
 
 @dataclass(frozen=True)
@@ -123,12 +145,7 @@ def predicted_peaks(
     `peak_bytes` / `host_peak_bytes` are compared with."""
     stages = stage_memory(programs)
     rank_of = {s: r for r, row in enumerate(stage_of) for s in row}
-    acted: dict[str, int] = {}  # memory job program -> bytes it re-makes or moves
-    for name, program in programs.items():
-        job_type, _, stage = name.partition("@")
-        if job_type in memory_jobs and stage.isdigit():
-            touched = written_or_copied(program, memory_jobs[job_type])
-            acted[name] = sum(b for n, b in stages[int(stage)].activations.items() if n in touched)
+    acted = _acted_bytes(programs, stages, memory_jobs)  # memory job program -> bytes it re-makes or moves
     transit = _gradients_in_transit(programs)
     sequence = [(name, int(mb)) for name, _, mb in (j.rpartition("#") for j in job_names)]
     recomputed = {

@@ -22,22 +22,21 @@ activation bytes is covered (`select`); an offload and its reload of one fractio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ppdsl.analysis.plan_spec import MEMORY_KINDS, PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
 from ppdsl.runtime.skip_gc import defined_values
 
 if TYPE_CHECKING:  # a rank process imports this module, and never the language an expansion carries
-    from ppdsl.analysis.expansion import Expansion
+    pass
 
-RECOMPUTE, OFFLOAD, RELOAD = "recompute", "offload", "reload"
-KINDS = (RECOMPUTE, OFFLOAD, RELOAD)
-# no op is named this: a memory job type's op pattern, so `split.assign_job_types` gives it no op of the program
-NO_OPS = "ppdsl.memory_job"
+KINDS = MEMORY_KINDS
+RECOMPUTE, OFFLOAD, RELOAD = KINDS
 
 
 @dataclass(frozen=True)
@@ -54,76 +53,15 @@ class MemoryJob:
             raise ValueError(f"a memory job's fraction is in (0, 1], not {self.fraction}")
 
 
-DEFAULT_MEMORY_JOBS: dict[str, MemoryJob] = {kind: MemoryJob(kind) for kind in KINDS}
-
-
-def memory_job_type_dicts(names: Iterable[str] = KINDS) -> list[dict]:
-    """Job-type dicts (the `JOB_TYPES` form `build_plan` takes) for memory job types, to append to a schedule's
-    own until the language knows them: each owns no op of the program, sits after its forward (the reload before
-    its backward), so the execution model orders the emulation's merged job list with them."""
-    out = []
-    for name in names:
-        reload = name == RELOAD or name.startswith(RELOAD)
-        out.append(
-            {
-                "name": name,
-                "region": "backward" if reload else "forward",
-                "ops": [NO_OPS],
-                "before": "backward" if reload else None,
-                "after": None if reload else "forward",
-                "receives": False,
-                "sends": False,
-            }
-        )
-    return out
-
-
-Pick = Callable[[int, int, int], bool]  # (rank, chunk, micro-batch) -> whether that job gets a memory job
-
-
-def with_memory_jobs(base: Expansion, recompute: Pick | None = None, offload: Pick | None = None) -> Expansion:
-    """`base`'s orders with a recompute right before each backward `recompute` picks, an offload right after each
-    forward and a reload right before its backward `offload` picks, as an Expansion the runtime builds a plan from
-    (the memory job types declared by `memory_job_type_dicts`, costing nothing and holding nothing in the
-    checker's tables). Written by hand until the language has these jobs; tests and benchmarks use it."""
-    from dataclasses import replace
-
-    from ppdsl.language.ir import JobType
-
-    added = [
-        JobType(d["name"], d["region"], tuple(d["ops"]), before=d["before"], after=d["after"])
-        for d in memory_job_type_dicts()
-    ]
-    defn = replace(base.defn, job_types=(*base.defn.job_types, *added))
-    index = {jt.name: i for i, jt in enumerate(defn.job_types)}
-    jobs = []
-    for r in range(base.pp):
-        order = []
-        for t, c, mb in base.job_tuples(r):
-            if t in ("backward", "backward_b") and recompute is not None and recompute(r, c, mb):
-                order.append((RECOMPUTE, c, mb))
-            if t in ("backward", "backward_b") and offload is not None and offload(r, c, mb):
-                order.append((RELOAD, c, mb))
-            order.append((t, c, mb))
-            if t == "forward" and offload is not None and offload(r, c, mb):
-                order.append((OFFLOAD, c, mb))
-        jobs.append(order)
-    expanded = replace(base, defn=defn)  # its codec packs the added types too
-    zeros = [[0.0] * base.vpp for _ in range(base.pp)]
-    return replace(
-        expanded,
-        jobs=[[expanded.encode(index[t], c, mb) for t, c, mb in order] for order in jobs],
-        sites=[[0] * len(order) for order in jobs],
-        cost=[*base.cost, *([list(map(list, zeros))] * len(added))],
-        mem_delta=[*base.mem_delta, *([list(map(list, zeros))] * len(added))],
-    )
-
-
-def memory_jobs_used(used: Iterable[str], memory_jobs: Mapping[str, MemoryJob] | None) -> dict[str, MemoryJob]:
-    """The memory job types among the job types an order uses: `memory_jobs` (type name -> what it does), or by
-    default the types named `recompute`, `offload` and `reload` (whole)."""
-    table = DEFAULT_MEMORY_JOBS if memory_jobs is None else memory_jobs
-    return {name: table[name] for name in sorted(set(used)) if name in table}
+def memory_actions(spec: PlanSpec, used: Iterable[str] | None = None) -> dict[str, MemoryJob]:
+    """What each memory-action job type of `spec` does (type name -> `MemoryJob`), as the spec says (its
+    `JobTypeSpec.memory` and `fraction`, from the checked schedule), only those an order uses unless `used` is None."""
+    wanted = None if used is None else set(used)
+    return {
+        jt.name: MemoryJob(jt.memory, 1.0 if jt.fraction is None else jt.fraction)
+        for jt in spec.job_types
+        if jt.memory is not None and (wanted is None or jt.name in wanted)
+    }
 
 
 def host_job_types(actions: Mapping[str, MemoryJob]) -> frozenset[str]:
@@ -153,10 +91,18 @@ def recomputed_stages(orders, stage_of, actions: Mapping[str, MemoryJob]) -> set
     return {stage_of[r][c] for r, order in enumerate(orders) for t, c, _ in order if t in kinds}
 
 
-def add_memory_programs(programs: dict, actions: Mapping[str, MemoryJob], target: CopyTarget = CPU) -> list:
-    """Replace the (empty) job programs of memory job types in `programs` ({ProgramKey: program} from
-    `split.split_program`) by their real programs, made from the stage's forward and backward-side programs.
-    Returns the keys replaced."""
+def add_memory_programs(
+    programs: dict,
+    keys: Sequence,
+    actions: Mapping[str, MemoryJob],
+    target: CopyTarget = CPU,
+    not_activations: frozenset[str] = frozenset(),
+) -> list:
+    """Add to `programs` ({ProgramKey: program} from `split.split_program`, which gives memory actions none) the
+    programs of the memory-action `keys`, made from their stage's forward and backward-side programs. Returns the
+    keys added. `not_activations`: values a backward-side job reads that no forward made (a gradient another rank's
+    backward sends: a plan of one rank does not hold the program that computes it, so only the whole program's
+    value flow tells)."""
     from ppdsl.runtime.activations import stage_activations
 
     if not actions:  # (measuring activations needs static shapes, which a plan without memory jobs does not)
@@ -165,10 +111,13 @@ def add_memory_programs(programs: dict, actions: Mapping[str, MemoryJob], target
     for key, program in programs.items():
         if key.type not in actions and key.type != "optimizer":
             by_stage.setdefault(key.stage, {})[key.type] = program
-    activations = stage_activations(by_stage)
+    activations = {
+        stage: {n: b for n, b in values.items() if n not in not_activations}
+        for stage, values in stage_activations(by_stage).items()
+    }
     seeds_published: set[int] = set()
     replaced = []
-    for key in sorted((k for k in programs if k.type in actions), key=lambda k: (k.stage, k.type)):
+    for key in sorted(keys, key=lambda k: (k.stage, k.type)):
         job, stage = actions[key.type], key.stage
         programs_of_stage = by_stage.get(stage, {})
         if job.kind == RECOMPUTE:
@@ -193,6 +142,22 @@ def add_memory_programs(programs: dict, actions: Mapping[str, MemoryJob], target
     return replaced
 
 
+@dataclass(frozen=True)
+class ProgramIO:
+    """What a job program reads by name from earlier jobs (its non-persistable keyword arguments) and publishes."""
+
+    reads: frozenset[str]
+    publishes: frozenset[str]
+
+
+def program_io(program) -> ProgramIO:
+    """A memory program's reads and publications (a recompute and a reload read the variables they write again)."""
+    block = program.global_block()
+    reads = frozenset(name for name, value in block.kwargs().items() if not value.persistable)
+    published = frozenset(op.attrs()["output_name"] for op in block.ops if op.name() == "builtin.shadow_output")
+    return ProgramIO(reads, published)
+
+
 def written_or_copied(program, job: MemoryJob) -> set[str]:
     """The activations a memory job's program acts on: those a recompute or a reload writes again, those an offload
     copies (its keyword arguments)."""
@@ -211,17 +176,17 @@ def _value_types(programs_of_stage: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
-def dry_run_lines(exp: Expansion, memory_jobs: Mapping[str, MemoryJob] | None = None) -> list[str]:
+def dry_run_lines(spec: PlanSpec) -> list[str]:
     """What a dry run shows of each rank's copy jobs on the GPU path (no Paddle needed): the copy op, where it lands
     and its stream, per offload / reload type the rank's order uses. The values each copies are the stage's
     activations, named once the plan is built (`offload.describe` lists them op by op)."""
-    actions = memory_jobs_used(exp.type_names, memory_jobs)
+    actions = memory_actions(spec)
     copies = {
         OFFLOAD: f"pd_op.memcpy_d2h to CUDA pinned host memory (dst_place_type={GPU.d2h_place_type})",
         RELOAD: f"pd_op.memcpy_h2d back to the GPU (dst_place_type={GPU.h2d_place_type})",
     }
     lines = []
-    for r, order in enumerate(exp.job_tuples(rank) for rank in range(exp.pp)):
+    for r, order in enumerate(spec.job_tuples(rank) for rank in range(spec.pp)):
         counts: dict[str, int] = {}
         for t, _, _ in order:
             if t in actions and actions[t].kind in copies:

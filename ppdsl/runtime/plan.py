@@ -23,7 +23,7 @@ from ppdsl.runtime.memory_jobs import (
     MemoryJob,
     add_memory_programs,
     check_memory_orders,
-    memory_jobs_used,
+    memory_actions,
     recomputed_stages,
 )
 from ppdsl.runtime.offload import CPU, GPU
@@ -73,7 +73,6 @@ def build_plan(
     orders: Sequence[Sequence[tuple[str, int, int]]] | None = None,
     rules: Sequence[dict] | None = None,
     microbatches: int | None = None,
-    memory_jobs: dict[str, MemoryJob] | None = None,
 ) -> BuiltPlan:
     """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule `spec`
     (`ppdsl.analysis.plan_spec.PlanSpec`, built once from the check).
@@ -82,9 +81,9 @@ def build_plan(
     `microbatches`: the keyword contract of `ppdsl compile`'s modules). `p2p` (directed rank pair ->
     `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the programs (the GPU path); without it,
     values cross ranks by name (emulation) or through the CPU transport.
-    `memory_jobs` (job type name -> `MemoryJob`; default: the types named recompute / offload / reload) says which
-    job types of the orders recompute, offload or reload (ppdsl/runtime/memory_jobs.py); their copies go to pinned
-    host memory on the GPU path and to the emulated host store otherwise.
+    The spec's memory actions (`JobTypeSpec.memory` and `fraction`: recompute, offload, reload) get programs of
+    their own, made from their stage's forward and backward programs (ppdsl/runtime/memory_jobs.py); their copies
+    go to pinned host memory on the GPU path and to the emulated host store otherwise.
     """
     if spec is None:
         spec = plan_module_spec(job_types, stage_of, orders, rules, microbatches)
@@ -100,7 +99,7 @@ def build_plan(
     # processes come from op positions, which the matmul split shifts
     used = {t for r in range(pp) for t, _, _ in orders[r]}
     split_backward = bool(used & {"backward_b", "backward_w"})
-    actions = memory_jobs_used(used, memory_jobs)
+    actions = memory_actions(spec, used)
     if actions:
         check_memory_orders(orders, stage_of, actions)
 
@@ -153,8 +152,14 @@ def build_plan(
     t1 = time.perf_counter()
     # values this process computes for another process's programs
     remote = {n for k, names in flow.needs.items() if k not in keys for n in names} - flow.data
-    programs = split_program(work, homes, order, frozenset(remote))
-    add_memory_programs(programs, actions, GPU if p2p is not None else CPU)
+    # a memory action owns no op of the program: its program is made from its stage's split programs
+    split_keys = [k for k in order if k.type not in actions]
+    programs = split_program(work, homes, split_keys, frozenset(remote))
+    backward_made = frozenset(
+        n for n, made_by in flow.producers.items() if any(k.type.startswith("backward") for k in made_by)
+    )
+    memory_keys = [k for k in order if k.type in actions]
+    add_memory_programs(programs, memory_keys, actions, GPU if p2p is not None else CPU, backward_made)
     t2 = time.perf_counter()
 
     def name(k: ProgramKey) -> str:
@@ -208,7 +213,7 @@ def plan_module_spec(
     STREAM_RULES at the sizes it was called with). No check merged its orders: `build_plan` merges them by the
     values each job reads. A plan module's process may import the language (a rank of `ppdsl run` never comes
     here: it has a spec)."""
-    from ppdsl.language.jobtypes import BUILTIN, letter_of, program_order
+    from ppdsl.language.jobtypes import BUILTIN, MEMORY_NAMES, letter_of, program_order
 
     if job_types is None or stage_of is None or orders is None or microbatches is None:
         raise TypeError("build_plan takes a PlanSpec, or a plan module's job_types, stage_of, orders, microbatches")
@@ -225,6 +230,8 @@ def plan_module_spec(
             letter_of(jt["name"]) or jt["name"],  # JOB_TYPES has no aliases: a user type's label is its name
             program_order(jt["name"]),
             jt["name"] in BUILTIN,
+            jt["name"] if jt["name"] in MEMORY_NAMES else None,
+            jt.get("fraction"),
         )
         for jt in job_types
     )

@@ -140,7 +140,14 @@ class RankProcess:
 
         paddle, plan = self.paddle, self.plan
         self._build_program()
-        all_jobs, channels = communication_plan(plan, self.built.flow)
+        from ppdsl.runtime.memory_jobs import program_io
+
+        memory_io = {
+            key: program_io(self.built.programs[name])
+            for name, key in self.built.keys.items()
+            if key.type in self.built.memory_jobs
+        }
+        all_jobs, channels = communication_plan(plan, self.built.flow, memory_io)
         self.jobs = all_jobs[self.rank]
         incoming = [m for (_, dst), msgs in channels.items() if dst == self.rank for m in msgs]
         self.producer = {item: m for m in incoming for item in m.items}  # (value, mb) -> its message

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ppdsl.analysis.check import check
-from ppdsl.analysis.plan_spec import PlanSpec, plan_spec, source_fingerprint
+from ppdsl.analysis.plan_spec import FORMAT, PlanSpec, plan_spec, source_fingerprint
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import DiagnosticError
 
@@ -73,7 +73,20 @@ def test_a_spec_round_trips_through_json_with_its_rules_job_types_and_parameters
             "attrs": {"use_calc_stream": True},
         }
     ]
-    assert json.loads(spec.to_json())["format"] == 1
+    assert json.loads(spec.to_json())["format"] == FORMAT
+    assert all(jt.memory is None and jt.fraction is None for jt in spec.job_types)
+
+
+def test_the_spec_says_what_each_memory_action_does_and_its_fraction(tmp_path):
+    """The runtime builds a memory action's program from `memory` and `fraction`, never from the type's name."""
+    path = tmp_path / "partial.sched"
+    path.write_text("memory offload fraction = 0.25\n" + (LIBRARY / "1f1b_recompute.sched").read_text())
+    spec = plan_spec(_checked(path, 2, 4))
+    actions = {jt.name: (jt.memory, jt.fraction) for jt in spec.job_types if jt.memory is not None}
+    assert actions == {"recompute": ("recompute", None), "offload": ("offload", 0.25), "reload": ("reload", 0.25)}
+    assert PlanSpec.from_json(spec.to_json()) == spec
+    order = {jt.name: jt.program_order for jt in spec.job_types}  # a stage's programs in the order they run
+    assert order["forward"] < order["offload"] < order["recompute"] < order["reload"] < order["backward"]
 
 
 def test_the_fingerprint_is_the_sha256_of_the_text_and_its_includes_in_order(tmp_path):
@@ -104,13 +117,15 @@ def _damaged(change) -> str:
     [
         ("{", "expecting property name"),
         ("[1, 2]", "not a JSON object"),
-        (_damaged(lambda d: d.update(format=2)), "format is `2`"),
+        (_damaged(lambda d: d.update(format=1)), "format is `1`"),
         (_damaged(lambda d: d.pop("fingerprint")), "`fingerprint` is missing"),
         (_damaged(lambda d: d.update(pp=True)), "`pp` is not an integer"),
         (_damaged(lambda d: d["orders"][1].append([0, 0, 9])), "rank 1's order holds `[0, 0, 9]`"),
         (_damaged(lambda d: d["stage_of"][0].__setitem__(0, 1)), "does not place every stage once"),
         (_damaged(lambda d: d["merged"].pop()), "`merged` does not hold every job"),
         (_damaged(lambda d: d["job_types"][0].update(ops="*")), "job type 0: `ops` is not a list"),
+        (_damaged(lambda d: d["job_types"][0].update(memory="swap")), "job type 0: `memory` is `swap`, not one of"),
+        (_damaged(lambda d: d["job_types"][0].update(fraction=1.5)), "job type 0: `fraction` is 1.5, not in (0, 1]"),
     ],
 )
 def test_a_damaged_plan_is_refused_naming_what_is_wrong(text, fragment):
@@ -151,3 +166,11 @@ def test_reading_a_spec_imports_nothing_of_the_language():
         [sys.executable, "-c", code], input=text, capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout
     assert out.split() == ["recv_forward0", "[]"]
+
+
+def test_the_memory_kinds_a_rank_reads_are_the_languages_memory_actions():
+    """A rank reads plan.json without the language, so the spec keeps its own list of memory kinds: the same."""
+    from ppdsl.analysis.plan_spec import MEMORY_KINDS
+    from ppdsl.language.jobtypes import MEMORY_NAMES
+
+    assert MEMORY_KINDS == MEMORY_NAMES

@@ -361,3 +361,27 @@ def test_a_peer_that_never_comes_is_a_timeout(tmp_path):
     assert f"error[E072]: the rendezvous at `127.0.0.1:{port}` did not complete within 5 s" in result.stderr
     assert took < 15, f"took {took:.1f} s"
     assert not subprocess.run(["pgrep", "-f", f"master 127.0.0.1:{port}"], capture_output=True).stdout
+
+
+@pytest.mark.parametrize(("stem", "vpp"), [("1f1b_recompute", 1), ("interleaved1f1b_offload", 2)])
+def test_processes_with_memory_actions_train_like_one_process(stem, vpp, tmp_path):
+    """1F1B with full recompute, interleaved 1F1B with offload, on two processes (pp=2): each rank builds its memory
+    programs from the plan spec, and the transport hands them what they read (`communication_plan`'s memory inputs:
+    the stage input, the variables a recompute or reload writes again, the host store), so parameters and losses
+    are the one process's. Before, the recompute failed (`The variable ppdsl.298.pd_op.layer_norm.1 should exist`)
+    and the offload waited for the next rank's gradient, which a plan of one rank took for an activation."""
+    exp = expand(load(library_dir() / f"{stem}.sched"), 2, 4, vpp)
+    used = {t for r in range(2) for t, _, _ in exp.job_tuples(r)}
+    assert used >= ({"recompute"} if vpp == 1 else {"offload", "reload"})
+    want_params, want_losses = _single_process(stem, 2, 4, vpp, tmp_path)
+    result, run_dir = _cluster(stem, 2, 4, vpp, tmp_path)
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    got = {}
+    for r in range(2):
+        with np.load(run_dir / f"rank{r}.npz") as data:
+            got.update({k: data[k] for k in data.files})
+    assert set(got) == set(want_params)
+    for name, value in want_params.items():
+        np.testing.assert_allclose(got[name], value, atol=1e-6, rtol=0, err_msg=name)
+    losses = json.loads((run_dir / f"rank{_loss_rank(stem, 2, vpp)}.json").read_text())["losses"]
+    np.testing.assert_allclose(np.array(losses), np.stack(want_losses), atol=1e-6, rtol=0)

@@ -1,10 +1,11 @@
-"""Recompute, offload and reload jobs run by the Paddle runtime (issue 17), on job orders written here.
+"""Recompute, offload and reload jobs run by the Paddle runtime (issue 17), on schedules written in the language.
 
-The language does not know the memory job types yet, so each order is a library schedule's with memory jobs put in
-(`memory_jobs.with_memory_jobs`): a recompute right before the backward of each (chunk, micro-batch) it recomputes,
-an offload right after the forward and a reload right before the backward. Every run trains to the parameters of
-the same schedule without memory jobs, and the bytes each rank holds (measured at job boundaries) are what
-`runtime/memory.py:predicted_peaks` predicts from the same programs, within 10%.
+The library's 1F1B with recompute (full and selective), and 1F1B with an offload after every forward and a reload
+before every backward (`OFFLOAD_1F1B`, written here), each with its fractions declared (`memory recompute fraction`,
+`memory offload fraction`). The plan takes what each memory job does from the plan specification
+(`JobTypeSpec.memory` / `fraction`). Every run trains to the parameters of 1F1B without memory jobs, and the bytes
+each rank holds (measured at job boundaries) are what `runtime/memory.py:predicted_peaks` predicts from the same
+programs, within 10%.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ import numpy as np
 import pytest
 
 from ppdsl.analysis.expand import expand
-from ppdsl.analysis.plan_spec import checked_spec, expansion_spec
-from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.analysis.plan_spec import checked_spec
 from ppdsl.language.library import library_dir
-from ppdsl.language.resolve import load
-from ppdsl.runtime.memory_jobs import with_memory_jobs
+from ppdsl.language.resolve import load, resolve_text
 
 from paths import ROOT
 
@@ -27,24 +26,38 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reas
 
 TOLERANCE = 0.10
 
+# 1F1B with every forward's activations offloaded right after it and reloaded right before its backward
+OFFLOAD_1F1B = """
+schedule "1F1B-Offload"
+{fraction}
+order {{
+    let warmup = pp - rank
+    repeat warmup {{ forward offload }}
+    repeat microbatches - warmup {{ reload backward forward offload }}
+    repeat warmup {{ reload backward }}
+    optimizer
+}}
+"""
 
-def trainer(exp, model=None, batch=32, memory_jobs=None, optimizer="adam"):
+
+def offload_1f1b(pp: int, m: int, fraction: float | None = None):
+    declared = "" if fraction is None else f"memory offload fraction = {fraction}"
+    return expand(resolve_text(OFFLOAD_1F1B.format(fraction=declared)), pp, m)
+
+
+def library(name: str, pp: int, m: int, text_before: str = "", vpp: int = 1, **params):
+    """A library schedule, with `text_before` (a declaration) put before its text."""
+    path = library_dir() / f"{name}.sched"
+    defn = resolve_text(text_before + "\n" + path.read_text(), str(path)) if text_before else load(path)
+    return expand(defn, pp, m, vpp, params=params or None)
+
+
+def trainer(exp, model=None, batch=32, optimizer="adam"):
     from ppdsl.runtime.builtin_models import load_model
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig
 
-    # the stand-in's memory jobs are auxiliary jobs to the checker, which wants one per (chunk, micro-batch): a
-    # partial choice is merged by the values each job reads instead, as a plan module's orders are
-    try:
-        spec = checked_spec(exp)
-    except DiagnosticError:
-        spec = expansion_spec(exp)
-    t = PipelineTrainer(exp, load_model(model), TrainConfig(batch_size=batch, optimizer=optimizer), spec=spec)
-    if memory_jobs is not None:  # rebuild the plan with these memory job types
-        from ppdsl.runtime.plan import build_plan
-
-        t.built = build_plan(t.program.main, t.program.startup, spec, memory_jobs=memory_jobs)
-        t.executor._set_plan(t.built.plan)
-    return t
+    config = TrainConfig(batch_size=batch, optimizer=optimizer)
+    return PipelineTrainer(exp, load_model(model), config, spec=checked_spec(exp))
 
 
 def max_difference(a: dict, b: dict) -> float:
@@ -91,7 +104,7 @@ def test_full_recompute_trains_alike_and_holds_one_micro_batch(base):
     last then holds one micro-batch's activations plus the stage inputs of those in flight, as predicted."""
     from ppdsl.runtime.memory import predicted_peaks
 
-    exp = with_memory_jobs(base, recompute=lambda r, c, mb: True)
+    exp = library("1f1b_recompute", 4, 8)
     diff, t, ref = run_and_compare(exp, base)
     assert diff <= 1e-6
     predicted = predicted_peaks(t.built.programs, t.built.job_names, exp.stage_of, t.built.memory_jobs)
@@ -105,13 +118,61 @@ def test_full_recompute_trains_alike_and_holds_one_micro_batch(base):
     assert stage0 is not t.built.programs["recompute@0"]
 
 
+def test_interleaved_offload_trains_like_interleaved_1f1b():
+    """The library's interleaved 1F1B with offload (vpp 2): its copies run as memory programs (from the spec), the
+    parameters equal interleaved 1F1B's at the same sizes and seed."""
+    exp = library("interleaved1f1b_offload", 2, 4, vpp=2)
+    assert "offload" in {t for r in range(exp.pp) for t, _, _ in exp.job_tuples(r)}
+    diff, t, _ = run_and_compare(exp, library("interleaved1f1b", 2, 4, vpp=2), batch=16)
+    assert diff <= 1e-6
+    assert {job.kind for job in t.built.memory_jobs.values()} == {"offload", "reload"}
+    assert "offload@0" in t.built.programs and "reload@0" in t.built.programs
+
+
+def checker_peaks(name: str, pp: int, m: int, vpp: int = 1, batch: int = 32):
+    """What `ppdsl check NAME --model builtin` predicts: bytes per rank on the device, and on the host."""
+    from ppdsl.analysis.check import check
+    from ppdsl.analysis.scenario import Scenario
+    from ppdsl.runtime.memory import model_memory
+
+    result = check(Scenario(name, pp, m, vpp, memory=model_memory(None, batch)))
+    assert result.completed
+    return result.peak_activations, result.host_peak
+
+
+def test_the_checker_predicts_the_measured_peaks_of_full_recompute():
+    """`check --model builtin` at pp=4, m=8: the measured model has the recompute's row (what it writes again), so the
+    checker's bytes per rank are the measured peak within 10%, and the recompute's fall from 1F1B's is the measured
+    one."""
+    exp = library("1f1b_recompute", 4, 8)
+    device, _ = measured_peaks(trainer(exp), 2)
+    predicted, host = checker_peaks("1f1b_recompute", 4, 8)
+    assert_near(device, [round(p) for p in predicted])
+    assert host == 0
+    without, _ = checker_peaks("1f1b", 4, 8)
+    assert predicted[0] < 0.5 * without[0]
+
+
+def test_the_checker_predicts_the_measured_device_peak_of_interleaved_offload():
+    """The library's offload schedule at pp=4, m=8, vpp=2: the checker's device bytes per rank are the measured peak
+    within 10%, rank 0 at most half of interleaved 1F1B's (measured), and the host store as the checker counts it."""
+    exp = library("interleaved1f1b_offload", 4, 8, vpp=2)
+    device, host = measured_peaks(trainer(exp), 1, tries=3)
+    predicted, host_predicted = checker_peaks("interleaved1f1b_offload", 4, 8, 2)
+    assert_near(device, [round(p) for p in predicted])
+    assert abs(sum(host) / host_predicted - 1) <= TOLERANCE  # the checker counts one host for all ranks
+    without = measured_peaks(trainer(library("interleaved1f1b", 4, 8, vpp=2)), 1, tries=1)[0]
+    assert device[0] <= 0.5 * without[0]
+
+
 def test_selective_recompute_keeps_some_micro_batches(base):
-    """Even micro-batches recompute, odd ones keep: between the peaks of none and full, as predicted, same
-    parameters. The lean forward is the same job program as the full one (skip-GC sets are per job)."""
+    """Two micro-batches of each rank's window recompute, the others keep: between the peaks of none and full, as
+    predicted, same parameters. The lean forward is the same job program as the full one (skip-GC sets are per
+    job)."""
     from ppdsl.runtime.memory import predicted_peaks
 
-    exp = with_memory_jobs(base, recompute=lambda r, c, mb: mb % 2 == 0)
-    full = with_memory_jobs(base, recompute=lambda r, c, mb: True)
+    exp = library("1f1b_selective", 4, 8, recomputed=2)
+    full = library("1f1b_recompute", 4, 8)
     diff, t, ref = run_and_compare(exp, base)
     assert diff <= 1e-6
     predicted = predicted_peaks(t.built.programs, t.built.job_names, exp.stage_of, t.built.memory_jobs)
@@ -128,7 +189,7 @@ def test_offload_moves_activations_to_the_host_store(base):
     micro-batch's activations, the host store holds what the rank had in flight (CPU: an emulation, one allocator)."""
     from ppdsl.runtime.memory import predicted_peaks
 
-    exp = with_memory_jobs(base, offload=lambda r, c, mb: True)
+    exp = offload_1f1b(4, 8)
     diff, t, ref = run_and_compare(exp, base)
     assert diff <= 1e-6
     predicted = predicted_peaks(t.built.programs, t.built.job_names, exp.stage_of, t.built.memory_jobs)
@@ -144,13 +205,12 @@ def test_partial_offload_moves_the_largest_activations_first(base):
     """An offload of half (a fraction of its job type) moves at least half of the stage's bytes and fewer values than
     a whole one; training is unchanged."""
     from ppdsl.runtime.memory import predicted_peaks
-    from ppdsl.runtime.memory_jobs import MemoryJob
 
-    half = {"offload": MemoryJob("offload", 0.5), "reload": MemoryJob("reload", 0.5)}
-    exp = with_memory_jobs(base, offload=lambda r, c, mb: True)
-    diff, t, _ = run_and_compare(exp, base, memory_jobs=half)
+    exp = offload_1f1b(4, 8, fraction=0.5)
+    diff, t, _ = run_and_compare(exp, base)
     assert diff <= 1e-6
-    whole = trainer(exp)
+    assert t.built.memory_jobs["reload"].fraction == 0.5  # from the spec: a reload moves what its offload moved
+    whole = trainer(offload_1f1b(4, 8))
     moved = [len(p.global_block().kwargs()) for p in (t.built.programs["offload@0"], whole.built.programs["offload@0"])]
     assert 0 < moved[0] < moved[1]
     part = predicted_peaks(t.built.programs, t.built.job_names, exp.stage_of, t.built.memory_jobs)
@@ -162,14 +222,13 @@ def test_partial_recompute_keeps_the_rest():
     """A recompute of half (its job type's fraction) writes again fewer values than a whole one, the largest first;
     the forward before it keeps the rest; training is unchanged."""
     from ppdsl.runtime.memory import predicted_peaks
-    from ppdsl.runtime.memory_jobs import MemoryJob
     from ppdsl.runtime.skip_gc import defined_values
 
     base = expand(load(library_dir() / "1f1b.sched"), 2, 4)
-    exp = with_memory_jobs(base, recompute=lambda r, c, mb: True)
-    diff, t, ref = run_and_compare(exp, base, batch=16, memory_jobs={"recompute": MemoryJob("recompute", 0.5)})
+    exp = library("1f1b_recompute", 2, 4, "memory recompute fraction = 0.5")
+    diff, t, ref = run_and_compare(exp, base, batch=16)
     assert diff <= 1e-6
-    whole = trainer(exp, batch=16)
+    whole = trainer(library("1f1b_recompute", 2, 4), batch=16)
     written = [len(defined_values(x.built.programs["recompute@0"])) for x in (t, whole)]
     assert 0 < written[0] < written[1]
     peaks = [
@@ -191,7 +250,7 @@ def test_recompute_replays_the_dropout_masks(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     model = "tests.models.dropout_mlp:build"
     base = expand(load(library_dir() / "1f1b.sched"), 2, 4)
-    exp = with_memory_jobs(base, recompute=lambda r, c, mb: True)
+    exp = library("1f1b_recompute", 2, 4)
 
     def trained(e, seeded_by_hand=False):
         from ppdsl.runtime.train import train
@@ -260,11 +319,30 @@ def test_gpu_copies_go_to_pinned_memory_on_the_copy_stream():
 def test_memory_jobs_out_of_order_are_refused(order, message):
     """E086 before any program is built: out of order, a job would read activations never made or already freed."""
     from ppdsl.common.diagnostics import DiagnosticError
-    from ppdsl.runtime.memory_jobs import DEFAULT_MEMORY_JOBS, MemoryJob, check_memory_orders
+    from ppdsl.runtime.memory_jobs import KINDS, MemoryJob, check_memory_orders
 
-    actions = {**DEFAULT_MEMORY_JOBS, "offload_half": MemoryJob("offload", 0.5)}
+    actions = {**{kind: MemoryJob(kind) for kind in KINDS}, "offload_half": MemoryJob("offload", 0.5)}
     with pytest.raises(DiagnosticError) as err:
         check_memory_orders([order], [[0]], actions)
     (diagnostic,) = err.value.diagnostics
     assert diagnostic.code == "E086" and diagnostic.message.startswith(message), diagnostic.message
     check_memory_orders([[("forward", 0, 0), ("offload", 0, 0), ("reload", 0, 0), ("backward", 0, 0)]], [[0]], actions)
+
+
+def test_a_plan_modules_memory_actions_come_from_its_job_types():
+    """`ppdsl compile`'s JOB_TYPES carry a memory action's fraction: the spec a plan module hands build_plan says
+    what each does, as a checked schedule's does."""
+    from ppdsl.analysis.plan_spec import expansion_spec
+    from ppdsl.runtime.memory_jobs import MemoryJob, memory_actions
+    from ppdsl.runtime.plan import plan_module_spec
+
+    exp = library("1f1b_recompute", 2, 4, "memory offload fraction = 0.25")
+    orders = [exp.job_tuples(r) for r in range(2)]
+    spec = plan_module_spec([jt.to_dict() for jt in exp.defn.job_types], exp.stage_of, orders, [], 4)
+    want = {
+        "recompute": MemoryJob("recompute"),
+        "offload": MemoryJob("offload", 0.25),
+        "reload": MemoryJob("reload", 0.25),
+    }
+    assert memory_actions(spec) == memory_actions(expansion_spec(exp)) == want
+    assert memory_actions(spec, used={"forward", "recompute"}) == {"recompute": MemoryJob("recompute")}
