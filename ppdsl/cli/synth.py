@@ -118,6 +118,27 @@ def synth_cmd(
     library: Annotated[
         bool, typer.Option("--library/--no-library", help="Start the search from the library's schedules too.")
     ] = True,
+    memory_actions: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-actions",
+            help="Let the search recompute or offload activations: `recompute`, `offload` or `recompute,offload`.",
+        ),
+    ] = None,
+    recompute_fraction: Annotated[
+        float,
+        typer.Option(
+            "--recompute-fraction",
+            help="With recompute: the part of a forward's activations a recompute rebuilds (the rest is kept).",
+            callback=in_range("--recompute-fraction", 0.01, 1),
+        ),
+    ] = 0.9,
+    host_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--host-limit", help="With offload: all ranks' offloaded memory together (units as --memory-limit)."
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option("--name", help="The schedule's name in the file.")] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_problem: MaxProblem = None,
@@ -125,6 +146,7 @@ def synth_cmd(
 ) -> None:
     """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
     from ppdsl.synth import SynthRequest, synthesize_file
+    from ppdsl.synth.actions import parse_actions
 
     if periodic and exact:
         usage_error(
@@ -164,6 +186,9 @@ def synth_cmd(
         output=output,
         cost_options=cost_options,
         max_jobs=max_jobs,
+        memory_actions=parse_actions(memory_actions),
+        recompute_fraction=recompute_fraction,
+        host_limit=memory_size(host_limit),
     )
     quiet = fmt is TextOrJson.json or not err.is_terminal
     with err.status("searching", spinner="dots") if not quiet else _nothing():

@@ -35,7 +35,7 @@ from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
-from ppdsl.synth.actions import ActionEngine
+from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, time_ticks
 from ppdsl.synth.periodic import Block
@@ -96,6 +96,28 @@ def build(request: SynthRequest) -> Problem:
                     "E007",
                     f"the name `{request.name}` {bad_name}",
                     help='the name is written between double quotes in the file: leave out `"` and control characters',
+                )
+            ]
+        )
+    unknown = [a for a in request.memory_actions if a not in ACTION_NAMES]
+    if unknown:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E084",
+                    f"unknown memory action `{unknown[0]}` in --memory-actions",
+                    help="use `recompute`, `offload` or both: `--memory-actions recompute,offload`",
+                )
+            ]
+        )
+    if request.memory_actions and (request.periodic or request.exact):
+        option = "--periodic" if request.periodic else "--exact"
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E092",
+                    f"--memory-actions does not combine with {option} yet",
+                    help=f"drop {option} to search recompute and offload, or drop --memory-actions",
                 )
             ]
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ppdsl
+from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.synth import SynthRequest, synthesize_file
 from ppdsl.synth.actions import parse_actions
 
@@ -41,8 +42,16 @@ def test_each_action_alone_is_searched_and_only_it_is_written(action):
     assert found.result.makespan < _synth(()).result.makespan
 
 
-def test_unknown_action_names_are_reported():
-    assert parse_actions("recompute, offload") == ("recompute", "offload")
+def test_unknown_action_names_are_reported_before_any_search():
+    assert parse_actions("offload, recompute") == ("recompute", "offload")
     assert parse_actions(None) == ()
-    with pytest.raises(ValueError, match="swap"):
-        parse_actions("recompute,swap")
+    with pytest.raises(DiagnosticError) as err:
+        _synth(parse_actions("recompute,swap"))
+    assert err.value.diagnostics[0].code == "E084" and "`swap`" in err.value.diagnostics[0].message
+
+
+def test_actions_with_periodic_are_refused():
+    request = SynthRequest(pp=4, microbatches=8, memory_limit=LIMIT, periodic=True, memory_actions=("recompute",))
+    with pytest.raises(DiagnosticError) as err:
+        synthesize_file(request)
+    assert err.value.diagnostics[0].code == "E092"
