@@ -40,6 +40,7 @@ from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, time_ticks
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
+from ppdsl.synth.schedule import Evaluator
 from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
@@ -297,7 +298,7 @@ def search_with_actions(
     rank is over its limit and improved by local search (actions.py), every candidate timed by the checker's
     execution on `problem` (which has the action types). Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
-    order_share = 0.6 * request.time_limit
+    order_share = 0.65 * request.time_limit
 
     def order_problem(limit: float | None, split: str) -> Problem:
         return build_problem(
@@ -322,33 +323,49 @@ def search_with_actions(
     # The ladder of limits the orders are found at: the request's own (when an order reaches it), the tightest an
     # order reaches, and steps up to the peak of the fastest order without a limit. A deferred backward_w holds
     # memory no action can move, so with the split free the orders are also found with whole backwards.
-    free = order_search(None, request.split, order_share / 6)
     need, limit = max(problem.minimum_memory()), max(problem.limit)
-    low, top = max(need, limit), max(free.evaluation.peaks)
-    # the most useful first, should time run out: halfway up with whole backwards (1F1B-like orders, whose
-    # in-flight micro-batches the actions free), then the request's own limit
+    low = max(need, limit)
+    bases: list[tuple[float, str, list]] = []
+
+    def add(x: float | None, split: str, seconds: float) -> SynthResult | None:
+        try:
+            found = order_search(x, split, seconds)
+        except Infeasible:
+            return None
+        whole = ", whole backwards" if split == "no" and request.split == "auto" else ""
+        at = "no limit" if x is None else f"found at limit {number(x)}"
+        bases.append((found.makespan, f"{found.origin} ({at}{whole})", found.orders))
+        if progress is not None:
+            progress(f"order ({at}{whole}): makespan {number(round(found.makespan, 6))}")
+        return found
+
+    # first what the order alone reaches at the request's limit (when it reaches it at all): with actions the
+    # result is never slower than that
+    if need <= limit + EPS:
+        add(limit, request.split, 0.25 * request.time_limit)
+    free = add(None, request.split, order_share / 6)
+    top = max(free.evaluation.peaks) if free is not None else low
+    # then, the most useful first should time run out: halfway up with whole backwards (1F1B-like orders, whose
+    # in-flight micro-batches the actions free), the request's own limit with whole backwards, and so on
     mid, upper = low + (top - low) / 2, low + (top - low) / 4
-    ladder = [(mid, "no"), (low, "auto"), (mid, "auto"), (low, "no"), (upper, "no"), (upper, "auto")]
-    ladder += [(need, "auto")] if need < low - EPS else []
+    ladder = [(mid, "no"), (low, "no"), (mid, "auto"), (upper, "no"), (upper, "auto"), (low, "auto")]
     configs = []
     for x, split in ladder:
         split = split if request.split == "auto" else request.split
-        if (x, split) not in configs and (x == low or low < top - EPS):
+        done = need <= limit + EPS and x == low and split == request.split
+        if (x, split) not in configs and not done and (x == low or low < top - EPS):
             configs.append((x, split))
-    share = (order_share - (time.perf_counter() - t0)) / max(len(configs), 1)
-    bases: list[tuple[float, str, list]] = [(free.makespan, f"{free.origin} (no limit)", free.orders)]
+    share = max(order_share - (time.perf_counter() - t0), 0.0) / max(len(configs), 1)
     for x, split in configs:
         if time.perf_counter() - t0 > order_share:
             break
-        try:
-            found = order_search(x, split, share)
-        except Infeasible:
-            continue
-        whole = ", whole backwards" if split == "no" and request.split == "auto" else ""
-        origin = f"{found.origin} (found at limit {number(x)}{whole})"
-        bases.append((found.makespan, origin, found.orders))
-        if progress is not None:
-            progress(f"order at limit {number(x)}{whole}: makespan {number(round(found.makespan, 6))}")
+        add(x, split, share)
+    # the library's orders too: an action pattern of theirs (PipeOffload's, 1F1B with recompute) is a start
+    if request.library:
+        plain = order_problem(None, request.split)
+        timer = Evaluator(plain)
+        for name, orders in library_seeds(plain):
+            bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
     bases.sort(key=lambda b: b[0])
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
     deadline = t0 + request.time_limit

@@ -164,15 +164,16 @@ class ActionEngine:
         return lead
 
     def insert(
-        self, base: list[Order], prefer: str, must: bool = False
+        self, base: list[Order], prefer: str, must: bool = False, bound: float = float("inf")
     ) -> tuple[Placement, list[Order], Evaluation] | None:
         """Add actions, one (stage, micro-batch) at a time on the rank furthest over its limit, until every rank
-        fits (None: nothing left to act on, or out of time unless `must`: nothing found yet)."""
+        fits (None: nothing left to act on, slower than `bound` already (actions rarely make an order faster),
+        or out of time unless `must`: nothing found yet)."""
         plan = Placement()
         orders, ev = self.evaluate(base, plan)
         limit = self.problem.limit
         while not ev.feasible:
-            if ev.deadlock or (self.out_of_time() and not must):
+            if ev.deadlock or (self.out_of_time() and not must) or ev.makespan > bound:
                 return None
             over = [(ev.peaks[r] - limit[r], r) for r in range(self.problem.pp) if ev.peaks[r] > limit[r] + EPS]
             if not over:  # only the host limit is exceeded: trade the last offload for a recompute
@@ -255,7 +256,8 @@ class ActionEngine:
             for prefer in policies:
                 if self.out_of_time() and best is not None:
                     break
-                found = self.insert(base, prefer, must=best is None)
+                bound = float("inf") if best is None else best.evaluation.makespan + self._slack(best)
+                found = self.insert(base, prefer, must=best is None, bound=bound)
                 if found is None:
                     continue
                 plan, orders, ev = found
