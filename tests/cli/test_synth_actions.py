@@ -18,7 +18,9 @@ def test_a_synthesized_file_with_actions_checks_valid_with_synths_makespan(tmp_p
     args = ["synth", *SIZES, "--memory-limit", "2", "--memory-actions", "recompute,offload", "--time-limit", "2"]
     made = runner.invoke(app, [*args, "-o", str(out), "--format", "json"])
     assert made.exit_code == 0, made.output
-    searched = json.loads(made.stdout)["makespan"]
+    made_report = json.loads(made.stdout)
+    searched, actions = made_report["makespan"], made_report["memory_actions"]
+    assert actions["recompute"] + actions["offload"] > 0
     text = out.read_text(encoding="utf-8")
     assert " O" in text or "offload" in text or "recompute" in text or " R" in text
     checked = runner.invoke(app, ["check", str(out), *SIZES, "--format", "json"])
