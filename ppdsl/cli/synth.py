@@ -240,7 +240,7 @@ def _library_rows(outcome, request, spec):
 
 
 def _report(outcome, rows, output) -> dict:
-    result, check = outcome.result, outcome.check
+    result = outcome.result
     report = _base_report(outcome, rows, output)
     if outcome.request.memory_actions:  # how many (stage, micro-batch)s each action took, and the host's peak
         names = result.problem.expansion.type_names  # (the orders' type indices are the probe's)
