@@ -55,3 +55,15 @@ def test_actions_with_periodic_are_refused():
     with pytest.raises(DiagnosticError) as err:
         synthesize_file(request)
     assert err.value.diagnostics[0].code == "E092"
+
+
+def test_the_host_limit_bounds_what_is_offloaded():
+    free = _synth(("offload",))
+    assert free.result.evaluation.host_peak > 1
+    request = SynthRequest(
+        pp=4, microbatches=8, memory_limit=LIMIT, time_limit=2.0, memory_actions=("recompute", "offload"), host_limit=1
+    )
+    bounded = synthesize_file(request)
+    assert bounded.result.evaluation.host_peak <= 1 + 1e-9
+    assert bounded.check.valid and bounded.check.makespan == pytest.approx(bounded.result.makespan)
+    assert "memory host limit = 1" in bounded.text or "offload" not in bounded.text
