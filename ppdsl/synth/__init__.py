@@ -25,7 +25,7 @@ import math
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ppdsl.analysis.check import CheckResult, check
@@ -324,6 +324,9 @@ def search_with_actions(
     # order reaches, and steps up to the peak of the fastest order without a limit. A deferred backward_w holds
     # memory no action can move, so with the split free the orders are also found with whole backwards.
     need, limit = max(problem.minimum_memory()), max(problem.limit)
+    if not math.isfinite(limit):  # nothing to make room for: the order search's answer, which needs no action
+        found = order_search(None, request.split, request.time_limit)
+        return replace(found, problem=problem, origin=f"{found.origin} (no memory limit: no action needed)")
     low = max(need, limit)
     bases: list[tuple[float, str, list]] = []
 

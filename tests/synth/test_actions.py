@@ -67,3 +67,9 @@ def test_the_host_limit_bounds_what_is_offloaded():
     assert bounded.result.evaluation.host_peak <= 1 + 1e-9
     assert bounded.check.valid and bounded.check.makespan == pytest.approx(bounded.result.makespan)
     assert "memory host limit = 1" in bounded.text or "offload" not in bounded.text
+
+
+def test_actions_without_a_memory_limit_need_none():
+    request = SynthRequest(pp=2, microbatches=4, time_limit=0.5, memory_actions=("recompute",))
+    found = synthesize_file(request)
+    assert found.check.valid and "recompute" not in found.text and "no action needed" in found.result.origin
