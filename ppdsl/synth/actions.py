@@ -71,11 +71,18 @@ class ActionEngine:
         self.allowed = [a for a in ACTION_NAMES if a in set(allowed)]
         self.deadline = deadline
         exp = problem.expansion
+        stages = range(problem.nstages)
         self.copy_time = [
             exp.cost[actions.offload][problem.rank_of[s]][problem.chunk_of[s]]
             + exp.cost[actions.reload][problem.rank_of[s]][problem.chunk_of[s]]
             for s in range(problem.nstages)
         ]
+        # what an action takes off its rank's level while its micro-batch waits: a recompute all but what the
+        # forward keeps, an offload what it moves
+        self.saving = {
+            RECOMPUTE: [exp.mem_delta[actions.recompute][problem.rank_of[s]][problem.chunk_of[s]] for s in stages],
+            OFFLOAD: [-exp.mem_delta[actions.offload][problem.rank_of[s]][problem.chunk_of[s]] for s in stages],
+        }
         self.reload_time = [
             exp.cost[actions.reload][problem.rank_of[s]][problem.chunk_of[s]] for s in range(problem.nstages)
         ]
@@ -183,17 +190,22 @@ class ActionEngine:
                 plan.action[offloads[-1]] = RECOMPUTE
                 orders, ev = self.evaluate(base, plan)
                 continue
-            held = []
-            for _, rank in sorted(over, reverse=True):  # the rank furthest over first, else the next that can act
-                held = self._held(base, orders, ev, rank, plan)
-                if held:
-                    break
-            if not held:
+            acted = False
+            # on every rank over its limit at once (one evaluation per round, not per action): of the micro-batches
+            # in flight at its peak, the ones held longest, as many as the excess needs
+            for excess, rank in sorted(over, reverse=True):
+                saved = 0.0
+                for gap, key in self._held(base, orders, ev, rank, plan):
+                    if saved >= excess - EPS:
+                        break
+                    action = self._choose(gap, key[0], prefer)
+                    plan.action[key] = action
+                    if action == OFFLOAD:
+                        plan.lead[key] = self._lead(orders, ev, rank, key)
+                    saved += self.saving[action][key[0]]
+                    acted = True
+            if not acted:
                 return None
-            gap, key = held[0]
-            plan.action[key] = self._choose(gap, key[0], prefer)
-            if plan.action[key] == OFFLOAD:
-                plan.lead[key] = self._lead(orders, ev, rank, key)
             orders, ev = self.evaluate(base, plan)
         return plan, orders, ev
 
