@@ -4,7 +4,8 @@
     reports.py   trace, plot, compare, sweep, calibrate: simulations, pictures and tables
     codegen.py   compile: a schedule as a Python plan module
     fmt.py       fmt: .sched files in the canonical layout
-    synth.py     synth: the fastest schedule within a memory limit, as a checked .sched
+    synth.py     synth: the fastest schedule within a memory limit, as a checked .sched; frontier: makespan
+                 against memory limit
     lsp.py       lsp: the language server for editors (`ppdsl.lsp`)
     training.py  run: training with a schedule's plan (one process, or one per rank through launch.py)
 

@@ -118,6 +118,27 @@ def synth_cmd(
     library: Annotated[
         bool, typer.Option("--library/--no-library", help="Start the search from the library's schedules too.")
     ] = True,
+    memory_actions: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-actions",
+            help="Let the search recompute or offload activations: `recompute`, `offload` or `recompute,offload`.",
+        ),
+    ] = None,
+    recompute_fraction: Annotated[
+        float,
+        typer.Option(
+            "--recompute-fraction",
+            help="With recompute: the part of a forward's activations a recompute rebuilds (the rest is kept).",
+            callback=in_range("--recompute-fraction", 0.01, 1),
+        ),
+    ] = 0.9,
+    host_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--host-limit", help="With offload: all ranks' offloaded memory together (units as --memory-limit)."
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option("--name", help="The schedule's name in the file.")] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_problem: MaxProblem = None,
@@ -125,6 +146,7 @@ def synth_cmd(
 ) -> None:
     """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
     from ppdsl.synth import SynthRequest, synthesize_file
+    from ppdsl.synth.actions import parse_actions
 
     if periodic and exact:
         usage_error(
@@ -164,6 +186,9 @@ def synth_cmd(
         output=output,
         cost_options=cost_options,
         max_jobs=max_jobs,
+        memory_actions=parse_actions(memory_actions),
+        recompute_fraction=recompute_fraction,
+        host_limit=memory_size(host_limit),
     )
     quiet = fmt is TextOrJson.json or not err.is_terminal
     with err.status("searching", spinner="dots") if not quiet else _nothing():
@@ -215,6 +240,17 @@ def _library_rows(outcome, request, spec):
 
 
 def _report(outcome, rows, output) -> dict:
+    result = outcome.result
+    report = _base_report(outcome, rows, output)
+    if outcome.request.memory_actions:  # how many (stage, micro-batch)s each action took, and the host's peak
+        names = result.problem.expansion.type_names  # (the orders' type indices are the probe's)
+        jobs = [names[t] for order in result.orders for t, _, _ in order]
+        report["memory_actions"] = {a: jobs.count(a) for a in ("recompute", "offload")}
+        report["host_peak"] = result.evaluation.host_peak
+    return report
+
+
+def _base_report(outcome, rows, output) -> dict:
     result, check = outcome.result, outcome.check
     return {
         "file": None if output == "-" else output,
@@ -285,3 +321,73 @@ def _print(outcome, rows, output) -> None:
                 escaped(row.schedule), f"{row.makespan:g}", shown(row.peak_activations), "yes" if fits else "no", ratio
             )
         out.print(lib)
+
+
+@app.command("frontier")
+def frontier_cmd(
+    pp: PP,
+    microbatches: Micro,
+    vpp: VPP = 1,
+    cost: CostPairs = None,
+    costs: CostFile = None,
+    memory_actions: Annotated[
+        str, typer.Option("--memory-actions", help="The actions synth may use: recompute, offload or both.")
+    ] = "recompute,offload",
+    steps: Annotated[
+        int,
+        typer.Option(
+            "--steps",
+            help="Limits on the ladder (from one micro-batch to 1F1B's peak).",
+            callback=in_range("--steps", 2, 64),
+        ),
+    ] = 6,
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            "--time-limit",
+            help="Seconds of search for each synth point.",
+            callback=in_range("--time-limit", *TIME_LIMIT_RANGE),
+        ),
+    ] = 2.0,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Draw the frontier to this PNG.")] = None,
+    fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
+) -> None:
+    """Makespan against memory limit: synth with the order alone and with memory actions, and every library
+    schedule at its own peak, so you see what each unit of memory buys."""
+    from ppdsl.reports.frontier import draw_frontier, frontier
+    from ppdsl.synth.actions import parse_actions
+
+    if output is not None:
+        diagnosed(check_output, output)
+    spec = cost_spec(cost, costs)
+    actions = parse_actions(memory_actions)
+    quiet = fmt is TextOrJson.json or not err.is_terminal
+    with err.status("searching", spinner="dots") if not quiet else _nothing():
+        fr = diagnosed(frontier, pp, microbatches, vpp, spec, actions, steps, time_limit)
+    if output is not None:
+        draw_frontier(fr, output)
+    if fmt is TextOrJson.json:
+        data = {
+            "pp": pp,
+            "microbatches": microbatches,
+            "vpp": vpp,
+            "points": [p.__dict__ for p in fr.points],
+            "anchors": [a.__dict__ for a in fr.anchors],
+        }
+        print_data(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"makespan against memory limit, pp={pp} m={microbatches} vpp={vpp}")
+    for column in ("limit", "synth (order)", "synth (actions)", "best anchor that fits", "anchor makespan"):
+        table.add_column(column, justify="left" if "anchor that" in column else "right")
+    for p in fr.points:
+        best = fr.best_anchor(p.limit)
+        table.add_row(
+            f"{p.limit:g}",
+            "-" if p.order_only is None else f"{p.order_only:g}",
+            "-" if p.with_actions is None else f"{p.with_actions:g}",
+            escaped(best.name) if best else "-",
+            f"{best.makespan:g}" if best else "-",
+        )
+    out.print(table)
+    if output is not None:
+        out.print(f"drew `{escaped(output)}`")

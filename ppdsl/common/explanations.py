@@ -872,6 +872,20 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl synth --pp 4 -m 8 --memory-limit 4 --time-limit 1 -o found.sched"),
     ),
+    "E084": Explanation(
+        "`--memory-actions` lists what the search may do to a (stage, micro-batch)'s activations besides keeping "
+        "them: `recompute` (keep the stage input, re-run the forward before the backward) and `offload` (copy them "
+        "to host memory after the forward, back before the backward), comma-separated.",
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions swap -o found.sched"),
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --time-limit 1 -o found.sched"),
+    ),
+    "E092": Explanation(
+        "The memory-actions engine places recompute and offload jobs in orders of one size, timed by the "
+        "checker; the periodic form (a block for any number of micro-batches) and the CP-SAT proof of --exact do "
+        "not take the actions yet, so the combination is refused rather than silently ignored.",
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --periodic -o found.sched"),
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --time-limit 1 -o found.sched"),
+    ),
     "E042": Explanation(
         "`ppdsl synth` checks the file it writes before it writes it: the checker must prove it valid with the "
         "makespan the search measured. They share one execution model, so this never happens unless ppdsl has a "

@@ -11,6 +11,7 @@
     periodic.py one micro-batch's block repeated every period (CP-SAT): starting points, and `--periodic`
     bounds.py   lower bounds on the makespan
     seeds.py    the library's schedules as starting points
+    actions.py  memory actions (recompute, offload) inserted in found orders and improved (`--memory-actions`)
     search.py   the search: portfolio, refinement, local search, CP-SAT; its result and report
     writer.py   the result as `.sched` text
 
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import math
 import tempfile
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ppdsl.analysis.check import CheckResult, check
@@ -33,9 +35,12 @@ from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
+from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
+from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, time_ticks
 from ppdsl.synth.periodic import Block
-from ppdsl.synth.problem import Problem, build_problem
+from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
+from ppdsl.synth.schedule import Evaluator
 from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
@@ -69,6 +74,9 @@ class SynthRequest:
     command: str = ""  # the command line that makes this request (for the file's docstring)
     output: str = "OUT.sched"  # where the file goes (named in the docstring's commands)
     cost_options: str = ""  # `--cost ...` / `--costs FILE` as given (for the docstring)
+    memory_actions: tuple[str, ...] = ()  # of "recompute", "offload": the search may choose them (actions.py)
+    recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION  # what a recompute rebuilds of a forward's activations
+    host_limit: float | None = None  # all ranks' offloaded memory together (with offload)
 
 
 @dataclass
@@ -92,6 +100,28 @@ def build(request: SynthRequest) -> Problem:
                 )
             ]
         )
+    unknown = [a for a in request.memory_actions if a not in ACTION_NAMES]
+    if unknown:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E084",
+                    f"unknown memory action `{unknown[0]}` in --memory-actions",
+                    help="use `recompute`, `offload` or both: `--memory-actions recompute,offload`",
+                )
+            ]
+        )
+    if request.memory_actions and (request.periodic or request.exact):
+        option = "--periodic" if request.periodic else "--exact"
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E092",
+                    f"--memory-actions does not combine with {option} yet",
+                    help=f"drop {option} to search recompute and offload, or drop --memory-actions",
+                )
+            ]
+        )
     if not (request.time_limit > 0 and math.isfinite(request.time_limit)):
         raise DiagnosticError(
             [Diagnostic("E007", f"the time limit must be a positive number of seconds, got {request.time_limit}")]
@@ -108,6 +138,9 @@ def build(request: SynthRequest) -> Problem:
         request.backward_b_frees,
         request.cost_scale,
         request.max_jobs,
+        memory_actions=bool(request.memory_actions),
+        recompute_fraction=request.recompute_fraction,
+        host_limit=request.host_limit,
     )
     k, ticks = time_ticks(problem)
     if ticks == 0:  # (a zero cost is meaningful for some jobs: the optimizer's default; not for all of them)
@@ -133,7 +166,8 @@ def build(request: SynthRequest) -> Problem:
             ]
         )
     need = problem.minimum_memory()
-    short = [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
+    # (with memory actions a rank may hold less than an order alone needs: the actions engine says if nothing fits)
+    short = [] if request.memory_actions else [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
     if short:
         r = max(short, key=lambda q: need[q] - problem.limit[q])
         unit = problem.memory_unit
@@ -157,7 +191,9 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
     problem = build(request)
     block = None
     try:
-        if request.periodic:
+        if request.memory_actions:
+            result = search_with_actions(request, problem, progress)
+        elif request.periodic:
             result, block = periodic_search(problem, request.time_limit, request.seed)
         else:
             seeds = list(library_seeds(problem)) if request.library else []
@@ -167,6 +203,9 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
     except Infeasible:  # (the one-at-a-time seed fits whatever `build` accepts; a periodic block may not)
         message = "no periodic block fits the memory limit" if request.periodic else "no schedule fits the memory limit"
         hint = "raise --time-limit, or drop --periodic to search every schedule" if request.periodic else None
+        if request.memory_actions:
+            message += f" with {' and '.join(request.memory_actions)}"
+            hint = "raise --memory-limit (or --host-limit), or allow both actions: --memory-actions recompute,offload"
         raise DiagnosticError([Diagnostic("S114", message, help=hint)]) from None
     text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
     check = verify(text, request, result)
@@ -249,3 +288,103 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
     if request.memory_options:
         check += f" {request.memory_options}"
     return Header(name, inputs, outcome, found, request.command or "ppdsl synth ...", check)
+
+
+def search_with_actions(
+    request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None = None
+) -> SynthResult:
+    """`--memory-actions`: the fastest orders the order search finds at a few relaxed limits (no limit, between,
+    the tightest an order reaches, the request's own when an order fits it), then memory actions inserted where a
+    rank is over its limit and improved by local search (actions.py), every candidate timed by the checker's
+    execution on `problem` (which has the action types). Raises Infeasible when nothing fits."""
+    t0 = time.perf_counter()
+    order_share = 0.65 * request.time_limit
+
+    def order_problem(limit: float | None, split: str) -> Problem:
+        return build_problem(
+            request.pp,
+            request.microbatches,
+            request.vpp,
+            request.placement,
+            request.costs,
+            limit,
+            request.memory,
+            split,
+            request.backward_b_frees,
+            request.cost_scale,
+            request.max_jobs,
+        )
+
+    def order_search(limit: float | None, split: str, seconds: float) -> SynthResult:
+        p = order_problem(limit, split)
+        seeds = list(library_seeds(p)) if request.library else []
+        return synthesize(p, max(seconds, 0.2), seed=request.seed, seeds=seeds)
+
+    # The ladder of limits the orders are found at: the request's own (when an order reaches it), the tightest an
+    # order reaches, and steps up to the peak of the fastest order without a limit. A deferred backward_w holds
+    # memory no action can move, so with the split free the orders are also found with whole backwards.
+    need, limit = max(problem.minimum_memory()), max(problem.limit)
+    if not math.isfinite(limit):  # nothing to make room for: the order search's answer, which needs no action
+        found = order_search(None, request.split, request.time_limit)
+        return replace(found, problem=problem, origin=f"{found.origin} (no memory limit: no action needed)")
+    low = max(need, limit)
+    bases: list[tuple[float, str, list]] = []
+
+    def add(x: float | None, split: str, seconds: float) -> SynthResult | None:
+        try:
+            found = order_search(x, split, seconds)
+        except Infeasible:
+            return None
+        whole = ", whole backwards" if split == "no" and request.split == "auto" else ""
+        at = "no limit" if x is None else f"found at limit {number(x)}"
+        bases.append((found.makespan, f"{found.origin} ({at}{whole})", found.orders))
+        if progress is not None:
+            progress(f"order ({at}{whole}): makespan {number(round(found.makespan, 6))}")
+        return found
+
+    # first what the order alone reaches at the request's limit (when it reaches it at all): with actions the
+    # result is never slower than that
+    if need <= limit + EPS:
+        add(limit, request.split, 0.25 * request.time_limit)
+    free = add(None, request.split, order_share / 6)
+    top = max(free.evaluation.peaks) if free is not None else low
+    # then, the most useful first should time run out: halfway up with whole backwards (1F1B-like orders, whose
+    # in-flight micro-batches the actions free), the request's own limit with whole backwards, and so on
+    mid, upper = low + (top - low) / 2, low + (top - low) / 4
+    ladder = [(mid, "no"), (low, "no"), (mid, "auto"), (upper, "no"), (upper, "auto"), (low, "auto")]
+    configs = []
+    for x, split in ladder:
+        split = split if request.split == "auto" else request.split
+        done = need <= limit + EPS and x == low and split == request.split
+        if (x, split) not in configs and not done and (x == low or low < top - EPS):
+            configs.append((x, split))
+    share = max(order_share - (time.perf_counter() - t0), 0.0) / max(len(configs), 1)
+    for x, split in configs:
+        if time.perf_counter() - t0 > order_share:
+            break
+        add(x, split, share)
+    # the library's orders too: an action pattern of theirs (PipeOffload's, 1F1B with recompute) is a start
+    if request.library:
+        plain = order_problem(None, request.split)
+        timer = Evaluator(plain)
+        for name, orders in library_seeds(plain):
+            bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
+    bases.sort(key=lambda b: b[0])
+    bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
+    deadline = t0 + request.time_limit
+    engine = ActionEngine(problem, request.memory_actions, deadline)
+    best = engine.search((origin, orders) for _, origin, orders in bases)
+    if best is None:
+        raise Infeasible(problem)
+    counts = best.counts()
+    did = ", ".join(f"{n} {a}" for a, n in counts.items() if n) or "no action needed"
+    bound = lower_bound(problem)
+    return SynthResult(
+        problem,
+        best.orders,
+        best.evaluation,
+        bound,
+        best.evaluation.makespan <= bound + EPS,
+        seconds=time.perf_counter() - t0,
+        origin=f"{best.origin} ({did}; {best.candidates} candidates timed)",
+    )

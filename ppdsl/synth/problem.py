@@ -29,8 +29,13 @@ SPLIT_MODES = ("auto", "yes", "no")
 _PROBE = """schedule "synth"
 placement {placement}
 memory backward_b frees {frees}
-order {{ optimizer }}
+{actions}order {{ optimizer }}
 """
+# With `--memory-actions` the probe names the actions, so its expansion has their job types, costs and memory
+# (a recomputed forward keeps `1 - fraction` of its activations: its stage input, as the library's schedules).
+_ACTIONS = "memory recompute fraction = {fraction}\n"
+_HOST = "memory host limit = {limit}\n"
+DEFAULT_RECOMPUTE_FRACTION = 0.9
 
 
 @dataclass
@@ -53,6 +58,7 @@ class Problem:
     memory_unit: str = "activations"
     backward_b_frees: float = 0.5
     expansion: Expansion | None = field(default=None, repr=False)  # the probe's: what schedules are timed with
+    recompute_fraction: float | None = None  # with memory actions: what a recompute rebuilds of a forward
 
     @property
     def nstages(self) -> int:
@@ -101,6 +107,9 @@ def build_problem(
     backward_b_frees: float = 0.5,
     cost_scale: float = 1.0,
     max_jobs: int = DEFAULT_MAX_JOBS,
+    memory_actions: bool = False,
+    recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION,
+    host_limit: float | None = None,
 ) -> Problem:
     """The problem for these sizes and costs; raises DiagnosticError for impossible inputs. `cost_scale`
     multiplies every job's cost (`ppdsl compare` measures a chunk as 1/vpp of a rank's work)."""
@@ -123,24 +132,36 @@ def build_problem(
         problems.append(Diagnostic("E007", f"the memory limit must be positive, got {memory_limit:g}"))
     if problems:
         raise DiagnosticError(problems)
-    probe = resolve_text(_PROBE.format(placement=placement, frees=repr(float(backward_b_frees))), "<synth>")
+    actions = ""
+    if memory_actions:
+        actions = _ACTIONS.format(fraction=repr(float(recompute_fraction)))
+        if host_limit is not None:
+            actions += _HOST.format(limit=repr(float(host_limit)))
+    text = _PROBE.format(placement=placement, frees=repr(float(backward_b_frees)), actions=actions)
+    probe = resolve_text(text, "<synth>")
     scenario = Scenario(
         probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit, max_jobs=max_jobs
     )
     exp = scenario.expansion()
     if cost_scale != 1.0:
         exp = scale_costs(exp, cost_scale)
-    return problem_from_expansion(exp, placement, split, backward_b_frees)
+    return problem_from_expansion(exp, placement, split, backward_b_frees, memory_actions)
 
 
-def problem_from_expansion(exp: Expansion, placement: str, split: str, backward_b_frees: float = 0.5) -> Problem:
-    if any(name in MEMORY_NAMES for name in exp.type_names):  # the engines time F, B, I, W only (issue 18)
+def problem_from_expansion(
+    exp: Expansion, placement: str, split: str, backward_b_frees: float = 0.5, memory_actions: bool = False
+) -> Problem:
+    """The problem of an expansion's tables. Its job types may include the memory actions only for the
+    actions engine (`memory_actions`, synth/actions.py, which times every candidate by the checker's execution);
+    the order engines time F, B, I, W only, so a schedule with actions is refused for them (E083)."""
+    if not memory_actions and any(name in MEMORY_NAMES for name in exp.type_names):
         raise DiagnosticError(
             [
                 Diagnostic(
                     "E083",
                     f"`{exp.defn.name}` has recompute, offload or reload jobs: synth does not search them yet",
-                    help="check and simulate it with `ppdsl check` / `ppdsl plot`; synthesize without memory actions",
+                    help="check and simulate it with `ppdsl check` / `ppdsl plot`; to have synth choose the "
+                    "actions itself: `ppdsl synth ... --memory-actions recompute,offload`",
                 )
             ]
         )
@@ -177,4 +198,13 @@ def problem_from_expansion(exp: Expansion, placement: str, split: str, backward_
         memory_unit=exp.memory_unit,
         backward_b_frees=backward_b_frees,
         expansion=exp,
+        recompute_fraction=_recompute_fraction(exp),
     )
+
+
+def _recompute_fraction(exp: Expansion) -> float | None:
+    """The probe's `memory recompute fraction` (None without memory actions)."""
+    for jt in exp.defn.job_types:
+        if jt.name == MEMORY_NAMES[0]:
+            return 1.0 if jt.fraction is None else jt.fraction
+    return None

@@ -6,10 +6,11 @@ into an `Expansion`, so a synthesized schedule's makespan is by construction the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.memory import MemoryActions
 from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 from ppdsl.synth.problem import Problem
@@ -27,6 +28,8 @@ class Evaluation:
     deadlock: bool
     start: list[list[float]]  # [rank][step], the compute jobs only (the optimizer is last)
     end: list[list[float]]
+    peak_times: list[float] = field(default_factory=list)  # [rank] when its peak is first reached
+    host_peak: float = 0.0  # all ranks' offloaded memory at its highest (memory actions only)
 
 
 class Evaluator:
@@ -39,6 +42,10 @@ class Evaluator:
         self.base: Expansion = problem.expansion
         self.used = {FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER}
         self.calls = 0
+        # a problem with memory actions (synth/actions.py) times its recompute / offload / reload jobs too
+        self.actions = MemoryActions.of(self.base)
+        if self.actions is not None:
+            self.used |= {self.actions.recompute, self.actions.offload, self.actions.reload}
         codec = self.base.codec
         # a job's code is its micro-batch's stride plus the slot of its (type, chunk) (`JobCodec.stride`)
         self.stride = codec.stride
@@ -65,8 +72,14 @@ class Evaluator:
         ex = execute(self.expansion(orders), used=self.used)
         peaks = [s.peak_activations for s in ex.ranks]
         within = all(peak <= limit + 1e-9 for peak, limit in zip(peaks, self.problem.limit, strict=True))
+        host_peak = ex.host_peak
+        host_limit = self.base.host_limit
+        within = within and (host_limit is None or host_peak <= host_limit + 1e-9)
         makespan = ex.makespan if ex.completed else float("inf")
-        return Evaluation(makespan, peaks, ex.completed and within, not ex.completed, ex.start, ex.end)
+        times = [s.peak_time for s in ex.ranks]
+        return Evaluation(
+            makespan, peaks, ex.completed and within, not ex.completed, ex.start, ex.end, times, host_peak
+        )
 
 
 def complete(problem: Problem, orders: list[Order]) -> bool:

@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from ppdsl.common.text import escaped
 from ppdsl.language.format import format_text
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, BUILTIN_TYPES, FORWARD
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, BUILTIN_TYPES, FORWARD, MEMORY_NAMES, letter_of
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
@@ -85,6 +85,41 @@ def _per_stage_expression(values: list[float]) -> str | None:
     return expr
 
 
+def type_name(problem: Problem, t: int) -> str:
+    """A job type's name: the built-in five by index, the memory actions through the probe's types (their
+    indices depend on the schedule, see `ppdsl.language.jobtypes`)."""
+    if t in NAMES:
+        return NAMES[t]
+    assert problem.expansion is not None
+    return problem.expansion.type_names[t]
+
+
+def _action_costs(problem: Problem, used: set[int]) -> list[tuple[str, list[float]]]:
+    """(name, [stage] cost) of the memory actions the orders use."""
+    exp = problem.expansion
+    if exp is None:
+        return []
+    out = []
+    for t in sorted(used):
+        name = exp.type_names[t]
+        if name in MEMORY_NAMES:
+            out.append((name, [exp.cost[t][problem.rank_of[s]][problem.chunk_of[s]] for s in range(problem.nstages)]))
+    return out
+
+
+def _action_lines(problem: Problem, used: set[int]) -> list[str]:
+    """`memory recompute fraction = ...` (what a recomputed forward rebuilds) and the host limit, when the
+    orders use the actions."""
+    exp = problem.expansion
+    names = {type_name(problem, t) for t in used}
+    lines = []
+    if MEMORY_NAMES[0] in names and problem.recompute_fraction is not None:
+        lines.append(f"memory recompute fraction = {number(problem.recompute_fraction)}")
+    if exp is not None and exp.host_limit is not None and names & set(MEMORY_NAMES[1:]):
+        lines.append(f"memory host limit = {number(exp.host_limit)}")
+    return lines
+
+
 def declarations(problem: Problem, used: set[int], costs_in_file: bool) -> list[str]:
     """The placement, costs, links and memory of the problem as `.sched` declarations."""
     lines = [f"placement {problem.placement}", ""]
@@ -92,6 +127,8 @@ def declarations(problem: Problem, used: set[int], costs_in_file: bool) -> list[
         for t in (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W):
             if t in used:
                 lines.append(f"cost {NAMES[t]} = {_per_stage_expression(problem.cost[t])}")
+        for name, values in _action_costs(problem, used):
+            lines.append(f"cost {name} = {_per_stage_expression(values)}")
         latency, bandwidth = problem_links(problem)
         if latency:
             lines.append(f"comm latency = {number(latency)}")
@@ -104,8 +141,9 @@ def declarations(problem: Problem, used: set[int], costs_in_file: bool) -> list[
         limits = set(problem.limit)
         if len(limits) == 1 and (limit := limits.pop()) != float("inf"):
             lines.append(f"memory limit = {number(limit)}")
-        if lines[-1] != "":
-            lines.append("")
+    lines += _action_lines(problem, used)
+    if lines[-1] != "":
+        lines.append("")
     return lines
 
 
@@ -116,7 +154,11 @@ def problem_links(problem: Problem) -> tuple[float, float | None]:
 
 
 def costs_fit_in_file(problem: Problem) -> bool:
-    return all(_per_stage_expression(problem.cost[t]) is not None for t in (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W))
+    tables = [problem.cost[t] for t in (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)]
+    if problem.expansion is not None:
+        every_type = set(range(len(problem.expansion.type_names)))
+        tables += [values for _, values in _action_costs(problem, every_type)]
+    return all(_per_stage_expression(values) is not None for values in tables)
 
 
 def in_order(orders: list[Order]) -> bool:
@@ -161,7 +203,8 @@ def _fold(tokens: list[str]) -> list[tuple[int, list[str]]]:
 
 def _statement(problem: Problem, t: int, s: int, mb: str | None = None) -> str:
     args = ([] if problem.vpp == 1 else [f"chunk = {problem.chunk_of[s]}"]) + ([] if mb is None else [f"mb = {mb}"])
-    return f"{NAMES[t]}({', '.join(args)})" if args else NAMES[t]
+    name = type_name(problem, t)
+    return f"{name}({', '.join(args)})" if args else name
 
 
 def order_text(problem: Problem, orders: list[Order]) -> list[str]:
@@ -211,7 +254,7 @@ def table_text(problem: Problem, orders: list[Order]) -> list[str]:
     for r, order in enumerate(orders):
         cells = []
         for t, s, mb in order:
-            cell = f"{LETTERS[t]}{mb}"
+            cell = f"{LETTERS.get(t) or letter_of(type_name(problem, t))}{mb}"
             cells.append(cell if problem.vpp == 1 else f"{cell}.c{problem.chunk_of[s]}")
         cells.append("optimizer")
         head = f"    rank {r}:"

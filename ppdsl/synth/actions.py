@@ -1,0 +1,294 @@
+"""Memory actions in a synthesized schedule (`ppdsl synth --memory-actions recompute,offload`): per (stage,
+micro-batch) keep, recompute or offload, placed in an order the order search found.
+
+Below the memory an order alone can reach, or where holding less lets a faster order fit, the engine
+1. takes the fastest orders the order search finds at relaxed limits (the caller's `bases`);
+2. inserts actions where a rank's level exceeds its limit: of the micro-batches in flight at the rank's peak, the
+   one held longest first; it is offloaded when the gap between its forward's end and its backward's start
+   covers both copies (PipeOffload's rule), else recomputed. A recompute goes right before its backward, where the
+   rank would wait for the gradient (it needs nothing from another stage, so it fills that bubble, as Mario
+   does); an offload right after its forward, its reload early enough before the backward for the copy;
+3. improves by local search: drop an action, swap recompute and offload, move a recompute earlier into an idle
+   gap, move a reload earlier or later.
+Every candidate is timed by the checker's own execution (`Evaluator`, which packs the jobs into the probe's
+expansion): one timing rule, rule 6 of `ppdsl.analysis.timing` for the copy stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ppdsl.analysis.memory import MemoryActions
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.synth.problem import Problem
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order
+
+EPS = 1e-9
+KEEP, RECOMPUTE, OFFLOAD = "keep", RECOMPUTE_NAME, OFFLOAD_NAME
+ACTION_NAMES = (RECOMPUTE, OFFLOAD)
+
+
+@dataclass
+class Placement:
+    """Which (stage, micro-batch) gets which action, and where its jobs go, in steps relative to the anchors: a
+    recompute `hoist` jobs before its backward, a reload `lead` jobs before it."""
+
+    action: dict[tuple[int, int], str] = field(default_factory=dict)
+    hoist: dict[tuple[int, int], int] = field(default_factory=dict)
+    lead: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def copy(self) -> Placement:
+        return Placement(dict(self.action), dict(self.hoist), dict(self.lead))
+
+
+@dataclass
+class ActionResult:
+    orders: list[Order]
+    evaluation: Evaluation
+    placement: Placement
+    origin: str
+    candidates: int = 0  # schedules timed
+
+    def counts(self) -> dict[str, int]:
+        out = {RECOMPUTE: 0, OFFLOAD: 0}
+        for a in self.placement.action.values():
+            out[a] += 1
+        return out
+
+
+class ActionEngine:
+    """Inserts and improves memory actions in orders of one problem (whose expansion has the action types)."""
+
+    def __init__(self, problem: Problem, allowed: Iterable[str], deadline: float):
+        self.problem = problem
+        self.evaluator = Evaluator(problem)
+        actions = MemoryActions.of(problem.expansion) if problem.expansion is not None else None
+        if actions is None:
+            raise ValueError("the problem was built without memory actions")
+        self.types = actions
+        self.allowed = [a for a in ACTION_NAMES if a in set(allowed)]
+        self.deadline = deadline
+        exp = problem.expansion
+        stages = range(problem.nstages)
+        self.copy_time = [
+            exp.cost[actions.offload][problem.rank_of[s]][problem.chunk_of[s]]
+            + exp.cost[actions.reload][problem.rank_of[s]][problem.chunk_of[s]]
+            for s in range(problem.nstages)
+        ]
+        # what an action takes off its rank's level while its micro-batch waits: a recompute all but what the
+        # forward keeps, an offload what it moves
+        self.saving = {
+            RECOMPUTE: [exp.mem_delta[actions.recompute][problem.rank_of[s]][problem.chunk_of[s]] for s in stages],
+            OFFLOAD: [-exp.mem_delta[actions.offload][problem.rank_of[s]][problem.chunk_of[s]] for s in stages],
+        }
+        self.reload_time = [
+            exp.cost[actions.reload][problem.rank_of[s]][problem.chunk_of[s]] for s in range(problem.nstages)
+        ]
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() > self.deadline
+
+    # -- building orders --------------------------------------------------------------------------------------
+    def materialize(self, base: list[Order], plan: Placement) -> list[Order]:
+        """`base` (compute jobs only) with the plan's jobs inserted."""
+        a = self.types
+        out: list[Order] = []
+        for order in base:
+            backward_at: dict[tuple[int, int], int] = {}
+            for i, (t, s, mb) in enumerate(order):
+                if t in (BACKWARD, BACKWARD_B):
+                    backward_at[(s, mb)] = i
+            before: dict[int, list[tuple[int, int, int]]] = {}
+            after: dict[int, list[tuple[int, int, int]]] = {}
+            for i, (t, s, mb) in enumerate(order):
+                if t != FORWARD:
+                    continue
+                action = plan.action.get((s, mb), KEEP)
+                if action == KEEP:
+                    continue
+                b = backward_at[(s, mb)]
+                if action == RECOMPUTE:
+                    at = max(i + 1, b - plan.hoist.get((s, mb), 0))
+                    before.setdefault(at, []).append((a.recompute, s, mb))
+                else:
+                    after.setdefault(i, []).append((a.offload, s, mb))
+                    at = max(i + 1, b - plan.lead.get((s, mb), 0))
+                    before.setdefault(at, []).append((a.reload, s, mb))
+            row: Order = []
+            for i, job in enumerate(order):
+                row.extend(before.get(i, ()))
+                row.append(job)
+                row.extend(after.get(i, ()))
+            out.append(row)
+        return out
+
+    def evaluate(self, base: list[Order], plan: Placement) -> tuple[list[Order], Evaluation]:
+        orders = self.materialize(base, plan)
+        return orders, self.evaluator.evaluate(orders)
+
+    # -- choosing ---------------------------------------------------------------------------------------------
+    def _held(self, base: list[Order], orders: list[Order], ev: Evaluation, rank: int, plan: Placement):
+        """The kept (stage, micro-batch)s of `rank` in flight at its peak, each with how long it is held (from
+        its forward's end to its backward's start), longest first."""
+        fwd_end: dict[tuple[int, int], float] = {}
+        bwd_start: dict[tuple[int, int], float] = {}
+        for i, (t, s, mb) in enumerate(orders[rank]):
+            if t == FORWARD:
+                fwd_end[(s, mb)] = ev.end[rank][i]
+            elif t in (BACKWARD, BACKWARD_B):
+                bwd_start[(s, mb)] = ev.start[rank][i]
+        at = ev.peak_times[rank] if ev.peak_times else 0.0
+        kept = [k for k in fwd_end if k in bwd_start and plan.action.get(k, KEEP) == KEEP]
+        # (one held no time at all cannot lower a peak)
+        live = [k for k in kept if fwd_end[k] <= at + EPS < bwd_start[k]]
+        live = live or [k for k in kept if bwd_start[k] > fwd_end[k] + EPS]
+        return sorted(((bwd_start[k] - fwd_end[k], k) for k in live), key=lambda x: (-x[0], x[1]))
+
+    def _choose(self, gap: float, stage: int, prefer: str) -> str:
+        """`prefer` offload: PipeOffload's rule, offload when the gap covers both copies, else recompute;
+        `prefer` recompute: recompute whenever allowed."""
+        covers = gap >= self.copy_time[stage] - EPS
+        if OFFLOAD in self.allowed and (covers or RECOMPUTE not in self.allowed) and prefer == OFFLOAD:
+            return OFFLOAD
+        return RECOMPUTE if RECOMPUTE in self.allowed else OFFLOAD
+
+    def _lead(self, orders: list[Order], ev: Evaluation, rank: int, key: tuple[int, int]) -> int:
+        """How many compute jobs before its backward a reload is issued so that its copy ends in time."""
+        s, mb = key
+        row = orders[rank]
+        b = next(i for i, (t, ss, m) in enumerate(row) if t in (BACKWARD, BACKWARD_B) and (ss, m) == key)
+        need = ev.start[rank][b] - self.reload_time[s]
+        lead, i = 0, b - 1
+        while i >= 0 and row[i] != (FORWARD, s, mb):
+            t = row[i][0]
+            if not self.types.copies(t):
+                lead += 1
+                if ev.start[rank][i] <= need + EPS:
+                    break
+            i -= 1
+        return lead
+
+    def insert(
+        self, base: list[Order], prefer: str, must: bool = False, bound: float = float("inf")
+    ) -> tuple[Placement, list[Order], Evaluation] | None:
+        """Add actions, one (stage, micro-batch) at a time on the rank furthest over its limit, until every rank
+        fits (None: nothing left to act on, slower than `bound` already (actions rarely make an order faster),
+        or out of time unless `must`: nothing found yet)."""
+        plan = Placement()
+        orders, ev = self.evaluate(base, plan)
+        limit = self.problem.limit
+        while not ev.feasible:
+            if ev.deadlock or (self.out_of_time() and not must) or ev.makespan > bound:
+                return None
+            over = [(ev.peaks[r] - limit[r], r) for r in range(self.problem.pp) if ev.peaks[r] > limit[r] + EPS]
+            if not over:  # only the host limit is exceeded: trade the last offload for a recompute
+                offloads = [k for k, a in plan.action.items() if a == OFFLOAD]
+                if not offloads or RECOMPUTE not in self.allowed:
+                    return None
+                plan.action[offloads[-1]] = RECOMPUTE
+                orders, ev = self.evaluate(base, plan)
+                continue
+            acted = False
+            # on every rank over its limit at once (one evaluation per round, not per action): of the micro-batches
+            # in flight at its peak, the ones held longest, as many as the excess needs
+            for excess, rank in sorted(over, reverse=True):
+                saved = 0.0
+                for gap, key in self._held(base, orders, ev, rank, plan):
+                    if saved >= excess - EPS:
+                        break
+                    action = self._choose(gap, key[0], prefer)
+                    plan.action[key] = action
+                    if action == OFFLOAD:
+                        plan.lead[key] = self._lead(orders, ev, rank, key)
+                    saved += self.saving[action][key[0]]
+                    acted = True
+            if not acted:
+                return None
+            orders, ev = self.evaluate(base, plan)
+        return plan, orders, ev
+
+    def improve(self, base: list[Order], plan: Placement, ev: Evaluation) -> tuple[Placement, list[Order], Evaluation]:
+        """Local search over the plan: accept a move that keeps every limit and is faster, or as fast with fewer
+        actions; stop when no move helps or time is up."""
+        best_plan, (best_orders, best) = plan, self.evaluate(base, plan)
+        improved = True
+        while improved and not self.out_of_time():
+            improved = False
+            for cand in self._moves(best_plan):
+                if self.out_of_time():
+                    break
+                orders, cev = self.evaluate(base, cand)
+                if not cev.feasible:
+                    continue
+                fewer = len(cand.action) < len(best_plan.action)
+                if cev.makespan < best.makespan - EPS or (fewer and cev.makespan <= best.makespan + EPS):
+                    best_plan, best_orders, best, improved = cand, orders, cev, True
+                    break
+        return best_plan, best_orders, best
+
+    def _moves(self, plan: Placement) -> Iterable[Placement]:
+        keys = sorted(plan.action)
+        for key in keys:  # fewer actions first: each kept micro-batch costs nothing
+            cand = plan.copy()
+            del cand.action[key]
+            cand.hoist.pop(key, None)
+            cand.lead.pop(key, None)
+            yield cand
+        for key in keys:
+            action = plan.action[key]
+            if action == RECOMPUTE:
+                if OFFLOAD in self.allowed:
+                    cand = plan.copy()
+                    cand.action[key] = OFFLOAD
+                    cand.lead[key] = 2
+                    yield cand
+                for step in (1, 2):
+                    cand = plan.copy()
+                    cand.hoist[key] = plan.hoist.get(key, 0) + step
+                    yield cand
+            else:
+                if RECOMPUTE in self.allowed:
+                    cand = plan.copy()
+                    cand.action[key] = RECOMPUTE
+                    yield cand
+                for step in (1, -1):
+                    lead = plan.lead.get(key, 0) + step
+                    if lead >= 0:
+                        cand = plan.copy()
+                        cand.lead[key] = lead
+                        yield cand
+
+    def search(self, bases: Iterable[tuple[str, list[Order]]]) -> ActionResult | None:
+        """The fastest schedule within the limits over the bases, with actions inserted and improved."""
+        best: ActionResult | None = None
+        policies = [OFFLOAD, RECOMPUTE] if len(self.allowed) == 2 else self.allowed
+        for origin, base in bases:
+            for prefer in policies:
+                if self.out_of_time() and best is not None:
+                    break
+                bound = float("inf") if best is None else best.evaluation.makespan + self._slack(best)
+                found = self.insert(base, prefer, must=best is None, bound=bound)
+                if found is None:
+                    continue
+                plan, orders, ev = found
+                if best is None or ev.makespan < best.evaluation.makespan + self._slack(best):
+                    plan, orders, ev = self.improve(base, plan, ev)
+                if best is None or ev.makespan < best.evaluation.makespan - EPS:
+                    best = ActionResult(orders, ev, plan, origin)
+        if best is not None:
+            best.candidates = self.evaluator.calls
+        return best
+
+    @staticmethod
+    def _slack(best: ActionResult) -> float:
+        """How much slower an inserted schedule may be and still be improved (local search often gains this)."""
+        return 0.1 * best.evaluation.makespan
+
+
+def parse_actions(text: str | None) -> tuple[str, ...]:
+    """`offload, recompute` -> ("recompute", "offload"): the known names in their canonical order, then any
+    unknown ones as given (`synth.build` reports those, E084)."""
+    names = [part.strip() for part in (text or "").split(",") if part.strip()]
+    return tuple(a for a in ACTION_NAMES if a in names) + tuple(n for n in names if n not in ACTION_NAMES)

@@ -1,0 +1,35 @@
+"""`ppdsl frontier` (issue 18, 4): makespan against memory limit for synth, with and without memory actions, and
+the library's anchors at their own peaks."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from ppdsl.cli import app
+from ppdsl.reports.frontier import draw_frontier, frontier, ladder
+
+runner = CliRunner()
+
+
+def test_ladder_runs_from_low_to_high():
+    assert ladder(1, 4, 4) == [1, 2, 3, 4]
+    assert ladder(2, 2, 5) == [2]
+
+
+def test_the_frontier_falls_with_memory_and_actions_never_lose(tmp_path):
+    fr = frontier(2, 4, limits=[1, 2], time_limit=0.5)
+    tight, loose = fr.points
+    assert tight.order_only is not None and tight.with_actions is not None
+    assert tight.with_actions <= tight.order_only and loose.with_actions <= tight.with_actions
+    # 1F1B (peak 2 on rank 0) is an anchor that fits the loose limit and not the tight one
+    assert any(a.name == "1F1B" and a.peak == 2 for a in fr.anchors)
+    assert fr.best_anchor(2) is not None and fr.best_anchor(2).peak <= 2
+    png = tmp_path / "frontier.png"
+    draw_frontier(fr, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_command_prints_the_table(tmp_path):
+    result = runner.invoke(app, ["frontier", "--pp", "2", "-m", "4", "--steps", "2", "--time-limit", "0.5"])
+    assert result.exit_code == 0, result.output
+    assert "synth (actions)" in result.output and "best anchor" in result.output

@@ -1,0 +1,75 @@
+"""`ppdsl synth --memory-actions` (issue 18): below the memory an order alone reaches, the search inserts
+recompute / offload / reload jobs, and the checker proves the written file with the search's makespan."""
+
+from __future__ import annotations
+
+import pytest
+
+import ppdsl
+from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.synth import SynthRequest, synthesize_file
+from ppdsl.synth.actions import parse_actions
+
+LIMIT = 2.0  # pp 4: 1F1B holds 4 micro-batches on rank 0; an order alone fits 2 only by running few at once
+
+
+def _synth(actions: tuple[str, ...], limit: float = LIMIT):
+    return synthesize_file(
+        SynthRequest(pp=4, microbatches=8, memory_limit=limit, time_limit=2.0, memory_actions=actions)
+    )
+
+
+def test_actions_beat_the_order_alone_at_a_tight_limit_and_the_file_checks_as_searched(tmp_path):
+    order_only = _synth(())
+    found = _synth(("recompute", "offload"))
+    assert found.result.makespan < order_only.result.makespan
+    assert found.check.valid and found.check.makespan == pytest.approx(found.result.makespan)
+    assert max(found.result.evaluation.peaks) <= LIMIT + 1e-9
+    # the written file carries the actions, and a fresh check of it reads them back
+    path = tmp_path / "found.sched"
+    path.write_text(found.text, encoding="utf-8")
+    checked = ppdsl.check(path, pp=4, microbatches=8)
+    assert checked.valid and checked.makespan == pytest.approx(found.result.makespan)
+    assert "offload" in found.text or "recompute" in found.text
+
+
+@pytest.mark.parametrize("action", ["recompute", "offload"])
+def test_each_action_alone_is_searched_and_only_it_is_written(action):
+    found = _synth((action,))
+    other = {"recompute": "offload", "offload": "recompute"}[action]
+    assert found.check.valid and found.check.makespan == pytest.approx(found.result.makespan)
+    assert action in found.text and f"{other}(" not in found.text and f"\n        {other}" not in found.text
+    assert found.result.makespan < _synth(()).result.makespan
+
+
+def test_unknown_action_names_are_reported_before_any_search():
+    assert parse_actions("offload, recompute") == ("recompute", "offload")
+    assert parse_actions(None) == ()
+    with pytest.raises(DiagnosticError) as err:
+        _synth(parse_actions("recompute,swap"))
+    assert err.value.diagnostics[0].code == "E084" and "`swap`" in err.value.diagnostics[0].message
+
+
+def test_actions_with_periodic_are_refused():
+    request = SynthRequest(pp=4, microbatches=8, memory_limit=LIMIT, periodic=True, memory_actions=("recompute",))
+    with pytest.raises(DiagnosticError) as err:
+        synthesize_file(request)
+    assert err.value.diagnostics[0].code == "E092"
+
+
+def test_the_host_limit_bounds_what_is_offloaded():
+    free = _synth(("offload",))
+    assert free.result.evaluation.host_peak > 1
+    request = SynthRequest(
+        pp=4, microbatches=8, memory_limit=LIMIT, time_limit=2.0, memory_actions=("recompute", "offload"), host_limit=1
+    )
+    bounded = synthesize_file(request)
+    assert bounded.result.evaluation.host_peak <= 1 + 1e-9
+    assert bounded.check.valid and bounded.check.makespan == pytest.approx(bounded.result.makespan)
+    assert "memory host limit = 1" in bounded.text or "offload" not in bounded.text
+
+
+def test_actions_without_a_memory_limit_need_none():
+    request = SynthRequest(pp=2, microbatches=4, time_limit=0.5, memory_actions=("recompute",))
+    found = synthesize_file(request)
+    assert found.check.valid and "recompute" not in found.text and "no action needed" in found.result.origin
