@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -277,6 +278,11 @@ def read_checkpoint(path: str | Path, identity: Mapping | None = None, *, step: 
         )
     if step is not None and saved != step:
         raise _damaged(path, f"says it is at step {saved}, but its name says step {step}")
+    recorded = meta.get(ARRAYS)
+    if recorded is not None and recorded != _names_digest(arrays):
+        # every member has its CRC, but a flip in the archive's directory can hide whole members
+        listed = meta.get(ARRAY_COUNT)
+        raise _damaged(path, f"holds {len(arrays)} arrays, not the {_value(listed)} its metadata lists")
     if bad := non_finite(arrays):
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise _error(
@@ -294,6 +300,12 @@ def _value(value) -> str:
 
 
 FINGERPRINT = "schedule_fingerprint"
+ARRAYS = "arrays_sha256"  # of the state's array names, sorted: a checkpoint missing one reads as damaged
+ARRAY_COUNT = "arrays"
+
+
+def _names_digest(arrays: Mapping[str, object]) -> str:
+    return hashlib.sha256("\n".join(sorted(arrays)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _check_identity(path: Path, meta: dict, identity: Mapping) -> None:
@@ -434,7 +446,8 @@ def write_checkpoint(path: Path, step: int, identity: Mapping, state: Mapping[st
         )
     try:
         with open_atomic(path) as f:
-            np.savez(f, **{META: np.array(json.dumps({"step": step, **identity, **meta}))}, **state)
+            held = {ARRAYS: _names_digest(state), ARRAY_COUNT: len(state)}  # what a reader checks its members against
+            np.savez(f, **{META: np.array(json.dumps({"step": step, **identity, **held, **meta}))}, **state)
     except OSError as err:
         raise _error(
             "E000", f"cannot write checkpoint `{path}`: {err.strerror or err}", help="check the --save-dir"

@@ -174,8 +174,13 @@ KINDS = {
         "in `embedding`",
     ),
     "wrong dtype": (_with_arrays(_set("head", lambda a: a["head"].astype(np.float64))), "E037", "`head` is float64"),
-    "missing array": (_with_arrays(_pop("head")), "E037", "it lacks `head`"),
-    "extra array": (_with_arrays(_set("bogus", lambda a: np.zeros(3, np.float32))), "E037", "it has `bogus`"),
+    # the metadata lists the arrays written: a file without one, or with one more, is damaged
+    "missing array": (_with_arrays(_pop("head")), "E061", "arrays, not the"),
+    "extra array": (
+        _with_arrays(_set("bogus", lambda a: np.zeros(3, np.float32))),
+        "E061",
+        "arrays, not the",
+    ),
     "wrong shape": (_with_arrays(_set("head", lambda a: a["head"].T.copy())), "E037", "`head` has shape (64, 32)"),
 }
 
