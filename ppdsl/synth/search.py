@@ -30,6 +30,7 @@ from ppdsl.synth.lns import lns, total_score
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
+from ppdsl.synth.vfill import fill_seeds
 
 EPS = 1e-9
 WORK_PER_SECOND = 1.0e6  # job evaluations per second on this kind of machine: turns a time limit into work
@@ -244,6 +245,21 @@ class Search:
         if offered:
             self.step("seed schedules", ", ".join(offered))
 
+    def fill_first(self) -> None:
+        """V shapes: the schedules that fill the memory in the warm-up, then run one micro-batch in for one out
+        (`vfill`): a start the backward-first policies do not reach."""
+        found = fill_seeds(self.problem)
+        best = None
+        for name, orders in found:
+            ev = self.evaluator.evaluate(orders)
+            self.budget.spend(4 * self.jobs)
+            if ev.feasible:
+                self.offer(orders, ev, name)
+                if best is None or total_score(ev) < total_score(best[1]):
+                    best = (name, ev)
+        if found:
+            self.step("V fill-first schedules", f"{len(found)}, best {best[1].makespan:g}" if best else "none fits")
+
     def periodic(self, fraction: float) -> None:
         """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points: as they
         are, and as the plan of list schedules that fill the warm-up and cool-down the repetition leaves idle."""
@@ -396,6 +412,7 @@ def synthesize(
     if not search.reached_bound():
         search.refine(ranked, fraction=FRACTIONS["refine"])
     search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
+    search.fill_first()
     if search.best is None:
         raise Infeasible(problem)
     search.local_search(FRACTIONS["local"])
