@@ -64,9 +64,9 @@ def closed_form_caps(problem: Problem, shift: int = 0, spare: int = 0) -> Caps |
     return caps
 
 
-def fill_schedule(problem: Problem, caps: Caps, slack: int = 0, extra: int = 0) -> list[Order] | None:
-    """Every rank's order under the fill-first rule, or None when it deadlocks."""
-    return FillScheduler(problem, caps, slack, extra).run()
+def fill_schedule(problem: Problem, caps: Caps, **knobs) -> list[Order] | None:
+    """Every rank's order under the fill-first rule (`FillScheduler`'s knobs), or None when it deadlocks."""
+    return FillScheduler(problem, caps, **knobs).run()
 
 
 def fill_seeds(problem: Problem) -> list[tuple[str, list[Order]]]:
@@ -86,7 +86,7 @@ def fill_seeds(problem: Problem) -> list[tuple[str, list[Order]]]:
             seen.add(key)
             for slack in (0, 1, 2, 3):
                 for extra in (0, 1, 2, 4):
-                    orders = fill_schedule(problem, caps, slack, extra)
+                    orders = fill_schedule(problem, caps, slack=slack, extra=extra)
                     if orders is not None:
                         out.append(
                             (f"V fill-first (shift {shift}, spare {spare}, slack {slack}, extra {extra})", orders)
@@ -97,11 +97,21 @@ def fill_seeds(problem: Problem) -> list[tuple[str, list[Order]]]:
 class FillScheduler(ListScheduler):
     """The list scheduler with the fill-first choice (see the module's docstring)."""
 
-    def __init__(self, problem: Problem, caps: Caps, slack: int = 0, extra: int = 0):
+    def __init__(
+        self,
+        problem: Problem,
+        caps: Caps,
+        slack: int = 0,
+        extra: int = 0,
+        shallow_b: bool = False,
+        w_first: bool = False,
+    ):
         super().__init__(problem, Policy(split=problem.split != "no", reserve=0))
         self.caps = caps
         self.slack = slack
         self.extra = extra
+        self.shallow_b = shallow_b
+        self.w_first = w_first
         self.total = [sum(c.values()) for c in caps]
 
     def run(self) -> list[Order] | None:
@@ -123,8 +133,9 @@ class FillScheduler(ListScheduler):
         first = p.stages_of[rank.index][0]
         held_total = sum(self.stages[s].next_f - self.stages[s].next_b for s in p.stages_of[rank.index])
         full = held_total >= self.total[rank.index] - self.slack
-        # the deeper stage first (chunk 1 on a V): its backward starts the gradient's way back, its forward
-        # feeds the rank after it
+        # forwards: the deeper stage first (chunk 1 on a V), which feeds the rank after it; backwards: the
+        # deeper first too (its gradient starts the way back), or the shallower (`shallow_b`: chunk 0's frees
+        # the activation held longest)
         for s in sorted(p.stages_of[rank.index], reverse=True):
             stage = self.stages[s]
             held = stage.next_f - stage.next_b
@@ -133,7 +144,7 @@ class FillScheduler(ListScheduler):
                 arrival = stage.f_end[k] if stage.last else stage.g_in[k]
                 if arrival >= 0.0:
                     if arrival <= now + EPS:
-                        if backward is None:
+                        if backward is None or self.shallow_b:
                             backward = (self.bwd, s, k)
                     else:
                         next_known = min(next_known, arrival)
@@ -158,6 +169,6 @@ class FillScheduler(ListScheduler):
                 weight = (BACKWARD_W, -s, mb)
         if backward is not None:
             return backward, next_known
-        if weight is not None and (forward_waits_memory or forward is None):
+        if weight is not None and (forward_waits_memory or forward is None or self.w_first):
             return weight, next_known
         return forward, next_known
