@@ -455,7 +455,7 @@ def synthesize(
         search.refine(ranked, fraction=FRACTIONS["refine"])
     search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
     search.fill_first()
-    if not exact_search:
+    if not exact_search and search.jobs > CP_SAT_WHOLE_MAX_JOBS:  # (small: CP-SAT on the whole problem does more)
         search.race(FRACTIONS["race"])
     if search.best is None:
         raise Infeasible(problem)
