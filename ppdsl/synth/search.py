@@ -301,7 +301,11 @@ class Search:
         if self.best is None or self.reached_bound() or not exact.available():
             return
         limit = self.best[1].makespan * (1 + RACE_WITHIN)
-        starts = sorted((x for x in self.starts.values() if x[1].makespan <= limit), key=lambda x: total_score(x[1]))
+        starts = []
+        for start in sorted(self.starts.values(), key=lambda x: total_score(x[1])):
+            # a start as fast as a better-scored one adds no new basin worth its share
+            if start[1].makespan <= limit and all(abs(start[1].makespan - x[1].makespan) > EPS for x in starts):
+                starts.append(start)
         if len(starts) < 2:
             return
         share = fraction * self.budget.left() / len(starts)
