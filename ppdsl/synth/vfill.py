@@ -10,14 +10,16 @@ Controllable Memory", re-derived here from the costs and the limit):
   holds at most L activations, and a micro-batch's chunk-1 forward on rank r can only follow its chunk-0
   forwards on ranks r..pp-1, so rank r keeps min(r + 1, L / 2) of them for chunk 1 and the rest of L for
   chunk 0 (rank 0 runs L - 1 chunk-0 forwards back to back while the V fills);
-- steady state: a backward on a stage runs only while the stage holds its full `cap` (or has no forward
-  left), so each backward is followed by a forward of the same stage before the next backward there: the
+- steady state: a backward on a stage runs only while the stage holds its full `cap`, or the rank all but
+  `slack` of its caps together (or the stage has no forward left), so backwards and forwards alternate: the
   forward stream that feeds the ranks downstream never stops for a burst of backwards (the wave a
-  backward-first list schedule makes); a deferred W runs when a forward waits for the memory it frees, or when
-  nothing else is ready.
+  backward-first list schedule makes); after the warm-up a chunk-0 stage may hold `extra` more (the middle
+  ranks of a V need more chunk-0 and fewer chunk-1 activations in the steady state than in the warm-up); a
+  deferred W runs when a forward waits for the memory it frees, or when nothing else is ready.
 
 Timing and memory are the list scheduler's (`greedy.ListScheduler`, the checker's timing rule); only the choice
-of the next job differs. A few caps around the closed form are tried; the search keeps the best and improves it
+of the next job differs. A stall (every rank waiting for another) loosens `slack` by one until it cannot
+stall. A few caps around the closed form, slacks and extras are tried; the search keeps the best and improves it
 (local search, CP-SAT windows), which a fill-first start lets reach schedules a backward-first one does not.
 """
 
@@ -97,21 +99,11 @@ def fill_seeds(problem: Problem) -> list[tuple[str, list[Order]]]:
 class FillScheduler(ListScheduler):
     """The list scheduler with the fill-first choice (see the module's docstring)."""
 
-    def __init__(
-        self,
-        problem: Problem,
-        caps: Caps,
-        slack: int = 0,
-        extra: int = 0,
-        shallow_b: bool = False,
-        w_first: bool = False,
-    ):
+    def __init__(self, problem: Problem, caps: Caps, slack: int = 0, extra: int = 0):
         super().__init__(problem, Policy(split=problem.split != "no", reserve=0))
         self.caps = caps
-        self.slack = slack
-        self.extra = extra
-        self.shallow_b = shallow_b
-        self.w_first = w_first
+        self.slack = slack  # a backward may run while the rank holds all but `slack` of its caps together
+        self.extra = extra  # after its first backward, a chunk-0 stage may hold `extra` more than its cap
         self.total = [sum(c.values()) for c in caps]
 
     def run(self) -> list[Order] | None:
@@ -133,9 +125,8 @@ class FillScheduler(ListScheduler):
         first = p.stages_of[rank.index][0]
         held_total = sum(self.stages[s].next_f - self.stages[s].next_b for s in p.stages_of[rank.index])
         full = held_total >= self.total[rank.index] - self.slack
-        # forwards: the deeper stage first (chunk 1 on a V), which feeds the rank after it; backwards: the
-        # deeper first too (its gradient starts the way back), or the shallower (`shallow_b`: chunk 0's frees
-        # the activation held longest)
+        # the deeper stage first (chunk 1 on a V): its forward feeds the rank after it, its backward starts the
+        # gradient's way back
         for s in sorted(p.stages_of[rank.index], reverse=True):
             stage = self.stages[s]
             held = stage.next_f - stage.next_b
@@ -144,7 +135,7 @@ class FillScheduler(ListScheduler):
                 arrival = stage.f_end[k] if stage.last else stage.g_in[k]
                 if arrival >= 0.0:
                     if arrival <= now + EPS:
-                        if backward is None or self.shallow_b:
+                        if backward is None:
                             backward = (self.bwd, s, k)
                     else:
                         next_known = min(next_known, arrival)
@@ -169,6 +160,6 @@ class FillScheduler(ListScheduler):
                 weight = (BACKWARD_W, -s, mb)
         if backward is not None:
             return backward, next_known
-        if weight is not None and (forward_waits_memory or forward is None or self.w_first):
+        if weight is not None and (forward_waits_memory or forward is None):
             return weight, next_known
         return forward, next_known
