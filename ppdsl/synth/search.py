@@ -36,8 +36,9 @@ EPS = 1e-9
 WORK_PER_SECOND = 1.0e6  # job evaluations per second on this kind of machine: turns a time limit into work
 CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
 PERIODIC_SECONDS_PER_DET = 4.0  # seconds of CPU per deterministic second of CP-SAT on block models
+# of the budget left when each step starts
 FRACTIONS = {"periodic": 0.15, "refine": 0.2, "race": 0.4, "local": 0.15, "windows": 0.6}
-RACE_WITHIN = 0.1  # starts this much slower than the best still race  # of the budget left when each step starts
+RACE_WITHIN = 0.1  # starts this much slower than the best still race
 
 
 @dataclass
