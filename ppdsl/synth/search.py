@@ -30,12 +30,15 @@ from ppdsl.synth.lns import lns, total_score
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
+from ppdsl.synth.vfill import fill_seeds
 
 EPS = 1e-9
 WORK_PER_SECOND = 1.0e6  # job evaluations per second on this kind of machine: turns a time limit into work
 CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
 PERIODIC_SECONDS_PER_DET = 4.0  # seconds of CPU per deterministic second of CP-SAT on block models
-FRACTIONS = {"periodic": 0.15, "refine": 0.2, "local": 0.15, "windows": 0.6}  # of the budget left when each step starts
+# of the budget left when each step starts
+FRACTIONS = {"periodic": 0.15, "refine": 0.2, "race": 0.4, "local": 0.15, "windows": 0.6}
+RACE_WITHIN = 0.1  # starts this much slower than the best still race
 
 
 @dataclass
@@ -163,11 +166,17 @@ class Search:
         self.bound = lower_bound(problem)
         self.steps: list[Step] = []
         self.best: tuple[list[Order], Evaluation, str] | None = None
+        self.starts: dict[str, tuple[list[Order], Evaluation, str]] = {}
 
     def reached_bound(self) -> bool:
         return self.best is not None and self.best[1].makespan <= self.bound + EPS
 
-    def offer(self, orders: list[Order], ev: Evaluation, origin: str) -> bool:
+    def offer(self, orders: list[Order], ev: Evaluation, origin: str, family: str | None = None) -> bool:
+        """Keep the schedule if it is the best so far; `family` (what kind of start it is) also keeps the best of
+        each kind, for `race`."""
+        if family is not None and ev.feasible:
+            if family not in self.starts or total_score(ev) < total_score(self.starts[family][1]):
+                self.starts[family] = (orders, ev, origin)
         if ev.feasible and (self.best is None or total_score(ev) < total_score(self.best[1])):
             self.best = (orders, ev, origin)
             return True
@@ -201,7 +210,7 @@ class Search:
             got = self.run_policy(policy)
             if got is not None and got[1].feasible:
                 ranked.append((total_score(got[1]), policy, *got))
-                self.offer(got[0], got[1], policy.label())
+                self.offer(got[0], got[1], policy.label(), "policies")
         ranked.sort(key=lambda x: x[0])
         self.step("list scheduling", f"{len(candidates)} policies, best {ranked[0][1].label()}" if ranked else "")
         return ranked
@@ -228,7 +237,7 @@ class Search:
                             improved = True
                 if not improved:
                     break
-            self.offer(current[2], current[3], current[1].label())
+            self.offer(current[2], current[3], current[1].label(), "policies")
         self.step("per-rank policy refinement")
 
     def seeds(self, seeds: Iterable[tuple[str, list[Order]]]) -> None:
@@ -240,9 +249,24 @@ class Search:
             self.budget.spend(self.jobs)
             if ev.feasible:
                 offered.append(f"{name} {ev.makespan:g}")
-                self.offer(orders, ev, name)
+                self.offer(orders, ev, name, "seeds")
         if offered:
             self.step("seed schedules", ", ".join(offered))
+
+    def fill_first(self) -> None:
+        """V shapes: the schedules that fill the memory in the warm-up, then run one micro-batch in for one out
+        (`vfill`): a start the backward-first policies do not reach."""
+        found = fill_seeds(self.problem)
+        best = None
+        for name, orders in found:
+            ev = self.evaluator.evaluate(orders)
+            self.budget.spend(4 * self.jobs)
+            if ev.feasible:
+                self.offer(orders, ev, name, "fill-first")
+                if best is None or total_score(ev) < total_score(best[1]):
+                    best = (name, ev)
+        if found:
+            self.step("V fill-first schedules", f"{len(found)}, best {best[1].makespan:g}" if best else "none fits")
 
     def periodic(self, fraction: float) -> None:
         """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points: as they
@@ -257,7 +281,7 @@ class Search:
             self.budget.spend((block.spent * PERIODIC_SECONDS_PER_DET) * WORK_PER_SECOND + 2 * self.jobs)
             if ev.feasible:
                 offered.append(f"{ev.makespan:g}")
-                self.offer(block.orders, ev, block.name)
+                self.offer(block.orders, ev, block.name, "periodic")
             priority = {job: -t for job, t in block.planned_times(self.problem.microbatches).items()}
             best = None
             for reserve in (None, 1, 2):
@@ -267,8 +291,47 @@ class Search:
                     best = got
             if best is not None:
                 offered.append(f"planned {best[1].makespan:g}")
-                self.offer(best[0], best[1], block.name + ", planned")
+                self.offer(best[0], best[1], block.name + ", planned", "periodic")
         self.step("periodic blocks", ", ".join(offered) or "none fits")
+
+    def race(self, fraction: float) -> None:
+        """Which start leads furthest is not which is fastest as it is (a schedule in another basin can be a few
+        percent slower and improve past it): the best start of each kind (policies, fill-first, periodic
+        blocks), if within RACE_WITHIN of the best, gets an equal share of `fraction` of the budget left, half
+        local search, half CP-SAT windows; the search goes on from the best of what they reach."""
+        if self.best is None or self.reached_bound() or not exact.available():
+            return
+        limit = self.best[1].makespan * (1 + RACE_WITHIN)
+        starts = []
+        for start in sorted(self.starts.values(), key=lambda x: total_score(x[1])):
+            # a start as fast as a better-scored one adds no new basin worth its share
+            if start[1].makespan <= limit and all(abs(start[1].makespan - x[1].makespan) > EPS for x in starts):
+                starts.append(start)
+        if len(starts) < 2:
+            return
+        share = fraction * self.budget.left() / len(starts)
+        reached = []
+        for orders, _, origin in starts:
+            before = self.evaluator.calls
+            evaluations = max(int(share / 2 / max(self.jobs, 1)), 10)
+            deadline = time.perf_counter() + 3 * share / WORK_PER_SECOND + 1
+            found, ev = improve(
+                self.evaluator, orders, deadline, self.rng, target=self.bound, max_evaluations=evaluations
+            )
+            self.budget.spend((self.evaluator.calls - before) * self.jobs)
+            found, ev, spent = lns(
+                self.evaluator,
+                found,
+                share / 2 / WORK_PER_SECOND,
+                window=lns_window(self.problem.pp),
+                target=self.bound,
+                seed=self.seed,
+                out_of_time=lambda: time.perf_counter() > self.budget.deadline,
+            )
+            self.budget.spend(spent * WORK_PER_SECOND)
+            self.offer(found, ev, origin + " + local search + CP-SAT windows")
+            reached.append(f"{ev.makespan:g}")
+        self.step("race of the starts", f"{len(starts)} starts, reached " + ", ".join(reached))
 
     def local_search(self, fraction: float = 0.4) -> None:
         if self.best is None or self.reached_bound():
@@ -396,6 +459,9 @@ def synthesize(
     if not search.reached_bound():
         search.refine(ranked, fraction=FRACTIONS["refine"])
     search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
+    search.fill_first()
+    if not exact_search and search.jobs > CP_SAT_WHOLE_MAX_JOBS:  # (small: CP-SAT on the whole problem does more)
+        search.race(FRACTIONS["race"])
     if search.best is None:
         raise Infeasible(problem)
     search.local_search(FRACTIONS["local"])
