@@ -610,30 +610,30 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("pip install 'ppdsl[synth]'", "ppdsl synth --pp 2 -m 4 --exact -o found.sched", setting="network"),
     ),
-    "E098": Explanation(
-        "The language server (`ppdsl lsp`) checks a file at the sizes of its `# ppdsl:` line, written as `ppdsl "
-        "check` takes them: `--pp` and `-m` (`--microbatches`), and optionally `--vpp`, `--param name=value`, "
-        "`--rendezvous`, `--cost`, `--memory-limit` and `--max-jobs`. A directive with another option, a size that "
-        "is not an integer from 1 up, or without `--pp` and `-m` is reported on its line, and the file is checked "
-        "at the workspace settings' or the default sizes (pp 4, microbatches 8) instead.",
+    "E042": Explanation(
+        "`ppdsl synth` checks the file it writes before it writes it: the checker must prove it valid with the "
+        "makespan the search measured. They share one execution model, so this never happens unless ppdsl has a "
+        "bug: nothing is written, and the message says what the checker found. Please report it with the command.",
         cmd(
-            "ppdsl lsp",
-            files=(("example.sched", "# ppdsl: --pp four -m 8\n" + GPIPE + "\n"),),
-            note="example.sched opened in an editor",
-            setting="an editor running the language server",
+            "ppdsl synth --pp 4 -m 8 --memory-limit 4 -o found.sched",
+            note="(only with a bug in ppdsl synth)",
+            setting="a bug in ppdsl synth",
         ),
-        cmd(
-            "ppdsl lsp",
-            files=(("example.sched", "# ppdsl: --pp 4 -m 8\n" + GPIPE + "\n"),),
-            note="example.sched opened in an editor",
-            setting="an editor running the language server",
-        ),
+        cmd("ppdsl synth --pp 4 -m 8 --memory-limit 4 --time-limit 1 -o found.sched"),
     ),
-    "E099": Explanation(
-        "The language server speaks the Language Server Protocol through pygls, an optional dependency (the `lsp` "
-        "extra; the `test` extra has it too). Every other command works without it.",
-        cmd("ppdsl lsp", note="in an environment without pygls", setting="pygls not installed"),
-        cmd("pip install 'ppdsl[lsp]'", "ppdsl lsp", setting="network"),
+    "E043": Explanation(
+        "A job type of your own takes the ops its `ops` patterns match out of its region; the ops left run in the "
+        "region's built-in job. When a built-in job uses the result of an op your type took, and your type runs "
+        "after it (`after forward`), that job would read a value not computed yet. The checker cannot see this: "
+        "which op goes where is known only once the real program is split. Give your type ops whose results only "
+        "later jobs read (the loss at the end of the forward, say), or the ops' users too.",
+        cmd(
+            "ppdsl run example.sched --pp 2 -m 2 --steps 1",
+            files=((SCHED, HEAD_AFTER),),
+            note="the forward's bias add reads the matmul that `head` runs later",
+            paddle=True,
+        ),
+        cmd("ppdsl run example.sched --pp 2 -m 2 --steps 1", files=((SCHED, LOSS_AFTER),), paddle=True),
     ),
     "E044": Explanation(
         "A plan runs a program's forward and backward once per micro-batch and its optimizer once per step, so each "
@@ -679,30 +679,58 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
     ),
-    "E076": Explanation(
-        "`ppdsl plot --measured PROFILE` draws a profile's jobs over a schedule's memory and title: the profile "
-        "must be a run of that schedule at those sizes. A profile from `ppdsl trace` or `ppdsl run --profile` says "
-        "what it measured (its `otherData`); the plot takes the schedule and sizes from there when they are left out, "
-        "and refuses other ones, or jobs that are not the schedule's.",
-        cmd(
-            "ppdsl trace 1f1b --pp 4 -m 8 -o profile.json",
-            "ppdsl plot zbv --pp 2 -m 4 --vpp 2 --measured profile.json -o timeline.png",
-        ),
-        cmd("ppdsl trace 1f1b --pp 4 -m 8 -o profile.json", "ppdsl plot --measured profile.json -o timeline.png"),
+    "E050": Explanation(
+        "An output (`-o`, `--summary-json`, `--profile`) names a file the command reads: its schedule, a file the "
+        "schedule includes, a cost file, a CSV, a profile. Writing it would destroy the input, so nothing is "
+        "written. The same file under another name (a symlink, a hard link) is the same file.",
+        cmd("ppdsl compile example.sched -o example.sched", files=((SCHED, GPIPE + "\n"),)),
+        cmd("ppdsl compile example.sched -o plan_example.py", files=((SCHED, GPIPE + "\n"),)),
     ),
-    "E043": Explanation(
-        "A job type of your own takes the ops its `ops` patterns match out of its region; the ops left run in the "
-        "region's built-in job. When a built-in job uses the result of an op your type took, and your type runs "
-        "after it (`after forward`), that job would read a value not computed yet. The checker cannot see this: "
-        "which op goes where is known only once the real program is split. Give your type ops whose results only "
-        "later jobs read (the loss at the end of the forward, say), or the ops' users too.",
-        cmd(
-            "ppdsl run example.sched --pp 2 -m 2 --steps 1",
-            files=((SCHED, HEAD_AFTER),),
-            note="the forward's bias add reads the matmul that `head` runs later",
-            paddle=True,
-        ),
-        cmd("ppdsl run example.sched --pp 2 -m 2 --steps 1", files=((SCHED, LOSS_AFTER),), paddle=True),
+    "E051": Explanation(
+        "ppdsl reads regular files only. A directory, a FIFO (a named pipe), a device (`/dev/zero`, `/dev/stdin`) "
+        "or a socket is refused before anything is read: reading one may never end, or never stop growing. Save "
+        "what a pipe or a program produces to a file first.",
+        cmd("ppdsl check /dev/zero --pp 2 -m 4"),
+        cmd("ppdsl check example.sched --pp 2 -m 4", files=((SCHED, GPIPE + "\n"),)),
+    ),
+    "E052": Explanation(
+        "Each kind of input has a size ppdsl reads at most, far above any real file of the kind: 16 MiB for a "
+        "schedule and each file it includes, 1 MiB for a cost file, 64 MiB for a PyTorch CSV or a profile. A "
+        "larger file is refused before it is read, so a wrong path cannot exhaust the memory.",
+        cmd("ppdsl check huge.sched --pp 2 -m 4", setting="a schedule file larger than 16 MiB"),
+        cmd("ppdsl check example.sched --pp 2 -m 4", files=((SCHED, GPIPE + "\n"),)),
+    ),
+    "E053": Explanation(
+        "An output is written to a regular file (replaced whole: a new file is written beside it and renamed over "
+        "it, so a failure leaves the old one), or written through to a character device or a FIFO (`/dev/null`, "
+        "`/dev/stdout`, a pipe), which are never replaced. A directory, a block device or a socket is refused, and "
+        "a write that fails (no space left on the disk, `/dev/full`) is this error: a file being replaced keeps "
+        "its old content.",
+        cmd("ppdsl compile 1f1b -o ."),
+        cmd("ppdsl compile 1f1b -o plan_1f1b.py"),
+    ),
+    "E055": Explanation(
+        "A rule's `attr` changes how the ops it matches are run, never what they compute: it takes only the "
+        "communication and scheduling attributes Paddle's own pipeline passes set (`use_calc_stream`, "
+        "`dynamic_shape`, `force_record_event`, `event_to_record`). Any other attribute, a softmax's `axis` or "
+        "gelu's `approximate`, would train another model than the one `check` proved; the stream and the "
+        'priority are the rule\'s own `stream = "..."` and `priority = ...`.',
+        sched('rule "pd_op.softmax" { attr axis = 1 }\n' + GPIPE, "--pp 2 -m 2"),
+        sched('rule "pd_op.send_v2" { attr use_calc_stream = true }\n' + GPIPE, "--pp 2 -m 2"),
+    ),
+    "E056": Explanation(
+        "Each attribute a rule may set has the type Paddle gives it: `use_calc_stream`, `dynamic_shape` and "
+        "`force_record_event` are `true` or `false`, `event_to_record` a string. Paddle has no setter for a real "
+        "number, and a value of another type than the op's crashes it.",
+        sched('rule "pd_op.send_v2" { attr use_calc_stream = 1 }\n' + GPIPE, "--pp 2 -m 2"),
+        sched('rule "pd_op.send_v2" { attr use_calc_stream = true }\n' + GPIPE, "--pp 2 -m 2"),
+    ),
+    "E057": Explanation(
+        "A rule's `stream` is a template over the matched op's attributes: `send_stream_{ring_id}`. A field names "
+        "an attribute (no `.x`, `[i]` or `!r`); its width and precision are at most 32 (`{ring_id:>4}`), and the "
+        "name at most 128 characters; braces pair up, `{{` and `}}` are literal braces.",
+        sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3000000000}" }\n' + GPIPE, "--pp 2 -m 2"),
+        sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3}" }\n' + GPIPE, "--pp 2 -m 2"),
     ),
     "E060": Explanation(
         "After every step each process checks the loss and the parameters it trains: a NaN or an infinity stops the "
@@ -761,25 +789,115 @@ EXPLANATIONS: dict[str, Explanation] = {
             paddle=True,
         ),
     ),
-    "E086": Explanation(
-        "A recompute re-runs the forward of its (chunk, micro-batch), so it comes after that forward; an offload "
-        "copies the forward's activations to the host store and frees them, so it too comes after the forward, and "
-        "the backward of that (chunk, micro-batch) must wait for the reload that copies them back (of the same "
-        "fraction, so that it copies back what was moved). The runtime checks this for every rank before it builds "
-        "the plan: out of order, a job would read activations that were never made or already freed. `ppdsl check` "
-        "refuses such a schedule first (S115-S117); a plan built from Python without a check meets this.",
+    "E065": Explanation(
+        "Nesting is bounded so that a schedule from anywhere is checked in a bounded time and stack: at most 64 "
+        "levels of blocks (`{ ... }`), at most 20 loops inside one another in an order (`repeat`, `for` and "
+        "`job * n` each compile to a Python loop, and Python allows 20), and expressions at most 100 levels "
+        "deep (operators, calls, parentheses). The message points at the first block or expression past the limit.",
+        sched(
+            "order {\n"
+            + "".join("    " * (i + 1) + "repeat 1 {\n" for i in range(21))
+            + "    " * 22
+            + "forward\n"
+            + "".join("    " * (21 - i) + "}\n" for i in range(21))
+            + "    backward  optimizer\n}\n",
+            "--pp 1 -m 1",
+        ),
+        sched(
+            "fn one() = 1\norder {\n    repeat one() * microbatches { forward }\n"
+            "    backward * microbatches  optimizer\n}\n",
+            "--pp 1 -m 1",
+        ),
+    ),
+    "E066": Explanation(
+        "Includes are bounded: a chain of at most 32 files including one another, at most 1,000 `include` "
+        "statements expanded and 16 MiB of included text in all, whatever the files. A file included several times "
+        "is read once. The message names the chain of files, or the figure that went over.",
         cmd(
-            "python -c 'from ppdsl.runtime.plan import build_plan; ...'",
-            note="a rank's order: F0 offload0 B0 (the backward before the reload)",
-            setting="a plan built from Python with memory jobs",
+            "ppdsl check main.sched --pp 2 -m 4",
+            files=(
+                ("main.sched", 'include "a0.sched"\n' + GPIPE + "\n"),
+                *((f"a{i}.sched", f'include "a{i + 1}.sched"\n') for i in range(33)),
+                ("a33.sched", "cost forward = 1\n"),
+            ),
+        ),
+        cmd(
+            "ppdsl check main.sched --pp 2 -m 4",
+            files=(("main.sched", 'include "a0.sched"\n' + GPIPE + "\n"), ("a0.sched", "cost forward = 1\n")),
+        ),
+    ),
+    "E067": Explanation(
+        "`include` reads `.sched` files only, and only regular files: a device (`/dev/zero`), a FIFO, a directory "
+        "or a file of another kind (`/etc/shadow`, a `.py`) is refused before it is read, and nothing of it is "
+        "shown.",
+        cmd("ppdsl check main.sched --pp 2 -m 4", files=(("main.sched", 'include "/dev/zero"\n' + GPIPE + "\n"),)),
+        cmd(
+            "ppdsl check main.sched --pp 2 -m 4",
+            files=(("main.sched", 'include "common.sched"\n' + GPIPE + "\n"), ("common.sched", "cost forward = 1\n")),
+        ),
+    ),
+    "E068": Explanation(
+        "Commands whose output grows with the sizes estimate it before they start and refuse, in well under a "
+        "second, what would not fit their budget: `trace`, `expand`, `show` and `plot` hold every job (about 1 KiB "
+        "each) and are bounded to 1 GiB of memory unless `--max-memory` raises it; `sweep` multiplies that by its "
+        "points; `synth` bounds its problem (ranks x micro-batches x chunks) to what its time limit can search "
+        "(`--max-problem` raises it). The message gives the figure and the budget.",
+        cmd("ppdsl trace fthenb --pp 64 -m 16384 -o big.json"),
+        cmd("ppdsl trace fthenb --pp 8 -m 64 -o small.json"),
+    ),
+    "E070": Explanation(
+        "`--master HOST:PORT` is the rendezvous address every node of a multi-node run meets at: a host name or "
+        "IPv4 address, a colon, and a TCP port from 1 to 65535. It is checked before any process starts, for "
+        "Paddle's launcher would only write its error to the run directory's `launch.log`.",
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 10.0.0.1:99999 --dry-run"),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 10.0.0.1:8090 --dry-run"),
+    ),
+    "E071": Explanation(
+        "Node 0 of a multi-node run serves the rendezvous on the port of `--master` (on every interface), so "
+        "that port must be free there; a port another process holds would make the launcher talk to that "
+        "process and wait forever. Node 0 tries the port before it starts anything.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0",
+            note="while another process listens on port 8090",
+            setting="port 8090 in use",
             paddle=True,
         ),
         cmd(
-            "python -c 'from ppdsl.runtime.plan import build_plan; ...'",
-            note="a rank's order: F0 offload0 reload0 B0",
-            setting="a plan built from Python with memory jobs",
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8091 --node-rank 0",
+            note="and the same with --node-rank 1 on the other node",
             paddle=True,
         ),
+    ),
+    "E072": Explanation(
+        "Every rank of this node must be past the rendezvous (all nodes met, the process groups made) within "
+        "`--rendezvous-timeout` seconds (default 60) of the launch; otherwise ppdsl stops the launcher and its "
+        "ranks rather than wait forever. Usually a node was not started, or with another `--master` or "
+        "`--nnodes`; on a very loaded machine Paddle itself may need longer to start.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0 "
+            "--rendezvous-timeout 5",
+            note="no node 1 is ever started",
+            paddle=True,
+        ),
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0",
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 1",
+            note="the two commands at once, one on each node",
+            paddle=True,
+        ),
+    ),
+    "E073": Explanation(
+        "`ppdsl run --nproc-per-node` received SIGTERM, SIGINT (Ctrl-C) or SIGHUP. It stopped Paddle's launcher "
+        "and every rank process of this node (SIGTERM, then SIGKILL after a few seconds), and says at which step. "
+        "Had ppdsl itself been killed (SIGKILL), the ranks end as well: each process is tied to its parent's "
+        "life. Checkpoints written so far (`--save-dir`) are whole; continue with `--resume`.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100000",
+            note="stopped with Ctrl-C",
+            setting="a signal sent while it runs",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100", paddle=True),
     ),
     "E075": Explanation(
         "A `cost` or `comm` declaration must give every job (each rank and chunk) a time from 0 to 1e15: a "
@@ -800,6 +918,17 @@ EXPLANATIONS: dict[str, Explanation] = {
             """,
             "--pp 3 -m 2",
         ),
+    ),
+    "E076": Explanation(
+        "`ppdsl plot --measured PROFILE` draws a profile's jobs over a schedule's memory and title: the profile "
+        "must be a run of that schedule at those sizes. A profile from `ppdsl trace` or `ppdsl run --profile` says "
+        "what it measured (its `otherData`); the plot takes the schedule and sizes from there when they are left out, "
+        "and refuses other ones, or jobs that are not the schedule's.",
+        cmd(
+            "ppdsl trace 1f1b --pp 4 -m 8 -o profile.json",
+            "ppdsl plot zbv --pp 2 -m 4 --vpp 2 --measured profile.json -o timeline.png",
+        ),
+        cmd("ppdsl trace 1f1b --pp 4 -m 8 -o profile.json", "ppdsl plot --measured profile.json -o timeline.png"),
     ),
     "E080": Explanation(
         "A `memory` declaration says what a job of its type does to memory, with the verb of that type: a compute "
@@ -879,107 +1008,25 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions swap -o found.sched"),
         cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --time-limit 1 -o found.sched"),
     ),
-    "E092": Explanation(
-        "The memory-actions engine places recompute and offload jobs in orders of one size, timed by the "
-        "checker; the periodic form (a block for any number of micro-batches) and the CP-SAT proof of --exact do "
-        "not take the actions yet, so the combination is refused rather than silently ignored.",
-        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --periodic -o found.sched"),
-        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --time-limit 1 -o found.sched"),
-    ),
-    "E042": Explanation(
-        "`ppdsl synth` checks the file it writes before it writes it: the checker must prove it valid with the "
-        "makespan the search measured. They share one execution model, so this never happens unless ppdsl has a "
-        "bug: nothing is written, and the message says what the checker found. Please report it with the command.",
+    "E086": Explanation(
+        "A recompute re-runs the forward of its (chunk, micro-batch), so it comes after that forward; an offload "
+        "copies the forward's activations to the host store and frees them, so it too comes after the forward, and "
+        "the backward of that (chunk, micro-batch) must wait for the reload that copies them back (of the same "
+        "fraction, so that it copies back what was moved). The runtime checks this for every rank before it builds "
+        "the plan: out of order, a job would read activations that were never made or already freed. `ppdsl check` "
+        "refuses such a schedule first (S115-S117); a plan built from Python without a check meets this.",
         cmd(
-            "ppdsl synth --pp 4 -m 8 --memory-limit 4 -o found.sched",
-            note="(only with a bug in ppdsl synth)",
-            setting="a bug in ppdsl synth",
-        ),
-        cmd("ppdsl synth --pp 4 -m 8 --memory-limit 4 --time-limit 1 -o found.sched"),
-    ),
-    "E050": Explanation(
-        "An output (`-o`, `--summary-json`, `--profile`) names a file the command reads: its schedule, a file the "
-        "schedule includes, a cost file, a CSV, a profile. Writing it would destroy the input, so nothing is "
-        "written. The same file under another name (a symlink, a hard link) is the same file.",
-        cmd("ppdsl compile example.sched -o example.sched", files=((SCHED, GPIPE + "\n"),)),
-        cmd("ppdsl compile example.sched -o plan_example.py", files=((SCHED, GPIPE + "\n"),)),
-    ),
-    "E051": Explanation(
-        "ppdsl reads regular files only. A directory, a FIFO (a named pipe), a device (`/dev/zero`, `/dev/stdin`) "
-        "or a socket is refused before anything is read: reading one may never end, or never stop growing. Save "
-        "what a pipe or a program produces to a file first.",
-        cmd("ppdsl check /dev/zero --pp 2 -m 4"),
-        cmd("ppdsl check example.sched --pp 2 -m 4", files=((SCHED, GPIPE + "\n"),)),
-    ),
-    "E052": Explanation(
-        "Each kind of input has a size ppdsl reads at most, far above any real file of the kind: 16 MiB for a "
-        "schedule and each file it includes, 1 MiB for a cost file, 64 MiB for a PyTorch CSV or a profile. A "
-        "larger file is refused before it is read, so a wrong path cannot exhaust the memory.",
-        cmd("ppdsl check huge.sched --pp 2 -m 4", setting="a schedule file larger than 16 MiB"),
-        cmd("ppdsl check example.sched --pp 2 -m 4", files=((SCHED, GPIPE + "\n"),)),
-    ),
-    "E053": Explanation(
-        "An output is written to a regular file (replaced whole: a new file is written beside it and renamed over "
-        "it, so a failure leaves the old one), or written through to a character device or a FIFO (`/dev/null`, "
-        "`/dev/stdout`, a pipe), which are never replaced. A directory, a block device or a socket is refused, and "
-        "a write that fails (no space left on the disk, `/dev/full`) is this error: a file being replaced keeps "
-        "its old content.",
-        cmd("ppdsl compile 1f1b -o ."),
-        cmd("ppdsl compile 1f1b -o plan_1f1b.py"),
-    ),
-    "E070": Explanation(
-        "`--master HOST:PORT` is the rendezvous address every node of a multi-node run meets at: a host name or "
-        "IPv4 address, a colon, and a TCP port from 1 to 65535. It is checked before any process starts, for "
-        "Paddle's launcher would only write its error to the run directory's `launch.log`.",
-        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 10.0.0.1:99999 --dry-run"),
-        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 10.0.0.1:8090 --dry-run"),
-    ),
-    "E071": Explanation(
-        "Node 0 of a multi-node run serves the rendezvous on the port of `--master` (on every interface), so "
-        "that port must be free there; a port another process holds would make the launcher talk to that "
-        "process and wait forever. Node 0 tries the port before it starts anything.",
-        cmd(
-            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0",
-            note="while another process listens on port 8090",
-            setting="port 8090 in use",
+            "python -c 'from ppdsl.runtime.plan import build_plan; ...'",
+            note="a rank's order: F0 offload0 B0 (the backward before the reload)",
+            setting="a plan built from Python with memory jobs",
             paddle=True,
         ),
         cmd(
-            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8091 --node-rank 0",
-            note="and the same with --node-rank 1 on the other node",
+            "python -c 'from ppdsl.runtime.plan import build_plan; ...'",
+            note="a rank's order: F0 offload0 reload0 B0",
+            setting="a plan built from Python with memory jobs",
             paddle=True,
         ),
-    ),
-    "E072": Explanation(
-        "Every rank of this node must be past the rendezvous (all nodes met, the process groups made) within "
-        "`--rendezvous-timeout` seconds (default 60) of the launch; otherwise ppdsl stops the launcher and its "
-        "ranks rather than wait forever. Usually a node was not started, or with another `--master` or "
-        "`--nnodes`; on a very loaded machine Paddle itself may need longer to start.",
-        cmd(
-            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0 "
-            "--rendezvous-timeout 5",
-            note="no node 1 is ever started",
-            paddle=True,
-        ),
-        cmd(
-            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 0",
-            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 1 --nnodes 2 --master 127.0.0.1:8090 --node-rank 1",
-            note="the two commands at once, one on each node",
-            paddle=True,
-        ),
-    ),
-    "E073": Explanation(
-        "`ppdsl run --nproc-per-node` received SIGTERM, SIGINT (Ctrl-C) or SIGHUP. It stopped Paddle's launcher "
-        "and every rank process of this node (SIGTERM, then SIGKILL after a few seconds), and says at which step. "
-        "Had ppdsl itself been killed (SIGKILL), the ranks end as well: each process is tied to its parent's "
-        "life. Checkpoints written so far (`--save-dir`) are whole; continue with `--resume`.",
-        cmd(
-            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100000",
-            note="stopped with Ctrl-C",
-            setting="a signal sent while it runs",
-            paddle=True,
-        ),
-        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --steps 100", paddle=True),
     ),
     "E090": Explanation(
         "A plan specification (`ppdsl.analysis.plan_spec.PlanSpec`) records the fingerprint of the schedule it was "
@@ -1015,84 +1062,51 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2", paddle=True),
     ),
-    "E055": Explanation(
-        "A rule's `attr` changes how the ops it matches are run, never what they compute: it takes only the "
-        "communication and scheduling attributes Paddle's own pipeline passes set (`use_calc_stream`, "
-        "`dynamic_shape`, `force_record_event`, `event_to_record`). Any other attribute, a softmax's `axis` or "
-        "gelu's `approximate`, would train another model than the one `check` proved; the stream and the "
-        'priority are the rule\'s own `stream = "..."` and `priority = ...`.',
-        sched('rule "pd_op.softmax" { attr axis = 1 }\n' + GPIPE, "--pp 2 -m 2"),
-        sched('rule "pd_op.send_v2" { attr use_calc_stream = true }\n' + GPIPE, "--pp 2 -m 2"),
+    "E092": Explanation(
+        "The memory-actions engine places recompute and offload jobs in orders of one size, timed by the "
+        "checker; the periodic form (a block for any number of micro-batches) and the CP-SAT proof of --exact do "
+        "not take the actions yet, so the combination is refused rather than silently ignored.",
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --periodic -o found.sched"),
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --time-limit 1 -o found.sched"),
     ),
-    "E056": Explanation(
-        "Each attribute a rule may set has the type Paddle gives it: `use_calc_stream`, `dynamic_shape` and "
-        "`force_record_event` are `true` or `false`, `event_to_record` a string. Paddle has no setter for a real "
-        "number, and a value of another type than the op's crashes it.",
-        sched('rule "pd_op.send_v2" { attr use_calc_stream = 1 }\n' + GPIPE, "--pp 2 -m 2"),
-        sched('rule "pd_op.send_v2" { attr use_calc_stream = true }\n' + GPIPE, "--pp 2 -m 2"),
+    "E096": Explanation(
+        "`ppdsl fmt` formats the files it is named and the `.sched` files under the directories it is named "
+        "(hidden directories skipped); with no path, those under the working directory. When all the paths together "
+        "hold no `.sched` file, a path is probably wrong (a typo, the wrong directory), and nothing is done.",
+        cmd("ppdsl fmt .", files=(("notes.txt", "not a schedule\n"),)),
+        cmd("ppdsl fmt .", files=(("notes.txt", "not a schedule\n"), (SCHED, GPIPE + "\n"))),
     ),
-    "E057": Explanation(
-        "A rule's `stream` is a template over the matched op's attributes: `send_stream_{ring_id}`. A field names "
-        "an attribute (no `.x`, `[i]` or `!r`); its width and precision are at most 32 (`{ring_id:>4}`), and the "
-        "name at most 128 characters; braces pair up, `{{` and `}}` are literal braces.",
-        sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3000000000}" }\n' + GPIPE, "--pp 2 -m 2"),
-        sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3}" }\n' + GPIPE, "--pp 2 -m 2"),
+    "E097": Explanation(
+        "`ppdsl fmt` changes only whitespace, and proves it before it writes: the formatted text must parse and "
+        "hold the same tokens and comments in the same order. This never fails unless the formatter has a bug: the "
+        "file is left as it was, and the other files are formatted. Please report it with the file.",
+        cmd("ppdsl fmt example.sched", note="(only with a bug in ppdsl fmt)", setting="a bug in ppdsl fmt"),
+        cmd("ppdsl fmt example.sched", files=((SCHED, GPIPE + "\n"),)),
     ),
-    "E065": Explanation(
-        "Nesting is bounded so that a schedule from anywhere is checked in a bounded time and stack: at most 64 "
-        "levels of blocks (`{ ... }`), at most 20 loops inside one another in an order (`repeat`, `for` and "
-        "`job * n` each compile to a Python loop, and Python allows 20), and expressions at most 100 levels "
-        "deep (operators, calls, parentheses). The message points at the first block or expression past the limit.",
-        sched(
-            "order {\n"
-            + "".join("    " * (i + 1) + "repeat 1 {\n" for i in range(21))
-            + "    " * 22
-            + "forward\n"
-            + "".join("    " * (21 - i) + "}\n" for i in range(21))
-            + "    backward  optimizer\n}\n",
-            "--pp 1 -m 1",
-        ),
-        sched(
-            "fn one() = 1\norder {\n    repeat one() * microbatches { forward }\n"
-            "    backward * microbatches  optimizer\n}\n",
-            "--pp 1 -m 1",
-        ),
-    ),
-    "E066": Explanation(
-        "Includes are bounded: a chain of at most 32 files including one another, at most 1,000 `include` "
-        "statements expanded and 16 MiB of included text in all, whatever the files. A file included several times "
-        "is read once. The message names the chain of files, or the figure that went over.",
+    "E098": Explanation(
+        "The language server (`ppdsl lsp`) checks a file at the sizes of its `# ppdsl:` line, written as `ppdsl "
+        "check` takes them: `--pp` and `-m` (`--microbatches`), and optionally `--vpp`, `--param name=value`, "
+        "`--rendezvous`, `--cost`, `--memory-limit` and `--max-jobs`. A directive with another option, a size that "
+        "is not an integer from 1 up, or without `--pp` and `-m` is reported on its line, and the file is checked "
+        "at the workspace settings' or the default sizes (pp 4, microbatches 8) instead.",
         cmd(
-            "ppdsl check main.sched --pp 2 -m 4",
-            files=(
-                ("main.sched", 'include "a0.sched"\n' + GPIPE + "\n"),
-                *((f"a{i}.sched", f'include "a{i + 1}.sched"\n') for i in range(33)),
-                ("a33.sched", "cost forward = 1\n"),
-            ),
+            "ppdsl lsp",
+            files=(("example.sched", "# ppdsl: --pp four -m 8\n" + GPIPE + "\n"),),
+            note="example.sched opened in an editor",
+            setting="an editor running the language server",
         ),
         cmd(
-            "ppdsl check main.sched --pp 2 -m 4",
-            files=(("main.sched", 'include "a0.sched"\n' + GPIPE + "\n"), ("a0.sched", "cost forward = 1\n")),
+            "ppdsl lsp",
+            files=(("example.sched", "# ppdsl: --pp 4 -m 8\n" + GPIPE + "\n"),),
+            note="example.sched opened in an editor",
+            setting="an editor running the language server",
         ),
     ),
-    "E067": Explanation(
-        "`include` reads `.sched` files only, and only regular files: a device (`/dev/zero`), a FIFO, a directory "
-        "or a file of another kind (`/etc/shadow`, a `.py`) is refused before it is read, and nothing of it is "
-        "shown.",
-        cmd("ppdsl check main.sched --pp 2 -m 4", files=(("main.sched", 'include "/dev/zero"\n' + GPIPE + "\n"),)),
-        cmd(
-            "ppdsl check main.sched --pp 2 -m 4",
-            files=(("main.sched", 'include "common.sched"\n' + GPIPE + "\n"), ("common.sched", "cost forward = 1\n")),
-        ),
-    ),
-    "E068": Explanation(
-        "Commands whose output grows with the sizes estimate it before they start and refuse, in well under a "
-        "second, what would not fit their budget: `trace`, `expand`, `show` and `plot` hold every job (about 1 KiB "
-        "each) and are bounded to 1 GiB of memory unless `--max-memory` raises it; `sweep` multiplies that by its "
-        "points; `synth` bounds its problem (ranks x micro-batches x chunks) to what its time limit can search "
-        "(`--max-problem` raises it). The message gives the figure and the budget.",
-        cmd("ppdsl trace fthenb --pp 64 -m 16384 -o big.json"),
-        cmd("ppdsl trace fthenb --pp 8 -m 64 -o small.json"),
+    "E099": Explanation(
+        "The language server speaks the Language Server Protocol through pygls, an optional dependency (the `lsp` "
+        "extra; the `test` extra has it too). Every other command works without it.",
+        cmd("ppdsl lsp", note="in an environment without pygls", setting="pygls not installed"),
+        cmd("pip install 'ppdsl[lsp]'", "ppdsl lsp", setting="network"),
     ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
@@ -1472,20 +1486,6 @@ EXPLANATIONS: dict[str, Explanation] = {
         "at once (two chunk activations for a V). The message says how much that is.",
         cmd("ppdsl synth --pp 4 -m 8 --vpp 2 --placement vshape --memory-limit 1.5 --time-limit 1 -o found.sched"),
         cmd("ppdsl synth --pp 4 -m 8 --vpp 2 --placement vshape --memory-limit 2 --time-limit 1 -o found.sched"),
-    ),
-    "E096": Explanation(
-        "`ppdsl fmt` formats the files it is named and the `.sched` files under the directories it is named "
-        "(hidden directories skipped); with no path, those under the working directory. When all the paths together "
-        "hold no `.sched` file, a path is probably wrong (a typo, the wrong directory), and nothing is done.",
-        cmd("ppdsl fmt .", files=(("notes.txt", "not a schedule\n"),)),
-        cmd("ppdsl fmt .", files=(("notes.txt", "not a schedule\n"), (SCHED, GPIPE + "\n"))),
-    ),
-    "E097": Explanation(
-        "`ppdsl fmt` changes only whitespace, and proves it before it writes: the formatted text must parse and "
-        "hold the same tokens and comments in the same order. This never fails unless the formatter has a bug: the "
-        "file is left as it was, and the other files are formatted. Please report it with the file.",
-        cmd("ppdsl fmt example.sched", note="(only with a bug in ppdsl fmt)", setting="a bug in ppdsl fmt"),
-        cmd("ppdsl fmt example.sched", files=((SCHED, GPIPE + "\n"),)),
     ),
     "S115": Explanation(
         "A `recompute` re-runs a (chunk, micro-batch)'s forward ops from the stage input its forward kept, so that "
