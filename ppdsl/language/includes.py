@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.common.files import record_input
-from ppdsl.common.regular_files import NotRegular, kind, open_regular
+from ppdsl.common.regular_files import NotRegular, TooLarge, kind, open_regular, read_capped
 
 MAX_INCLUDE_DEPTH = 32  # files in one chain of includes (a includes b includes c ...)
 MAX_INCLUDES = 1_000  # include statements expanded in one resolution, whatever the files
@@ -94,20 +94,20 @@ class IncludeBudget:
             if key in self.files:
                 return None
             self.files.add(key)
-            left = MAX_INCLUDE_BYTES - self.bytes
-            data = f.read(left + 1)
+            try:
+                data = read_capped(f, MAX_INCLUDE_BYTES - self.bytes)
+            except TooLarge:
+                raise IncludeRefused(
+                    Diagnostic(
+                        "E066",
+                        f"the includes are too large: more than {MAX_INCLUDE_BYTES // (1024 * 1024)} MiB of included "
+                        f"text in all, `{named}` included",
+                        span,
+                        label="past the budget",
+                        help="a schedule's includes are definitions, a few KiB: is this the file you meant?",
+                    )
+                ) from None
         self.bytes += len(data)
-        if len(data) > left:
-            raise IncludeRefused(
-                Diagnostic(
-                    "E066",
-                    f"the includes are too large: more than {MAX_INCLUDE_BYTES // (1024 * 1024)} MiB of included text "
-                    f"in all, `{named}` included",
-                    span,
-                    label="past the budget",
-                    help="a schedule's includes are definitions, a few KiB: is this the file you meant?",
-                )
-            )
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
