@@ -305,6 +305,7 @@ class ListScheduler:
         self.forward_pref, self.backward_pref = by_preference(policy.deep_first), by_preference(policy.deep_first_b)
         self.heap = [(0.0, r) for r in range(p.pp)]
         self.acts = ActionTables(p, policy.actions, policy.prefer) if policy.actions else None
+        self.taken = 0  # actions taken so far
         self.host: dict[tuple[int, int], list[float]] = {}  # offloaded (stage, mb) -> [copy start, reload end, bytes]
         if self.acts is not None:
             for rank in self.ranks:
@@ -324,8 +325,11 @@ class ListScheduler:
             if self.acts is not None:
                 # a reload goes before the job chosen when after it, it would end too late for its backward
                 then = INF if choice is None else now + self.cost_of(*choice)
-                if self.issue_reloads(rank, now, then):
-                    choice, next_known = self.choose(rank, now)  # (what the reloads hold counts now)
+                taken = self.taken
+                if self.issue_reloads(rank, now, then) or self.taken != taken:
+                    # what the reloads hold counts now, and a micro-batch acted on to make room for one is no
+                    # longer what it was when the choice was made
+                    choice, next_known = self.choose(rank, now)
             if choice is None:
                 if next_known < float("inf"):
                     heapq.heappush(heap, (next_known, r))
@@ -528,7 +532,8 @@ class ListScheduler:
     def acted_arrival(self, rank: RankState, stage: StageState, k: int, arrival: float, ready: Ready) -> float:
         """When the backward of (stage, k), which has an action, can start by its input (-1: not yet known): an
         offloaded one waits for its reload (not issued yet: unknown), a recomputed one for its recompute, which is
-        then the rank's candidate (due first when the backward's input is on its way)."""
+        then the rank's candidate (due when the backward's input is on its way, else to fill idle time once the
+        micro-batch's backwards have begun)."""
         s = stage.index
         if stage.action[k] == OFFLOAD_NAME:
             reloaded = stage.l_end.get(k)
@@ -537,6 +542,10 @@ class ListScheduler:
             return reloaded if reloaded > arrival else arrival
         if k in stage.recomputed:
             return arrival
+        # (not before the micro-batch has reached the last stage: until then its gradient may need a forward of
+        # this rank that the recompute's memory would keep out)
+        if arrival < 0.0 and self.gradient_bound(s, k) == INF:
+            return -1.0
         key = (
             0 if arrival >= 0.0 else 1,
             self.tie(self.acts.types.recompute, s, k),
@@ -610,6 +619,7 @@ class ListScheduler:
                 rank.level -= acts.mem_r[s]  # its forward keeps only the rest from its end on
                 rank.remaining += 1  # its recompute
                 saved += acts.mem_r[s]
+                self.taken += 1
         return saved >= over - EPS
 
     def offload(self, rank: RankState, s: int, mb: int, at: float, ahead: int) -> bool:
@@ -657,6 +667,7 @@ class ListScheduler:
         rank.level -= moved
         rank.pending.append((arrive, moved))
         self.host[(s, mb)] = [leave, INF, moved]
+        self.taken += 1
         return True
 
     def issue_reloads(self, rank: RankState, now: float, then: float) -> bool:
