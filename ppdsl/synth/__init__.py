@@ -380,7 +380,10 @@ def search_with_actions(
             bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
     bases.sort(key=lambda b: b[0])
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
-    best = engine.search(((origin, orders) for _, origin, orders in bases), start=scheduled)
+    best = engine.search((origin, orders) for _, origin, orders in bases)
+    if scheduled is not None and (best is None or scheduled.evaluation.makespan < best.evaluation.makespan - EPS):
+        best = scheduled
+        best.candidates = engine.evaluator.calls
     if best is None:
         raise Infeasible(problem)
     counts = best.counts()

@@ -323,12 +323,9 @@ class ActionEngine:
                         cand.lead[key] = lead
                         yield cand
 
-    def search(
-        self, bases: Iterable[tuple[str, list[Order]]], start: ActionResult | None = None
-    ) -> ActionResult | None:
-        """The fastest schedule within the limits over the bases, with actions inserted and improved (and
-        `start`, a schedule found otherwise, to beat)."""
-        best: ActionResult | None = start
+    def search(self, bases: Iterable[tuple[str, list[Order]]]) -> ActionResult | None:
+        """The fastest schedule within the limits over the bases, with actions inserted and improved."""
+        best: ActionResult | None = None
         policies = [OFFLOAD, RECOMPUTE] if len(self.allowed) == 2 else self.allowed
         for origin, base in bases:
             for prefer in policies:
