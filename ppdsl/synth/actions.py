@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
@@ -73,6 +73,7 @@ class ActionEngine:
         self.types = actions
         self.allowed = [a for a in ACTION_NAMES if a in set(allowed)]
         self.deadline = deadline
+        self.started = time.perf_counter()
         exp = problem.expansion
         stages = range(problem.nstages)
         self.copy_time = [
@@ -161,28 +162,44 @@ class ActionEngine:
 
     def scheduled(self, policies: Iterable[Policy], until: float) -> ActionResult | None:
         """The list scheduler's own schedules with actions (`greedy`, which takes them while it schedules, under
-        each of `policies` until `until`): the fastest within the limits, then improved by the local search
-        when its placement gives its orders back."""
+        each of `policies` until `until`, then the best few with random tie-breaking while time is left): the
+        fastest within the limits, then improved by the local search (whose moves place the actions as
+        `materialize` does)."""
         best: ActionResult | None = None
+        ranked: list[tuple[float, int, Policy]] = []
+
+        def run(policy: Policy) -> None:
+            nonlocal best
+            orders = list_schedule(self.problem, policy)
+            if orders is None:
+                return  # a memory deadlock of this policy
+            ev = self.evaluator.evaluate(orders)
+            if not ev.feasible:
+                return
+            ranked.append((ev.makespan, len(ranked), policy))
+            if best is None or ev.makespan < best.evaluation.makespan - EPS:
+                best = ActionResult(orders, ev, Placement(), f"list scheduling {policy.label()}")
+
         for policy in policies:
             if time.perf_counter() > until and best is not None:
                 break
-            orders = list_schedule(self.problem, policy)
-            if orders is None:
-                continue  # a memory deadlock of this policy
-            ev = self.evaluator.evaluate(orders)
-            if ev.feasible and (best is None or ev.makespan < best.evaluation.makespan - EPS):
-                best = ActionResult(orders, ev, Placement(), f"list scheduling {policy.label()}")
+            run(policy)
+        # (the search's improve and local steps need most of the share on large problems; this fills the rest)
+        tops = [policy for _, _, policy in sorted(ranked)[:3]]
+        seed = 0
+        while tops and time.perf_counter() < until - 0.5 * (until - self.started):
+            seed += 1
+            for policy in tops:
+                run(replace(policy, seed=seed))
         if best is None:
             return None
         base, plan = self.unpack(best.orders)
         best.placement = plan
-        if self.materialize(base, plan) == best.orders:
-            deadline, self.deadline = self.deadline, min(self.deadline, until)
-            plan, orders, ev = self.improve(base, plan, best.evaluation)
-            self.deadline = deadline
-            if ev.makespan < best.evaluation.makespan - EPS:
-                best = ActionResult(orders, ev, plan, f"{best.origin}, improved")
+        deadline, self.deadline = self.deadline, min(self.deadline, until)
+        plan, orders, ev = self.improve(base, plan, best.evaluation, best.orders)
+        self.deadline = deadline
+        if orders is not best.orders:
+            best = ActionResult(orders, ev, plan, f"{best.origin}, improved")
         return best
 
     def evaluate(self, base: list[Order], plan: Placement) -> tuple[list[Order], Evaluation]:
@@ -270,10 +287,16 @@ class ActionEngine:
             orders, ev = self.evaluate(base, plan)
         return plan, orders, ev
 
-    def improve(self, base: list[Order], plan: Placement, ev: Evaluation) -> tuple[Placement, list[Order], Evaluation]:
+    def improve(
+        self, base: list[Order], plan: Placement, ev: Evaluation, orders: list[Order] | None = None
+    ) -> tuple[Placement, list[Order], Evaluation]:
         """Local search over the plan: accept a move that keeps every limit and is faster, or as fast with fewer
-        actions; stop when no move helps or time is up."""
-        best_plan, (best_orders, best) = plan, self.evaluate(base, plan)
+        actions; stop when no move helps or time is up. It starts from the plan materialized, or from `orders`
+        (timed `ev`, the plan's actions placed otherwise: the list scheduler's) when given."""
+        if orders is not None:
+            best_plan, best_orders, best = plan, orders, ev
+        else:
+            best_plan, (best_orders, best) = plan, self.evaluate(base, plan)
         improved = True
         while improved and not self.out_of_time():
             improved = False
