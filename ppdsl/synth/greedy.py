@@ -66,6 +66,7 @@ class Policy:
     # the two it takes when both are allowed and an offload would do
     actions: tuple[str, ...] = ()
     prefer: str = OFFLOAD_NAME
+    offload_early: bool = False  # offload each forward's activation right after it when the copy stream is free
     # reserve, inflight and w_lag are one value for every rank, or a tuple of one per rank
 
     def at(self, knob: str, rank: int) -> int | None:
@@ -99,6 +100,8 @@ class Policy:
             parts.append("planned")
         if self.actions:
             parts.append("+".join(self.actions) + (f" prefer {self.prefer}" if len(self.actions) > 1 else ""))
+            if self.offload_early:
+                parts.append("offload early")
         return " ".join(parts)
 
 
@@ -493,6 +496,10 @@ class ListScheduler:
             rank.level += mem_ts
             stage.next_f += 1
             stage.f_end[mb] = end
+            if self.policy.offload_early and acts is not None and acts.offload and not stage.last:
+                # PipeOffload's way: every activation out as soon as it is made, while the copy stream keeps up
+                if rank.copies.out.free <= end + EPS:
+                    self.offload(rank, s, mb, INF, self.held_before(rank, s, mb))
         elif t == self.bwd:
             rank.level += mem_ts
             stage.next_b += 1
@@ -621,6 +628,16 @@ class ListScheduler:
                 saved += acts.mem_r[s]
                 self.taken += 1
         return saved >= over - EPS
+
+    def held_before(self, rank: RankState, s: int, mb: int) -> int:
+        """How many of the rank's held (stage, micro-batch)s go backward before (s, mb), about."""
+        key = (mb, -s)
+        return sum(
+            1
+            for u in self.problem.stages_of[rank.index]
+            for k in range(self.stages[u].next_b, self.stages[u].next_f)
+            if (k, -u) < key
+        )
 
     def offload(self, rank: RankState, s: int, mb: int, at: float, ahead: int) -> bool:
         """Offload (s, mb) if its copy, issued right after its forward (or after the stream's last copy, which

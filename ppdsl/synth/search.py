@@ -119,12 +119,14 @@ def policies(problem: Problem) -> list[Policy]:
 def action_policies(problem: Problem, allowed: tuple[str, ...]) -> list[Policy]:
     """The portfolio of list scheduling with memory actions (`greedy`: a rank at its limit recomputes or
     offloads instead of waiting): the global knobs that matter with actions, those that often do best first
-    (room kept for a later chunk or none, each action preferred)."""
+    (room kept for a later chunk or none, offloading every activation while the copy stream keeps up, each
+    action preferred)."""
     splits = {"yes": (True,), "no": (False,), "auto": (True, False)}[problem.split]
     prefers = [a for a in (OFFLOAD_NAME, RECOMPUTE_NAME) if a in allowed] if len(allowed) > 1 else [allowed[0]]
+    early = (True, False) if OFFLOAD_NAME in allowed else (False,)
     out = []
-    for reserve, prefer, split, w_before_f, deep, inflight in itertools.product(
-        (1, 0, 2, None), prefers, splits, (False, True), (True, False), (None, problem.pp)
+    for reserve, early_out, prefer, split, w_before_f, deep, inflight in itertools.product(
+        (1, 0, 2, None), early, prefers, splits, (False, True), (True, False), (None, problem.pp)
     ):
         if not split and w_before_f:
             continue  # (W knobs mean nothing without W)
@@ -140,6 +142,7 @@ def action_policies(problem: Problem, allowed: tuple[str, ...]) -> list[Policy]:
                 inflight=inflight,
                 actions=tuple(allowed),
                 prefer=prefer,
+                offload_early=early_out,
             )
         )
     return out

@@ -90,6 +90,8 @@ ACTING = [
     Policy(actions=("recompute",), w_before_f=True),
     Policy(actions=("recompute", "offload"), reserve=0, deep_first=False),
     Policy(actions=("offload",), w_lag=0, seed=3),
+    Policy(actions=("recompute", "offload"), offload_early=True),
+    Policy(actions=("offload",), offload_early=True, reserve=1),
 ]
 
 
