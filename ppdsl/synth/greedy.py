@@ -252,8 +252,9 @@ class Ready:
 
     def __init__(self) -> None:
         self.backward = self.forward = self.weight = None
-        # memory actions: the best recompute due (its backward's input on its way: first; else to fill idle time,
-        # as (key, stage, mb, due)), and the best forward that is ready but over the limit (with its shortfall)
+        # memory actions: the best recompute to run, (key, stage, mb) with key[0] 0 when its backward's input is
+        # on its way (it goes first) and 1 when it only fills idle time; and the best forward that is ready but
+        # over the limit, (key, stage, mb, shortfall, the instant it would allocate)
         self.recompute: tuple | None = None
         self.blocked: tuple | None = None
         self.next_b_known = float("inf")  # the earliest backward input on its way
