@@ -707,8 +707,10 @@ class ListScheduler:
 
             excess = self.reload_excess(rank, s, copied)
             if excess > EPS:
-                start = max(rank.free, copied, stream.free)
-                if not self.make_room(rank, excess, start, (s, k)) or self.reload_excess(rank, s, copied) > EPS:
+                # on one stream an offload made room with runs before the reload, whose start it frees for;
+                # with one per direction it must end by the reload's start
+                by = INF if not acts.duplex else max(rank.free, copied, stream.free)
+                if not self.make_room(rank, excess, by, (s, k)) or self.reload_excess(rank, s, copied) > EPS:
                     continue  # (an offload that made room may have taken the stream: the reload starts later)
             leave, arrive = rank.copies.carry(True, max(rank.free, copied), cost)
             rank.order.append((acts.types.reload, s, k))
