@@ -35,8 +35,9 @@ How each engine holds to it:
   sends it, `synth.exact.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
   anyone reads its makespan.
 
-Rule 6 is modelled by `execute` only: the synthesizer's engines refuse a probe schedule with memory actions
-(`synth.problem`, issue 18), so no engine can time them differently.
+Rule 6 is modelled by `execute` and by `greedy` with memory actions (the same `CopyStreams`, each copy started
+as soon as its position in the order allows; tests/synth/test_timing_rule.py checks its times equal `execute`'s);
+the other engines refuse a probe schedule with memory actions (`synth.problem`, issue 18).
 
 Extending the rule: a kind that moves data to a neighbouring stage adds its row to `FLOW`; a kind that rides a
 stream of its own gets a `Stream` per rank in the engines that model it (as the copies' `CopyStreams`), and its

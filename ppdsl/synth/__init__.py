@@ -41,11 +41,12 @@ from ppdsl.synth.exact import MAX_TICKS, time_ticks
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
 from ppdsl.synth.schedule import Evaluator
-from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
+from ppdsl.synth.search import Infeasible, SynthResult, action_policies, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
 EPS = 1e-6
+SCHEDULED_SHARE = 0.15  # of --time-limit, for list scheduling with actions (and the local search of its best)
 
 
 @dataclass
@@ -293,10 +294,12 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
 def search_with_actions(
     request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None = None
 ) -> SynthResult:
-    """`--memory-actions`: the fastest orders the order search finds at a few relaxed limits (no limit, between,
-    the tightest an order reaches, the request's own when an order fits it), then memory actions inserted where a
-    rank is over its limit and improved by local search (actions.py), every candidate timed by the checker's
-    execution on `problem` (which has the action types). Raises Infeasible when nothing fits."""
+    """`--memory-actions`: the list scheduler's own schedules with actions (it recomputes or offloads where a
+    rank is at its limit, greedy.py); then the fastest orders the order search finds at a few relaxed limits (no
+    limit, between, the tightest an order reaches, the request's own when an order fits it), with memory actions
+    inserted where a rank is over its limit and improved by local search (actions.py); the fastest of all, every
+    candidate timed by the checker's execution on `problem` (which has the action types). Raises Infeasible
+    when nothing fits."""
     t0 = time.perf_counter()
     order_share = 0.65 * request.time_limit
 
@@ -327,6 +330,12 @@ def search_with_actions(
     if not math.isfinite(limit):  # nothing to make room for: the order search's answer, which needs no action
         found = order_search(None, request.split, request.time_limit)
         return replace(found, problem=problem, origin=f"{found.origin} (no memory limit: no action needed)")
+    # first the list scheduler's own schedules, which take the actions while they schedule (greedy.py)
+    engine = ActionEngine(problem, request.memory_actions, t0 + request.time_limit)
+    policies = action_policies(problem, request.memory_actions)
+    scheduled = engine.scheduled(policies, t0 + SCHEDULED_SHARE * request.time_limit)
+    if scheduled is not None and progress is not None:
+        progress(f"{scheduled.origin}: makespan {number(round(scheduled.evaluation.makespan, 6))}")
     low = max(need, limit)
     bases: list[tuple[float, str, list]] = []
 
@@ -371,9 +380,10 @@ def search_with_actions(
             bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
     bases.sort(key=lambda b: b[0])
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
-    deadline = t0 + request.time_limit
-    engine = ActionEngine(problem, request.memory_actions, deadline)
     best = engine.search((origin, orders) for _, origin, orders in bases)
+    if scheduled is not None and (best is None or scheduled.evaluation.makespan < best.evaluation.makespan - EPS):
+        best = scheduled
+        best.candidates = engine.evaluator.calls
     if best is None:
         raise Infeasible(problem)
     counts = best.counts()

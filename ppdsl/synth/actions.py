@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 
@@ -33,14 +34,16 @@ ACTION_NAMES = (RECOMPUTE, OFFLOAD)
 @dataclass
 class Placement:
     """Which (stage, micro-batch) gets which action, and where its jobs go, in steps relative to the anchors: a
-    recompute `hoist` jobs before its backward, a reload `lead` jobs before it."""
+    recompute `hoist` jobs before its backward, a reload `lead` jobs before it, an offload `lag` jobs after its
+    forward (0: right after it)."""
 
     action: dict[tuple[int, int], str] = field(default_factory=dict)
     hoist: dict[tuple[int, int], int] = field(default_factory=dict)
     lead: dict[tuple[int, int], int] = field(default_factory=dict)
+    lag: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def copy(self) -> Placement:
-        return Placement(dict(self.action), dict(self.hoist), dict(self.lead))
+        return Placement(dict(self.action), dict(self.hoist), dict(self.lead), dict(self.lag))
 
 
 @dataclass
@@ -70,6 +73,7 @@ class ActionEngine:
         self.types = actions
         self.allowed = [a for a in ACTION_NAMES if a in set(allowed)]
         self.deadline = deadline
+        self.started = time.perf_counter()
         exp = problem.expansion
         stages = range(problem.nstages)
         self.copy_time = [
@@ -113,7 +117,7 @@ class ActionEngine:
                     at = max(i + 1, b - plan.hoist.get((s, mb), 0))
                     before.setdefault(at, []).append((a.recompute, s, mb))
                 else:
-                    after.setdefault(i, []).append((a.offload, s, mb))
+                    after.setdefault(min(i + plan.lag.get((s, mb), 0), b - 1), []).append((a.offload, s, mb))
                     at = max(i + 1, b - plan.lead.get((s, mb), 0))
                     before.setdefault(at, []).append((a.reload, s, mb))
             row: Order = []
@@ -123,6 +127,80 @@ class ActionEngine:
                 row.extend(after.get(i, ()))
             out.append(row)
         return out
+
+    def unpack(self, orders: list[Order]) -> tuple[list[Order], Placement]:
+        """Orders with actions as the compute-only orders and the placement that `materialize` puts back into
+        them (exactly, where each gap between two compute jobs holds its offloads first, then its recomputes and
+        reloads in the order of their forwards; check `materialize(*unpack(orders)) == orders` to rely on it)."""
+        a, plan, base = self.types, Placement(), []
+        for row in orders:
+            compute: Order = []
+            forward_at: dict[tuple[int, int], int] = {}
+            backward_at: dict[tuple[int, int], int] = {}
+            acts: list[tuple[int, tuple[int, int], int]] = []  # (type, (stage, mb), compute jobs before it)
+            for job in row:
+                t, s, mb = job
+                if t == a.recompute or a.copies(t):
+                    acts.append((t, (s, mb), len(compute)))
+                    continue
+                if t == FORWARD:
+                    forward_at[(s, mb)] = len(compute)
+                elif t in (BACKWARD, BACKWARD_B):
+                    backward_at[(s, mb)] = len(compute)
+                compute.append(job)
+            for t, key, before in acts:
+                if t == a.recompute:
+                    plan.action[key] = RECOMPUTE
+                    plan.hoist[key] = backward_at[key] - before
+                elif t == a.offload:
+                    plan.action[key] = OFFLOAD
+                    plan.lag[key] = before - 1 - forward_at[key]
+                else:
+                    plan.lead[key] = backward_at[key] - before
+            base.append(compute)
+        return base, plan
+
+    def scheduled(self, policies: Iterable[Policy], until: float) -> ActionResult | None:
+        """The list scheduler's own schedules with actions (`greedy`, which takes them while it schedules, under
+        each of `policies` until `until`, then the best few with random tie-breaking while time is left): the
+        fastest within the limits, then improved by the local search (whose moves place the actions as
+        `materialize` does)."""
+        best: ActionResult | None = None
+        ranked: list[tuple[float, int, Policy]] = []
+
+        def run(policy: Policy) -> None:
+            nonlocal best
+            orders = list_schedule(self.problem, policy)
+            if orders is None:
+                return  # a memory deadlock of this policy
+            ev = self.evaluator.evaluate(orders)
+            if not ev.feasible:
+                return
+            ranked.append((ev.makespan, len(ranked), policy))
+            if best is None or ev.makespan < best.evaluation.makespan - EPS:
+                best = ActionResult(orders, ev, Placement(), f"list scheduling {policy.label()}")
+
+        for policy in policies:
+            if time.perf_counter() > until and best is not None:
+                break
+            run(policy)
+        # (the search's improve and local steps need most of the share on large problems; this fills the rest)
+        tops = [policy for _, _, policy in sorted(ranked)[:3]]
+        seed = 0
+        while tops and time.perf_counter() < until - 0.5 * (until - self.started):
+            seed += 1
+            for policy in tops:
+                run(replace(policy, seed=seed))
+        if best is None:
+            return None
+        base, plan = self.unpack(best.orders)
+        best.placement = plan
+        deadline, self.deadline = self.deadline, min(self.deadline, until)
+        plan, orders, ev = self.improve(base, plan, best.evaluation, best.orders)
+        self.deadline = deadline
+        if orders is not best.orders:
+            best = ActionResult(orders, ev, plan, f"{best.origin}, improved")
+        return best
 
     def evaluate(self, base: list[Order], plan: Placement) -> tuple[list[Order], Evaluation]:
         orders = self.materialize(base, plan)
@@ -209,10 +287,16 @@ class ActionEngine:
             orders, ev = self.evaluate(base, plan)
         return plan, orders, ev
 
-    def improve(self, base: list[Order], plan: Placement, ev: Evaluation) -> tuple[Placement, list[Order], Evaluation]:
+    def improve(
+        self, base: list[Order], plan: Placement, ev: Evaluation, orders: list[Order] | None = None
+    ) -> tuple[Placement, list[Order], Evaluation]:
         """Local search over the plan: accept a move that keeps every limit and is faster, or as fast with fewer
-        actions; stop when no move helps or time is up."""
-        best_plan, (best_orders, best) = plan, self.evaluate(base, plan)
+        actions; stop when no move helps or time is up. It starts from the plan materialized, or from `orders`
+        (timed `ev`, the plan's actions placed otherwise: the list scheduler's) when given."""
+        if orders is not None:
+            best_plan, best_orders, best = plan, orders, ev
+        else:
+            best_plan, (best_orders, best) = plan, self.evaluate(base, plan)
         improved = True
         while improved and not self.out_of_time():
             improved = False
@@ -235,6 +319,7 @@ class ActionEngine:
             del cand.action[key]
             cand.hoist.pop(key, None)
             cand.lead.pop(key, None)
+            cand.lag.pop(key, None)
             yield cand
         for key in keys:
             action = plan.action[key]
@@ -243,6 +328,7 @@ class ActionEngine:
                     cand = plan.copy()
                     cand.action[key] = OFFLOAD
                     cand.lead[key] = 2
+                    cand.lag.pop(key, None)
                     yield cand
                 for step in (1, 2):
                     cand = plan.copy()

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
 from ppdsl.synth import exact
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
@@ -111,6 +111,38 @@ def policies(problem: Problem) -> list[Policy]:
                 f_fit=f_fit,
                 reserve=reserve,
                 w_lag=w_lag,
+            )
+        )
+    return out
+
+
+def action_policies(problem: Problem, allowed: tuple[str, ...]) -> list[Policy]:
+    """The portfolio of list scheduling with memory actions (`greedy`: a rank at its limit recomputes or
+    offloads instead of waiting): the global knobs that matter with actions, those that often do best first
+    (room kept for a later chunk or none, offloading every activation while the copy stream keeps up, each
+    action preferred)."""
+    splits = {"yes": (True,), "no": (False,), "auto": (True, False)}[problem.split]
+    prefers = [a for a in (OFFLOAD_NAME, RECOMPUTE_NAME) if a in allowed] if len(allowed) > 1 else [allowed[0]]
+    early = (True, False) if OFFLOAD_NAME in allowed else (False,)
+    out = []
+    for reserve, early_out, prefer, split, w_before_f, deep, inflight in itertools.product(
+        (1, 0, 2, None), early, prefers, splits, (False, True), (True, False), (None, problem.pp)
+    ):
+        if not split and w_before_f:
+            continue  # (W knobs mean nothing without W)
+        if problem.vpp == 1 and (not deep or reserve is not None or inflight is not None):
+            continue  # one chunk: no chunk preference, nothing later to reserve for, 1F1B's in flight at most
+        out.append(
+            Policy(
+                split=split,
+                w_before_f=w_before_f,
+                deep_first=deep,
+                deep_first_b=deep,
+                reserve=reserve,
+                inflight=inflight,
+                actions=tuple(allowed),
+                prefer=prefer,
+                offload_early=early_out,
             )
         )
     return out

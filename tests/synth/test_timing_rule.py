@@ -4,7 +4,8 @@ documents a relaxation, bound) what `execute` says for the same per-rank orders.
 
 * list scheduling (`greedy.ListScheduler`): the same start and end for every job, send-stream queueing
   included, for every policy that never idles on purpose; a patient or planned policy may hold a job back
-  (that is its point), so its times are never earlier than `execute`'s.
+  (that is its point), so its times are never earlier than `execute`'s. With memory actions (a policy that
+  recomputes and offloads while it schedules) the same, the copies on the copy stream(s) included.
 * the exact CP-SAT model (`exact.ScheduleModel`), with each rank's order fixed and the starts minimised: the
   earliest times its constraints allow are `execute`'s when no transfer queues on a send stream (the case the
   model is exact for), and never later otherwise (it leaves out the queue).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -81,6 +83,47 @@ def problems(draw, max_pp: int = 6, max_m: int = 12, calm: bool = False) -> Prob
     return build_problem(pp, m, vpp, placement, costs=CostSpec(file=file), memory_limit=limit, split=split)
 
 
+ACTING = [
+    Policy(actions=("recompute", "offload")),
+    Policy(actions=("recompute", "offload"), prefer="recompute"),
+    Policy(actions=("offload",)),
+    Policy(actions=("recompute",), w_before_f=True),
+    Policy(actions=("recompute", "offload"), reserve=0, deep_first=False),
+    Policy(actions=("offload",), w_lag=0, seed=3),
+    Policy(actions=("recompute", "offload"), offload_early=True),
+    Policy(actions=("offload",), offload_early=True, reserve=1),
+]
+
+
+@st.composite
+def acting_problems(draw, max_pp: int = 5, max_m: int = 10) -> Problem:
+    """A random problem built with memory actions: its costs (copies and recompute included), latency,
+    bandwidth, a limit from one micro-batch's activations on a rank upwards, sometimes a host limit, and one copy
+    stream or one per direction."""
+    pp, m = draw(st.integers(2, max_pp)), draw(st.integers(1, max_m))
+    vpp = draw(st.sampled_from([1, 1, 2]))
+    placement = draw(st.sampled_from(["looped", "vshape"])) if vpp == 2 else "looped"
+    quarter = st.integers(1, 12).map(lambda k: k / 4)
+    f, i, w = draw(quarter), draw(quarter), draw(quarter)
+    costs = {"forward": f, "backward": i + w, "backward_b": i, "backward_w": w}
+    costs |= {"recompute": draw(quarter), "offload": draw(quarter), "reload": draw(quarter)}
+    file = {
+        "costs": costs,
+        "latency": draw(st.integers(0, 24).map(lambda k: k / 8)),
+        "bandwidth": draw(st.sampled_from([0, 0, 1, 4])),
+    }
+    split = draw(st.sampled_from(["auto", "yes", "no"]))
+    limit = vpp + draw(st.integers(0, 2 * pp)) / 2  # a micro-batch's forwards on all a rank's chunks, and up
+    host = draw(st.sampled_from([None, None, 1.0, float(pp)]))
+    fraction = draw(st.sampled_from([0.9, 0.5, 1.0]))
+    problem = build_problem(
+        pp, m, vpp, placement, costs=CostSpec(file=file), memory_limit=limit, split=split,
+        memory_actions=True, recompute_fraction=fraction, host_limit=host,
+    )  # fmt: skip
+    problem.expansion = replace(problem.expansion, copy_duplex=draw(st.booleans()))
+    return problem
+
+
 def _policy(problem: Problem, policy: Policy) -> Policy:
     return Policy(**{**policy.__dict__, "split": False}) if problem.split == "no" else policy
 
@@ -108,6 +151,21 @@ def test_list_scheduling_times_jobs_as_execute(problem, policy, seed):
     assume(orders is not None)  # a memory deadlock of this policy: nothing timed
     start, end = scheduler.times()
     assert (start, end) == _executed(problem, orders)[:2]
+
+
+@ENGINE
+@given(acting_problems(), st.sampled_from(ACTING), st.integers(0, 3))
+def test_list_scheduling_with_memory_actions_times_every_job_and_copy_as_execute(problem, policy, seed):
+    scheduler = ListScheduler(problem, _policy(problem, policy), _priority(problem, seed) if seed else None)
+    orders = scheduler.run()
+    assume(orders is not None)
+    start, end = scheduler.times()
+    ex_start, ex_end, ex = _executed(problem, orders)
+    assert (start, end) == (ex_start, ex_end)
+    # and what it held is what the checker counts: within every limit, the host's too
+    assert all(r.peak_activations <= limit + 1e-9 for r, limit in zip(ex.ranks, problem.limit, strict=True))
+    host = problem.expansion.host_limit
+    assert host is None or ex.host_peak <= host + 1e-9
 
 
 @ENGINE
