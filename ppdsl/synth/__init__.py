@@ -37,15 +37,18 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
 from ppdsl.synth.bounds import lower_bound
-from ppdsl.synth.exact import MAX_TICKS, time_ticks
+from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
+from ppdsl.synth.exact import available as exact_available
+from ppdsl.synth.exact_actions import NotModelled, model_is_exact, solve_with_actions
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
 from ppdsl.synth.schedule import Evaluator
-from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
+from ppdsl.synth.search import CP_SAT_WHOLE_MAX_JOBS, Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
 EPS = 1e-6
+ACTIONS_CP_SAT_SHARE = 0.25  # of the time limit, for the whole schedule with actions in CP-SAT (small sizes)
 
 
 @dataclass
@@ -111,14 +114,13 @@ def build(request: SynthRequest) -> Problem:
                 )
             ]
         )
-    if request.memory_actions and (request.periodic or request.exact):
-        option = "--periodic" if request.periodic else "--exact"
+    if request.memory_actions and request.periodic:
         raise DiagnosticError(
             [
                 Diagnostic(
                     "E092",
-                    f"--memory-actions does not combine with {option} yet",
-                    help=f"drop {option} to search recompute and offload, or drop --memory-actions",
+                    "--memory-actions does not combine with --periodic yet",
+                    help="drop --periodic to search recompute and offload, or drop --memory-actions",
                 )
             ]
         )
@@ -293,12 +295,71 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
 def search_with_actions(
     request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None = None
 ) -> SynthResult:
-    """`--memory-actions`: the fastest orders the order search finds at a few relaxed limits (no limit, between,
-    the tightest an order reaches, the request's own when an order fits it), then memory actions inserted where a
-    rank is over its limit and improved by local search (actions.py), every candidate timed by the checker's
-    execution on `problem` (which has the action types). Raises Infeasible when nothing fits."""
+    """`--memory-actions`: the actions search (`action_search`), then, with `--exact` or at sizes where the order
+    search also tries the whole problem in CP-SAT (`CP_SAT_WHOLE_MAX_JOBS`), the whole schedule with actions in
+    CP-SAT (exact_actions.py) from the best found, which proves it optimal or gives the gap; the better of the
+    two is kept. Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
-    order_share = 0.65 * request.time_limit
+    limit = request.time_limit
+    whole = exact_available() and (request.exact or problem.jobs_per_step <= CP_SAT_WHOLE_MAX_JOBS)
+    if request.exact:
+        load_cp_model()  # a clear error when OR-Tools is missing
+    if not whole or not math.isfinite(max(problem.limit)):
+        return action_search(request, problem, limit, progress)
+    # as `--exact` without actions: the heuristic's share is small next to the proof's
+    heuristic = min(limit / 2, 10.0) if request.exact else (1 - ACTIONS_CP_SAT_SHARE) * limit
+    found = action_search(request, problem, heuristic, progress)
+    if found.optimal:
+        return found
+    seconds = max(limit - (time.perf_counter() - t0), 0.5)
+    try:
+        solution, hinted = solve_with_actions(
+            problem,
+            request.memory_actions,
+            seconds,
+            start=(found.orders, found.evaluation),
+            workers=request.workers,
+            seed=request.seed,
+            deterministic=request.workers == 1,
+            proof=request.exact,
+        )
+    except NotModelled as why:
+        return replace(found, origin=f"{found.origin}; CP-SAT not run: {why}")
+    exact_model = model_is_exact(problem)
+    best, origin = found.evaluation, found.origin
+    orders = found.orders
+    if solution.orders is not None:
+        ev = Evaluator(problem).evaluate(solution.orders)
+        if ev.feasible and ev.makespan < best.makespan - EPS:
+            best, orders, origin = ev, solution.orders, f"{found.origin} + CP-SAT with actions"
+    bound = found.lower_bound
+    if exact_model and solution.status != "INFEASIBLE":
+        bound = max(bound, solution.bound)
+    optimal = best.makespan <= bound + EPS
+    status = solution.status.lower() + ("" if hinted else ", the actions search's schedule not taken up")
+    if progress is not None:
+        progress(f"CP-SAT with actions: {status}, bound {number(round(solution.bound, 6))}")
+    return SynthResult(
+        problem,
+        orders,
+        best,
+        bound,
+        optimal,
+        seconds=time.perf_counter() - t0,
+        origin=origin,
+        cp_sat=solution.status,
+    )
+
+
+def action_search(
+    request: SynthRequest, problem: Problem, seconds: float, progress: Callable[[str], None] | None = None
+) -> SynthResult:
+    """The fastest orders the order search finds at a few relaxed limits (no limit, between, the tightest an order
+    reaches, the request's own when an order fits it), then memory actions inserted where a rank is over its
+    limit and improved by local search (actions.py), every candidate timed by the checker's execution on
+    `problem` (which has the action types), within about `seconds`. Raises Infeasible when nothing fits."""
+    t0 = time.perf_counter()
+    order_share = 0.65 * seconds
 
     def order_problem(limit: float | None, split: str) -> Problem:
         return build_problem(
@@ -325,7 +386,9 @@ def search_with_actions(
     # memory no action can move, so with the split free the orders are also found with whole backwards.
     need, limit = max(problem.minimum_memory()), max(problem.limit)
     if not math.isfinite(limit):  # nothing to make room for: the order search's answer, which needs no action
-        found = order_search(None, request.split, request.time_limit)
+        p = order_problem(None, request.split)
+        seeds = list(library_seeds(p)) if request.library else []
+        found = synthesize(p, seconds, request.exact, request.seed, seeds, request.workers, progress=progress)
         return replace(found, problem=problem, origin=f"{found.origin} (no memory limit: no action needed)")
     low = max(need, limit)
     bases: list[tuple[float, str, list]] = []
@@ -345,7 +408,7 @@ def search_with_actions(
     # first what the order alone reaches at the request's limit (when it reaches it at all): with actions the
     # result is never slower than that
     if need <= limit + EPS:
-        add(limit, request.split, 0.25 * request.time_limit)
+        add(limit, request.split, 0.25 * seconds)
     free = add(None, request.split, order_share / 6)
     top = max(free.evaluation.peaks) if free is not None else low
     # then, the most useful first should time run out: halfway up with whole backwards (1F1B-like orders, whose
@@ -371,7 +434,7 @@ def search_with_actions(
             bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
     bases.sort(key=lambda b: b[0])
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
-    deadline = t0 + request.time_limit
+    deadline = t0 + seconds
     engine = ActionEngine(problem, request.memory_actions, deadline)
     best = engine.search((origin, orders) for _, origin, orders in bases)
     if best is None:

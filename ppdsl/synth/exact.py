@@ -116,8 +116,9 @@ class ScheduleModel:
         p = self.problem = problem
         m, S = p.microbatches, p.nstages
         values = [p.cost[t][s] for t in KINDS for s in range(S)] + [link_delay(x) for t in KINDS for x in p.link[t]]
-        self.k = integer_scale(values + list(p.optimizer_cost))
-        self.km = integer_scale([x for t in KINDS for x in p.mem[t]] + [x for x in p.limit if x != float("inf")])
+        self.k = integer_scale(values + list(p.optimizer_cost) + self._more_costs())
+        memory = [x for t in KINDS for x in p.mem[t]] + [x for x in p.limit if x != float("inf")]
+        self.km = integer_scale(memory + self._more_memory())
         if horizon is None:
             per_mb = [
                 p.cost[FORWARD][s]
@@ -151,6 +152,7 @@ class ScheduleModel:
             if how in ("split", "either"):
                 self._job(BACKWARD_B, s, mb, None if lit is None else lit.Not())
                 self._job(BACKWARD_W, s, mb, None if lit is None else lit.Not())
+        self._more_jobs()
         for r in range(p.pp):
             model.AddNoOverlap(self.intervals[r])
         self._chains()
@@ -164,6 +166,17 @@ class ScheduleModel:
 
     def ticks(self, x: float) -> int:
         return round(x * self.k)
+
+    # hooks of a model with more job types (synth/exact_actions.py): their costs and memory in the integer
+    # scales, and their jobs (made before each rank's no-overlap is posted)
+    def _more_costs(self) -> list[float]:
+        return []
+
+    def _more_memory(self) -> list[float]:
+        return []
+
+    def _more_jobs(self) -> None:
+        return None
 
     def _job(self, t: int, s: int, mb: int, lit=None) -> None:
         model, d = self.model, self.ticks(self.problem.cost[t][s])
@@ -279,7 +292,15 @@ class ScheduleModel:
         for (s, mb), lit in self.whole_lit.items():
             self.model.AddHint(lit, (BACKWARD, s, mb) in times)
 
-    def solve(self, seconds: float, workers: int = 1, seed: int = 0, deterministic: bool = True) -> Solution:
+    def solve(
+        self,
+        seconds: float,
+        workers: int = 1,
+        seed: int = 0,
+        deterministic: bool = True,
+        parameters: dict | None = None,
+    ) -> Solution:
+        """`parameters`: CP-SAT's, over the ones set here (the budget, workers, seed)."""
         t0 = time.perf_counter()
         solver = self.cp.CpSolver()
         if deterministic:
@@ -290,20 +311,25 @@ class ScheduleModel:
             solver.parameters.max_time_in_seconds = max(seconds, 0.05)
         solver.parameters.num_workers = max(1, workers)
         solver.parameters.random_seed = seed
+        for name, value in (parameters or {}).items():
+            setattr(solver.parameters, name, value)
         status = solver.Solve(self.model)
         name = solver.StatusName(status)
-        orders = None
-        if status in (self.cp.OPTIMAL, self.cp.FEASIBLE):
-            placed = []
-            for job, st in self.start.items():
-                if job in self.present and not solver.BooleanValue(self.present[job]):
-                    continue
-                placed.append((solver.Value(st), job[1], job[0], job))
-            orders = [[] for _ in range(self.problem.pp)]
-            for *_, job in sorted(placed):
-                orders[self.problem.rank_of[job[1]]].append(job)
+        orders = self._orders(solver) if status in (self.cp.OPTIMAL, self.cp.FEASIBLE) else None
         bound = solver.BestObjectiveBound() / self.k if status != self.cp.INFEASIBLE else float("inf")
         return Solution(orders, bound, name, time.perf_counter() - t0)
+
+    def _orders(self, solver) -> list[Order]:
+        """Every rank's jobs of the solution, in the order of their starts."""
+        placed = []
+        for job, st in self.start.items():
+            if job in self.present and not solver.BooleanValue(self.present[job]):
+                continue
+            placed.append((solver.Value(st), job[1], job[0], job))
+        orders: list[Order] = [[] for _ in range(self.problem.pp)]
+        for *_, job in sorted(placed):
+            orders[self.problem.rank_of[job[1]]].append(job)
+        return orders
 
 
 def solve(
