@@ -6,6 +6,7 @@
     greedy.py   memory-aware list scheduling under a policy
     improve.py  local search along the critical path
     exact.py    the CP-SAT model (`--exact`, and the repair step of lns.py)
+    exact_actions.py  the CP-SAT model with memory actions (`--exact --memory-actions`, and their polish)
     lns.py      large-neighbourhood search over windows of a schedule
     window.py   a window of a schedule as a small CP-SAT model (lns.py's repair step)
     periodic.py one micro-batch's block repeated every period (CP-SAT): starting points, and `--periodic`

@@ -21,6 +21,10 @@ stream; that queue never forms when every job that sends lasts at least as long 
 model is exact. Otherwise it is a relaxation: its bound is still a bound, and the schedule is re-timed by the
 checker, so `optimal` is claimed only when the checker's makespan meets the proven bound.
 
+Memory actions (recompute, offload, reload) are not in this model: `exact_actions.ActionModel` extends it with
+them (through the hooks `_more_costs`, `_more_memory`, `_more_jobs` and `_orders`), for `--exact
+--memory-actions`.
+
 Searches use CP-SAT's deterministic time and one worker unless asked otherwise, so the same inputs give the
 same schedule.
 """
