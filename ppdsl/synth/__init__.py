@@ -32,7 +32,7 @@ from pathlib import Path
 from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
-from ppdsl.analysis.memory import MeasureMemory
+from ppdsl.analysis.memory import MeasureMemory, MemoryActions
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
@@ -40,7 +40,7 @@ from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
 from ppdsl.synth.exact import available as exact_available
-from ppdsl.synth.exact_actions import NotModelled, model_is_exact, solve_with_actions
+from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
 from ppdsl.synth.schedule import Evaluator
@@ -330,9 +330,17 @@ def search_with_actions(
     best, origin = found.evaluation, found.origin
     orders = found.orders
     if solution.orders is not None:
-        ev = Evaluator(problem).evaluate(solution.orders)
+        timer = Evaluator(problem)
+        ev = timer.evaluate(solution.orders)
         if ev.feasible and ev.makespan < best.makespan - EPS:
-            best, orders, origin = ev, solution.orders, f"{found.origin} + CP-SAT with actions"
+            solved, ev = drop_needless_actions(timer, solution.orders, ev)
+            a = MemoryActions.of(problem.expansion)
+            did = {
+                name: sum(job[0] == t for row in solved for job in row)
+                for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
+            }
+            did_text = ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
+            best, orders, origin = ev, solved, f"CP-SAT with actions ({did_text}) from: {found.origin}"
     bound = found.lower_bound
     if exact_model and solution.status != "INFEASIBLE":
         bound = max(bound, solution.bound)

@@ -30,6 +30,7 @@ only when that makespan meets the proven bound, every limit holds and the model 
 
 from __future__ import annotations
 
+import math
 import time
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -39,9 +40,10 @@ from ppdsl.analysis.timing import input_stage, link_delay
 from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
+from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import KINDS, ScheduleModel, Solution, transfers_never_queue
 from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import Evaluation, Order
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 
 GRADIENT = (BACKWARD, BACKWARD_B)
 HINT_SECONDS = 5.0  # the most the completion of a hint may take (it is propagation, with every start fixed)
@@ -458,6 +460,8 @@ def solve_with_actions(
     t0 = time.perf_counter()
     horizon = start[1].makespan if start is not None else None
     model = ActionModel(problem, allowed, horizon=horizon)
+    # no schedule beats the bound of every schedule (actions only add work): the search stops when it gets there
+    model.model.Add(model.makespan >= math.floor(lower_bound(problem) * model.k + 1e-9))
     hinted = model.hint_schedule(*start) if start is not None else False
     left = max(seconds - (time.perf_counter() - t0), 0.1)
     # The budget is CP-SAT's deterministic time (as `exact`), but never more than the time left: on a loaded
@@ -469,3 +473,17 @@ def solve_with_actions(
     solution = model.solve(left, workers, seed, deterministic, parameters)
     solution.seconds = time.perf_counter() - t0
     return solution, hinted
+
+
+def drop_needless_actions(evaluator: Evaluator, orders: list[Order], ev: Evaluation) -> tuple[list[Order], Evaluation]:
+    """The model does not count actions, so a solution may recompute or offload where nothing needs it: drop
+    each (stage, micro-batch)'s action whose removal keeps every limit and is no slower (timed by `evaluator`)."""
+    types = MemoryActions.of(evaluator.problem.expansion)
+    moves = (types.recompute, types.offload, types.reload)
+    acted = sorted({(s, mb) for order in orders for t, s, mb in order if t in (types.recompute, types.offload)})
+    for key in acted:
+        trial = [[job for job in order if job[0] not in moves or job[1:] != key] for order in orders]
+        found = evaluator.evaluate(trial)
+        if found.feasible and found.makespan <= ev.makespan + 1e-9:
+            orders, ev = trial, found
+    return orders, ev
