@@ -44,12 +44,16 @@ from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
 from ppdsl.synth.schedule import Evaluator
-from ppdsl.synth.search import CP_SAT_WHOLE_MAX_JOBS, Infeasible, SynthResult, periodic_search, synthesize
+from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
 EPS = 1e-6
 ACTIONS_CP_SAT_SHARE = 0.25  # of the time limit, for the whole schedule with actions in CP-SAT (small sizes)
+# Up to this, the actions search also runs that model (pp 4, 8 micro-batches, split free: 96 jobs). Smaller than
+# the order search's CP_SAT_WHOLE_MAX_JOBS: with its anchoring the model grows with the square of a rank's jobs
+# (about 1 s to build at 96 jobs, 10 s at 288).
+ACTIONS_CP_SAT_MAX_JOBS = 120
 
 
 @dataclass
@@ -296,13 +300,13 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
 def search_with_actions(
     request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None = None
 ) -> SynthResult:
-    """`--memory-actions`: the actions search (`action_search`), then, with `--exact` or at sizes where the order
-    search also tries the whole problem in CP-SAT (`CP_SAT_WHOLE_MAX_JOBS`), the whole schedule with actions in
-    CP-SAT (exact_actions.py) from the best found, which proves it optimal or gives the gap; the better of the
-    two is kept. Raises Infeasible when nothing fits."""
+    """`--memory-actions`: the actions search (`action_search`), then, with `--exact` or when the problem is
+    small (`ACTIONS_CP_SAT_MAX_JOBS`), the whole schedule with actions in CP-SAT (exact_actions.py) from the best
+    found, which proves it optimal or gives the gap; the better of the two is kept. Raises Infeasible when
+    nothing fits."""
     t0 = time.perf_counter()
     limit = request.time_limit
-    whole = exact_available() and (request.exact or problem.jobs_per_step <= CP_SAT_WHOLE_MAX_JOBS)
+    whole = exact_available() and (request.exact or problem.jobs_per_step <= ACTIONS_CP_SAT_MAX_JOBS)
     if request.exact:
         load_cp_model()  # a clear error when OR-Tools is missing
     if not whole or not math.isfinite(max(problem.limit)):
