@@ -182,6 +182,10 @@ class ScheduleModel:
     def _more_jobs(self) -> None:
         return None
 
+    def in_order(self, kind: int, stage: int) -> bool:
+        """Do the stage's jobs of this kind run in micro-batch order (see the module doc)?"""
+        return True
+
     def _job(self, t: int, s: int, mb: int, lit=None) -> None:
         model, d = self.model, self.ticks(self.problem.cost[t][s])
         st = model.NewIntVar(0, self.horizon, f"s{t}_{s}_{mb}")
@@ -227,8 +231,9 @@ class ScheduleModel:
                 gs, _ = self.grad[(s, mb)]
                 if f_from is not None:
                     model.Add(start[f] >= end[(FORWARD, f_from, mb)] + link_f)
-                if mb > 0:  # micro-batches in order on every stage
+                if mb > 0 and self.in_order(FORWARD, s):  # micro-batches in order on every stage
                     model.Add(start[f] >= end[(FORWARD, s, mb - 1)])
+                if mb > 0 and self.in_order(BACKWARD, s):
                     model.Add(gs >= self.grad[(s, mb - 1)][1])
                 model.Add(gs >= end[(SAME_STAGE_INPUT[BACKWARD], s, mb)])
                 if g_from is not None:
@@ -240,7 +245,7 @@ class ScheduleModel:
                 c = model.Add(start[w] >= end[i])
                 if lits:
                     c.OnlyEnforceIf(list(lits))
-                if mb > 0 and self.choice[(s, mb - 1)] != "whole":
+                if mb > 0 and self.choice[(s, mb - 1)] != "whole" and self.in_order(BACKWARD_W, s):
                     c = model.Add(start[w] >= end[(BACKWARD_W, s, mb - 1)])
                     both = (*lits, *self._split_literal(s, mb - 1))
                     if both:

@@ -76,7 +76,9 @@ def _problem(limit: float, host_limit: float | None = None, **costs: float):
     ("limit", "host_limit", "allowed", "costs"),
     [
         (1.2, None, BOTH, {}),  # one micro-batch's activation and a bit: two in flight only with an action
-        (1.2, 1.0, ("offload",), {"offload": 1.5, "reload": 1.5}),  # slow copies, one activation on the host
+        (1.2, None, ("offload",), {}),
+        (1.2, 1.0, ("offload",), {}),  # the host holds one activation: the optimum above no longer fits (9 -> 10)
+        (1.2, None, ("offload",), {"offload": 1.5, "reload": 1.5}),  # copies slower than a forward
         (1.0, None, ("recompute",), {}),  # a recomputed forward keeps a tenth: room for one more
     ],
 )
