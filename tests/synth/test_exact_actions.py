@@ -103,3 +103,15 @@ def test_the_exact_result_is_no_slower_than_the_actions_search_and_its_file_chec
     assert found.result.optimal and found.result.makespan == pytest.approx(found.result.lower_bound)
     assert found.check.valid and found.check.makespan == pytest.approx(found.result.makespan)
     assert max(found.result.evaluation.peaks) <= 1.2 + 1e-9
+
+
+def test_without_exact_a_small_problem_s_actions_are_polished_in_cp_sat():
+    # pp 2, 4 micro-batches within 1.2: the actions search alone stops above the bound (17 against 15 here)
+    request = SynthRequest(pp=2, microbatches=4, memory_limit=1.2, split="no", time_limit=2.0, memory_actions=BOTH)
+    found = synthesize_file(request)
+    heuristic = action_search(request, found.result.problem, 1.5)
+    assert found.result.makespan <= heuristic.makespan + 1e-9
+    assert found.result.optimal and found.result.makespan == pytest.approx(found.result.lower_bound)
+    if heuristic.makespan > found.result.lower_bound + 1e-9:
+        assert found.result.origin.startswith("CP-SAT with actions")
+    assert found.check.valid and found.check.makespan == pytest.approx(found.result.makespan)
