@@ -347,7 +347,7 @@ def search_with_actions(
             did_text = ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
             best, orders, origin = ev, solved, f"CP-SAT with actions ({did_text}) from: {found.origin}"
     bound = found.lower_bound
-    if exact_model and solution.status != "INFEASIBLE":
+    if exact_model and solution.status != "INFEASIBLE":  # (its bound: 0 without --exact, see solve_with_actions)
         bound = max(bound, solution.bound)
     optimal = best.makespan <= bound + EPS
     status = solution.status.lower() + ("" if hinted else ", the actions search's schedule not taken up")
