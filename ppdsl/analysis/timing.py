@@ -1,8 +1,8 @@
 """The pipeline's timing rule: when a job can start, and when its output reaches the rank that reads it.
 
 Every engine that times a schedule uses this module: the checker's executor (`analysis.execution.execute`), the
-synthesizer's list scheduler (`synth.greedy`), and the CP-SAT models (`synth.exact`, `synth.window`,
-`synth.periodic`), which express the same rule as constraints. The rule:
+synthesizer's list scheduler (`synth.greedy`), and the CP-SAT models (`synth.exact`, `synth.exact_actions`,
+`synth.window`, `synth.periodic`), which express the same rule as constraints. The rule:
 
 1. **Data flow between stages** (`FLOW`): a forward on stage s reads the activation of the forward on s - 1; a
    backward (whole, or its input-gradient part `backward_b`) on stage s reads the gradient of the backward of
@@ -35,9 +35,14 @@ How each engine holds to it:
   sends it, `synth.exact.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
   anyone reads its makespan.
 
-Rule 6 is modelled by `execute` and by `greedy` with memory actions (the same `CopyStreams`, each copy started
-as soon as its position in the order allows; tests/synth/test_timing_rule.py checks its times equal `execute`'s);
-the other engines refuse a probe schedule with memory actions (`synth.problem`, issue 18).
+Rule 6 is timed by `execute`, and three engines of synth take it: `greedy` with memory actions times each job
+and copy with the same `CopyStreams`, each copy started as soon as its position in the order allows
+(tests/synth/test_timing_rule.py checks its times equal `execute`'s); the actions search (`synth.actions`)
+inserts actions in orders and times each candidate by `execute`; and the CP-SAT model with actions
+(`synth.exact_actions`) states rule 6 as constraints (the copy streams as no-overlaps, a copy's start anchored at
+what `execute` would start it at, memory held over the same half-open instants as `analysis.memory`), whose
+solutions are re-timed by `execute` all the same. The other engines refuse a probe schedule with memory actions
+(`synth.problem`).
 
 Extending the rule: a kind that moves data to a neighbouring stage adds its row to `FLOW`; a kind that rides a
 stream of its own gets a `Stream` per rank in the engines that model it (as the copies' `CopyStreams`), and its

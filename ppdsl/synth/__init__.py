@@ -6,6 +6,7 @@
     greedy.py   memory-aware list scheduling under a policy
     improve.py  local search along the critical path
     exact.py    the CP-SAT model (`--exact`, and the repair step of lns.py)
+    exact_actions.py  the CP-SAT model with memory actions (`--exact --memory-actions`, and their polish)
     lns.py      large-neighbourhood search over windows of a schedule
     window.py   a window of a schedule as a small CP-SAT model (lns.py's repair step)
     periodic.py one micro-batch's block repeated every period (CP-SAT): starting points, and `--periodic`
@@ -31,13 +32,15 @@ from pathlib import Path
 from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
-from ppdsl.analysis.memory import MeasureMemory
+from ppdsl.analysis.memory import MeasureMemory, MemoryActions
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
 from ppdsl.synth.bounds import lower_bound
-from ppdsl.synth.exact import MAX_TICKS, time_ticks
+from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
+from ppdsl.synth.exact import available as exact_available
+from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
 from ppdsl.synth.schedule import Evaluator
@@ -47,6 +50,11 @@ from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, 
 
 EPS = 1e-6
 SCHEDULED_SHARE = 0.15  # of --time-limit, for list scheduling with actions (and the local search of its best)
+ACTIONS_CP_SAT_SHARE = 0.25  # of the time limit, for the whole schedule with actions in CP-SAT (small sizes)
+# Up to this, the actions search also runs that model (pp 4, 8 micro-batches, split free: 96 jobs). Smaller than
+# the order search's CP_SAT_WHOLE_MAX_JOBS: with its anchoring the model grows with the square of a rank's jobs
+# (about 1 s to build at 96 jobs, 10 s at 288).
+ACTIONS_CP_SAT_MAX_JOBS = 120
 
 
 @dataclass
@@ -112,14 +120,13 @@ def build(request: SynthRequest) -> Problem:
                 )
             ]
         )
-    if request.memory_actions and (request.periodic or request.exact):
-        option = "--periodic" if request.periodic else "--exact"
+    if request.memory_actions and request.periodic:
         raise DiagnosticError(
             [
                 Diagnostic(
                     "E092",
-                    f"--memory-actions does not combine with {option} yet",
-                    help=f"drop {option} to search recompute and offload, or drop --memory-actions",
+                    "--memory-actions does not combine with --periodic yet",
+                    help="drop --periodic to search recompute and offload, or drop --memory-actions",
                 )
             ]
         )
@@ -294,14 +301,80 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
 def search_with_actions(
     request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None = None
 ) -> SynthResult:
-    """`--memory-actions`: the list scheduler's own schedules with actions (it recomputes or offloads where a
-    rank is at its limit, greedy.py); then the fastest orders the order search finds at a few relaxed limits (no
-    limit, between, the tightest an order reaches, the request's own when an order fits it), with memory actions
-    inserted where a rank is over its limit and improved by local search (actions.py); the fastest of all, every
-    candidate timed by the checker's execution on `problem` (which has the action types). Raises Infeasible
-    when nothing fits."""
+    """`--memory-actions`: the actions search (`action_search`), then, with `--exact` or when the problem is
+    small (`ACTIONS_CP_SAT_MAX_JOBS`), the whole schedule with actions in CP-SAT (exact_actions.py) from the best
+    found, which proves it optimal or gives the gap; the better of the two is kept. Raises Infeasible when
+    nothing fits."""
     t0 = time.perf_counter()
-    order_share = 0.65 * request.time_limit
+    limit = request.time_limit
+    whole = exact_available() and (request.exact or problem.jobs_per_step <= ACTIONS_CP_SAT_MAX_JOBS)
+    if request.exact:
+        load_cp_model()  # a clear error when OR-Tools is missing
+    if not whole or not math.isfinite(max(problem.limit)):
+        return action_search(request, problem, limit, progress)
+    # as `--exact` without actions: the heuristic's share is small next to the proof's
+    heuristic = min(limit / 2, 10.0) if request.exact else (1 - ACTIONS_CP_SAT_SHARE) * limit
+    found = action_search(request, problem, heuristic, progress)
+    if found.optimal:
+        return found
+    # (what follows the solve: re-timing, dropping needless actions, writing and checking the file)
+    seconds = max(limit - (time.perf_counter() - t0) - min(0.05 * limit, 5.0), 0.5)
+    try:
+        solution, hinted = solve_with_actions(
+            problem,
+            request.memory_actions,
+            seconds,
+            start=(found.orders, found.evaluation),
+            workers=request.workers,
+            seed=request.seed,
+            deterministic=request.workers == 1,
+            proof=request.exact,
+        )
+    except NotModelled as why:
+        return replace(found, origin=f"{found.origin}; CP-SAT not run: {why}")
+    exact_model = model_is_exact(problem)
+    best, origin = found.evaluation, found.origin
+    orders = found.orders
+    if solution.orders is not None:
+        timer = Evaluator(problem)
+        ev = timer.evaluate(solution.orders)
+        if ev.feasible and ev.makespan < best.makespan - EPS:
+            solved, ev = drop_needless_actions(timer, solution.orders, ev)
+            a = MemoryActions.of(problem.expansion)
+            did = {
+                name: sum(job[0] == t for row in solved for job in row)
+                for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
+            }
+            did_text = ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
+            best, orders, origin = ev, solved, f"CP-SAT with actions ({did_text}) from: {found.origin}"
+    bound = found.lower_bound
+    if exact_model and solution.status != "INFEASIBLE":  # (its bound: 0 without --exact, see solve_with_actions)
+        bound = max(bound, solution.bound)
+    optimal = best.makespan <= bound + EPS
+    status = solution.status.lower() + ("" if hinted else ", the actions search's schedule not taken up")
+    if progress is not None:
+        progress(f"CP-SAT with actions: {status}, bound {number(round(solution.bound, 6))}")
+    return SynthResult(
+        problem,
+        orders,
+        best,
+        bound,
+        optimal,
+        seconds=time.perf_counter() - t0,
+        origin=origin,
+        cp_sat=solution.status,
+    )
+
+
+def action_search(
+    request: SynthRequest, problem: Problem, seconds: float, progress: Callable[[str], None] | None = None
+) -> SynthResult:
+    """The fastest orders the order search finds at a few relaxed limits (no limit, between, the tightest an order
+    reaches, the request's own when an order fits it), then memory actions inserted where a rank is over its
+    limit and improved by local search (actions.py), every candidate timed by the checker's execution on
+    `problem` (which has the action types), within about `seconds`. Raises Infeasible when nothing fits."""
+    t0 = time.perf_counter()
+    order_share = 0.65 * seconds
 
     def order_problem(limit: float | None, split: str) -> Problem:
         return build_problem(
@@ -328,12 +401,14 @@ def search_with_actions(
     # memory no action can move, so with the split free the orders are also found with whole backwards.
     need, limit = max(problem.minimum_memory()), max(problem.limit)
     if not math.isfinite(limit):  # nothing to make room for: the order search's answer, which needs no action
-        found = order_search(None, request.split, request.time_limit)
+        p = order_problem(None, request.split)
+        seeds = list(library_seeds(p)) if request.library else []
+        found = synthesize(p, seconds, request.exact, request.seed, seeds, request.workers, progress=progress)
         return replace(found, problem=problem, origin=f"{found.origin} (no memory limit: no action needed)")
     # first the list scheduler's own schedules, which take the actions while they schedule (greedy.py)
-    engine = ActionEngine(problem, request.memory_actions, t0 + request.time_limit)
+    engine = ActionEngine(problem, request.memory_actions, t0 + seconds)
     policies = action_policies(problem, request.memory_actions)
-    scheduled = engine.scheduled(policies, t0 + SCHEDULED_SHARE * request.time_limit)
+    scheduled = engine.scheduled(policies, t0 + SCHEDULED_SHARE * seconds)
     if scheduled is not None and progress is not None:
         progress(f"{scheduled.origin}: makespan {number(round(scheduled.evaluation.makespan, 6))}")
     low = max(need, limit)
@@ -354,7 +429,7 @@ def search_with_actions(
     # first what the order alone reaches at the request's limit (when it reaches it at all): with actions the
     # result is never slower than that
     if need <= limit + EPS:
-        add(limit, request.split, 0.25 * request.time_limit)
+        add(limit, request.split, 0.25 * seconds)
     free = add(None, request.split, order_share / 6)
     top = max(free.evaluation.peaks) if free is not None else low
     # then, the most useful first should time run out: halfway up with whole backwards (1F1B-like orders, whose

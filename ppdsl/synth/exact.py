@@ -21,6 +21,10 @@ stream; that queue never forms when every job that sends lasts at least as long 
 model is exact. Otherwise it is a relaxation: its bound is still a bound, and the schedule is re-timed by the
 checker, so `optimal` is claimed only when the checker's makespan meets the proven bound.
 
+Memory actions (recompute, offload, reload) are not in this model: `exact_actions.ActionModel` extends it with
+them (through the hooks `_more_costs`, `_more_memory`, `_more_jobs` and `_orders`), for `--exact
+--memory-actions`.
+
 Searches use CP-SAT's deterministic time and one worker unless asked otherwise, so the same inputs give the
 same schedule.
 """
@@ -116,8 +120,9 @@ class ScheduleModel:
         p = self.problem = problem
         m, S = p.microbatches, p.nstages
         values = [p.cost[t][s] for t in KINDS for s in range(S)] + [link_delay(x) for t in KINDS for x in p.link[t]]
-        self.k = integer_scale(values + list(p.optimizer_cost))
-        self.km = integer_scale([x for t in KINDS for x in p.mem[t]] + [x for x in p.limit if x != float("inf")])
+        self.k = integer_scale(values + list(p.optimizer_cost) + self._more_costs())
+        memory = [x for t in KINDS for x in p.mem[t]] + [x for x in p.limit if x != float("inf")]
+        self.km = integer_scale(memory + self._more_memory())
         if horizon is None:
             per_mb = [
                 p.cost[FORWARD][s]
@@ -151,6 +156,7 @@ class ScheduleModel:
             if how in ("split", "either"):
                 self._job(BACKWARD_B, s, mb, None if lit is None else lit.Not())
                 self._job(BACKWARD_W, s, mb, None if lit is None else lit.Not())
+        self._more_jobs()
         for r in range(p.pp):
             model.AddNoOverlap(self.intervals[r])
         self._chains()
@@ -164,6 +170,21 @@ class ScheduleModel:
 
     def ticks(self, x: float) -> int:
         return round(x * self.k)
+
+    # hooks of a model with more job types (synth/exact_actions.py): their costs and memory in the integer
+    # scales, and their jobs (made before each rank's no-overlap is posted)
+    def _more_costs(self) -> list[float]:
+        return []
+
+    def _more_memory(self) -> list[float]:
+        return []
+
+    def _more_jobs(self) -> None:
+        return None
+
+    def in_order(self, kind: int, stage: int) -> bool:
+        """Do the stage's jobs of this kind run in micro-batch order (see the module doc)?"""
+        return True
 
     def _job(self, t: int, s: int, mb: int, lit=None) -> None:
         model, d = self.model, self.ticks(self.problem.cost[t][s])
@@ -210,8 +231,9 @@ class ScheduleModel:
                 gs, _ = self.grad[(s, mb)]
                 if f_from is not None:
                     model.Add(start[f] >= end[(FORWARD, f_from, mb)] + link_f)
-                if mb > 0:  # micro-batches in order on every stage
+                if mb > 0 and self.in_order(FORWARD, s):  # micro-batches in order on every stage
                     model.Add(start[f] >= end[(FORWARD, s, mb - 1)])
+                if mb > 0 and self.in_order(BACKWARD, s):
                     model.Add(gs >= self.grad[(s, mb - 1)][1])
                 model.Add(gs >= end[(SAME_STAGE_INPUT[BACKWARD], s, mb)])
                 if g_from is not None:
@@ -223,7 +245,7 @@ class ScheduleModel:
                 c = model.Add(start[w] >= end[i])
                 if lits:
                     c.OnlyEnforceIf(list(lits))
-                if mb > 0 and self.choice[(s, mb - 1)] != "whole":
+                if mb > 0 and self.choice[(s, mb - 1)] != "whole" and self.in_order(BACKWARD_W, s):
                     c = model.Add(start[w] >= end[(BACKWARD_W, s, mb - 1)])
                     both = (*lits, *self._split_literal(s, mb - 1))
                     if both:
@@ -279,7 +301,15 @@ class ScheduleModel:
         for (s, mb), lit in self.whole_lit.items():
             self.model.AddHint(lit, (BACKWARD, s, mb) in times)
 
-    def solve(self, seconds: float, workers: int = 1, seed: int = 0, deterministic: bool = True) -> Solution:
+    def solve(
+        self,
+        seconds: float,
+        workers: int = 1,
+        seed: int = 0,
+        deterministic: bool = True,
+        parameters: dict | None = None,
+    ) -> Solution:
+        """`parameters`: CP-SAT's, over the ones set here (the budget, workers, seed)."""
         t0 = time.perf_counter()
         solver = self.cp.CpSolver()
         if deterministic:
@@ -290,20 +320,25 @@ class ScheduleModel:
             solver.parameters.max_time_in_seconds = max(seconds, 0.05)
         solver.parameters.num_workers = max(1, workers)
         solver.parameters.random_seed = seed
+        for name, value in (parameters or {}).items():
+            setattr(solver.parameters, name, value)
         status = solver.Solve(self.model)
         name = solver.StatusName(status)
-        orders = None
-        if status in (self.cp.OPTIMAL, self.cp.FEASIBLE):
-            placed = []
-            for job, st in self.start.items():
-                if job in self.present and not solver.BooleanValue(self.present[job]):
-                    continue
-                placed.append((solver.Value(st), job[1], job[0], job))
-            orders = [[] for _ in range(self.problem.pp)]
-            for *_, job in sorted(placed):
-                orders[self.problem.rank_of[job[1]]].append(job)
+        orders = self._orders(solver) if status in (self.cp.OPTIMAL, self.cp.FEASIBLE) else None
         bound = solver.BestObjectiveBound() / self.k if status != self.cp.INFEASIBLE else float("inf")
         return Solution(orders, bound, name, time.perf_counter() - t0)
+
+    def _orders(self, solver) -> list[Order]:
+        """Every rank's jobs of the solution, in the order of their starts."""
+        placed = []
+        for job, st in self.start.items():
+            if job in self.present and not solver.BooleanValue(self.present[job]):
+                continue
+            placed.append((solver.Value(st), job[1], job[0], job))
+        orders: list[Order] = [[] for _ in range(self.problem.pp)]
+        for *_, job in sorted(placed):
+            orders[self.problem.rank_of[job[1]]].append(job)
+        return orders
 
 
 def solve(

@@ -33,3 +33,22 @@ def test_a_synthesized_file_with_actions_checks_valid_with_synths_makespan(tmp_p
 def test_an_unknown_action_is_a_usage_error():
     result = runner.invoke(app, ["synth", *SIZES, "--memory-actions", "swap", "-o", "x.sched"])
     assert result.exit_code == 2 and "E084" in result.output
+
+
+def test_exact_with_actions_is_searched_and_says_optimal_or_the_gap(tmp_path):
+    # (once refused with E092: --exact did not take the actions)
+    out = tmp_path / "exact.sched"
+    args = ["synth", "--pp", "2", "-m", "3", "--memory-limit", "1.2", "--split-backward", "no"]
+    args += ["--memory-actions", "recompute,offload", "--exact", "--time-limit", "3", "-o", str(out)]
+    made = runner.invoke(app, [*args, "--format", "json"])
+    assert made.exit_code == 0, made.output
+    report = json.loads(made.stdout)
+    assert report["memory_actions"]["recompute"] + report["memory_actions"]["offload"] > 0
+    assert report["optimal"] is True and abs(report["makespan"] - report["lower_bound"]) < 1e-9
+    assert "(optimal)" in out.read_text(encoding="utf-8")
+
+
+def test_periodic_with_actions_is_still_refused():
+    args = ["synth", *SIZES, "--memory-limit", "2", "--memory-actions", "recompute", "--periodic", "-o", "x.sched"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "E092" in result.output
