@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ppdsl.analysis.check import check_expansion
-from ppdsl.analysis.costs import COMM_KEYS, CostSpec
 from ppdsl.analysis.expand import scale_costs
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
@@ -154,9 +153,8 @@ def compare(
             rows.append(d)
             continue
         own = costs
-        if costs is not None and costs.pairs:  # a job type only some schedules have costs only their jobs
-            mine = {jt.name for jt in d.job_types}
-            own = CostSpec({k: v for k, v in costs.pairs.items() if k in mine or k in COMM_KEYS}, costs.file)
+        if costs is not None:  # a job type only some schedules have (recompute, say) costs only their jobs
+            own = costs.without(costs.names() - {jt.name for jt in d.job_types})
         scenario = base.with_(schedule=d, params=_own_params(d, params), costs=own)
         rows.append(measure(scenario, normalise, memory_limit))
     return ranked(rows)
