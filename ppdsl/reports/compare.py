@@ -124,12 +124,15 @@ def compare(
     normalise: bool = False,
     memory_limit: float | None = None,
     skip_broken: bool = False,
+    also_costed: Sequence[str] = (),
 ) -> list[Row]:
     """Every schedule measured in the `base` scenario's sizes, costs, parameters and communication (its own
     schedule is not used); ok rows best first (makespan, then peak memory), then the others as given.
 
     A file that does not load (syntax, names) raises DiagnosticError, unless `skip_broken` (the library), when
-    it becomes an invalid row. `params` go to the schedules that declare them; one declared by none is E007.
+    it becomes an invalid row. `params` go to the schedules that declare them; one declared by none is E007. A cost
+    for a job type none of them has is E007 / E008 too, unless it is one of `also_costed` (the job types of rows
+    measured beside them: `compare --synth --memory-actions`'s recompute, offload and reload).
     """
     pp, microbatches, vpp = base.pp, base.microbatches, None if normalise else base.vpp
     params, costs = base.params, base.costs
@@ -146,7 +149,7 @@ def compare(
         if loaded and not any(name in d.params for d in loaded):
             raise DiagnosticError([Diagnostic("E007", f"no schedule compared has a parameter `{name}`")])
     if costs is not None and loaded:
-        costs.check_known(sorted({jt.name for d in loaded for jt in d.job_types}))
+        costs.check_known(sorted({jt.name for d in loaded for jt in d.job_types} | set(also_costed)))
     rows = []
     for d in defns:
         if isinstance(d, Row):
