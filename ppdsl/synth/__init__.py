@@ -276,7 +276,7 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
         path = Path(folder) / "synthesized.sched"
         path.write_text(text, encoding="utf-8")
         costs = None if costs_fit_in_file(result.problem) else action_costs(request)
-        if costs is not None and not any(_uses_actions(result)):  # (the file then has no action types)
+        if costs is not None and not _has_actions(result):  # (the file then has no action types)
             costs = costs.without(MEMORY_NAMES)
         scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
@@ -299,10 +299,10 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
     return checked
 
 
-def _uses_actions(result: SynthResult) -> list[bool]:
-    """Per job of the result: is it a memory action?"""
+def _has_actions(result: SynthResult) -> bool:
+    """Does the result run a recompute, offload or reload job?"""
     names = result.problem.expansion.type_names if result.problem.expansion is not None else ()
-    return [t < len(names) and names[t] in MEMORY_NAMES for order in result.orders for t, _, _ in order]
+    return any(t < len(names) and names[t] in MEMORY_NAMES for order in result.orders for t, _, _ in order)
 
 
 def _header(request: SynthRequest, problem: Problem, result: SynthResult, block: Block | None) -> Header:

@@ -121,3 +121,13 @@ def test_a_calibrated_cost_file_times_the_search_and_the_written_file_alike(acti
     assert _declared(found.text, "optimizer") is not None
     assert _checked_makespan(found.text, tmp_path) == pytest.approx(found.result.makespan)
     assert found.result.lower_bound <= found.result.makespan + 1e-12
+
+
+def test_costs_too_many_for_the_file_check_a_file_that_needed_no_action():
+    """Nine distinct per-stage forward times stay outside the file (checked with the cost file, as its docstring
+    says); with no limit no action is needed, so the file has no action types and the file's copy times are left
+    out of its check (they named no job type of it: E008, reported as synth's own bug E042)."""
+    stages = {str(s): {"forward": 1 + s / 10, "offload": 0.5, "reload": 0.5} for s in range(9)}
+    costs = CostSpec(file={"costs": {"backward": 2}, "stages": stages})
+    found = synthesize_file(SynthRequest(pp=9, microbatches=9, costs=costs, time_limit=0.5, memory_actions=BOTH))
+    assert found.check.valid and _declared(found.text, "forward") is None and "offload" not in found.text
