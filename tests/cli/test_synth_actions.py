@@ -55,3 +55,12 @@ def test_the_frontier_takes_the_costs_of_the_actions():
     result = runner.invoke(app, [*args, "--cost", "offload=0.25,reload=0.25,recompute=0.5", "--format", "json"])
     assert result.exit_code == 0, result.output
     assert all(p["with_actions"] is not None for p in json.loads(result.stdout)["points"])
+
+
+def test_the_frontier_reports_a_cost_file_without_copy_times(tmp_path):
+    """E111 is the input's problem, not a limit nothing fits: it was swallowed, every point then without actions."""
+    costs = tmp_path / "costs.json"
+    costs.write_text('{"unit": "s", "costs": {"forward": 0.001, "backward": 0.002}}', encoding="utf-8")
+    args = ["frontier", "--pp", "2", "-m", "4", "--steps", "2", "--time-limit", "0.5", "--costs", str(costs)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "E111" in result.output
