@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -261,6 +261,29 @@ class CostSpec:
     @property
     def measured(self) -> bool:
         return self.file is not None
+
+    def without(self, names: Collection[str]) -> CostSpec:
+        """The same costs less those of the job types `names`, in the pairs and in the file (its `costs` and every
+        stage's), for a schedule that has none of those types: a cost file calibrated on a run with recompute
+        (`ppdsl calibrate`) still times a schedule without it. Links and the file's unit stay."""
+        gone = set(names)
+        pairs = {k: v for k, v in (self.pairs or {}).items() if k not in gone} or None
+        file = self.file
+        if file is not None:
+            file = dict(file)
+            if isinstance(file.get("costs"), dict):
+                file["costs"] = {k: v for k, v in file["costs"].items() if k not in gone}
+            if isinstance(file.get("stages"), dict):
+                file["stages"] = {
+                    stage: {k: v for k, v in types.items() if k not in gone} if isinstance(types, dict) else types
+                    for stage, types in file["stages"].items()
+                }
+        return CostSpec(pairs, file)
+
+    def names(self) -> set[str]:
+        """The job types the pairs and the file give a cost to (not the links)."""
+        given = {k for k in self.pairs or {} if k not in COMM_KEYS}
+        return given | {name for _, name in cost_file_names(self.file or {})}
 
     def unknown_names(self, names: set[str]) -> list[str]:
         return [k for k in self.pairs or {} if k not in names and k not in COMM_KEYS]

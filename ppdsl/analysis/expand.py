@@ -13,7 +13,7 @@ import math
 import traceback
 from dataclasses import dataclass, replace
 
-from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_file_names, cost_value_problem
+from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_value_problem
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
@@ -275,9 +275,7 @@ def _copy_link(defn: ScheduleDef, env: dict) -> tuple[float, float | None, bool]
 
 def _named_from_outside(costs: CostSpec | None) -> set[str]:
     """The job types whose cost `--cost` or `--costs FILE` gives."""
-    if costs is None:
-        return set()
-    return set(costs.pairs or ()) | {name for _, name in cost_file_names(costs.file or {})}
+    return set() if costs is None else costs.names()
 
 
 def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[str]) -> None:

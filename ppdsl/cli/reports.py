@@ -57,6 +57,7 @@ from ppdsl.common.codes import EXIT_INVALID, EXIT_VALID
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes, unit_name
+from ppdsl.language.jobtypes import MEMORY_NAMES
 from ppdsl.language.library import find_schedule, library_files
 from ppdsl.reports.compare import Row
 
@@ -288,12 +289,23 @@ def compare_cmd(
             callback=in_range("--time-limit", *TIME_LIMIT_RANGE),
         ),
     ] = 10.0,
+    memory_actions: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-actions",
+            help="With --synth: rows of synth recomputing or offloading too (`recompute`, `offload` or both).",
+        ),
+    ] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.common.sizes import parse_params
     from ppdsl.reports.compare import compare, ranked, rows_csv, rows_json
+    from ppdsl.synth.actions import parse_actions
 
+    actions = parse_actions(memory_actions)
+    if actions and not synth:
+        usage_error("--memory-actions chooses what --synth may do", help="add --synth, or drop --memory-actions")
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
     named = [find_schedule(f) for f in files or []]
@@ -307,9 +319,12 @@ def compare_cmd(
     rows = []
     for group, skip_broken in ((named, False), (shipped, True)):
         if group:
-            rows += diagnosed(compare, group, base, vpp is None, limit, skip_broken)
+            # (the synth rows' action types are known too: `--cost offload=...` may be for them alone)
+            rows += diagnosed(compare, group, base, vpp is None, limit, skip_broken, MEMORY_NAMES if actions else ())
     if synth:
         rows += synthesized_rows(base, vpp, limit, time_limit, model, batch_size)
+        if actions:
+            rows += synthesized_rows(base, vpp, limit, time_limit, model, batch_size, actions)
     rows = ranked(rows)  # named and shipped schedules were measured apart
     if fmt is TableFormat.json:
         header = {"pp": pp, "microbatches": microbatches, "vpp": vpp, "memory_limit": limit}
@@ -345,11 +360,18 @@ def compare_cmd(
 
 
 def synthesized_rows(
-    base: Scenario, vpp: int | None, limit: float | None, time_limit: float, model: str | None, batch_size: int
+    base: Scenario,
+    vpp: int | None,
+    limit: float | None,
+    time_limit: float,
+    model: str | None,
+    batch_size: int,
+    actions: tuple[str, ...] = (),
 ) -> list[Row]:
     """The schedules `ppdsl synth` finds at the comparison's sizes, costs and memory limit: looped, and V-shaped
-    where the chunks allow it. Without --vpp (each schedule at its smallest vpp, normalised per rank), a
-    two-chunk V is searched with each chunk costing half a rank's work and holding half its activations."""
+    where the chunks allow it; with `actions` (`--memory-actions`), recomputing or offloading where that is faster
+    or needed. Without --vpp (each schedule at its smallest vpp, normalised per rank), a two-chunk V is searched
+    with each chunk costing half a rank's work and holding half its activations."""
     from ppdsl.synth import SynthRequest, synthesize_file
 
     shapes = [(1, "looped"), (2, "vshape")] if vpp is None else [(vpp, "looped")] + ([(vpp, "vshape")] * (vpp % 2 == 0))
@@ -368,8 +390,9 @@ def synthesized_rows(
             base.memory,
             time_limit=time_limit,
             cost_scale=scale,
+            memory_actions=actions,
         )
-        label = f"synth ({'V' if placement == 'vshape' else placement})"
+        label = f"synth ({'V' if placement == 'vshape' else placement}{', ' + '+'.join(actions) if actions else ''})"
         row = Row(label, "(ppdsl synth)", base.pp, chunks, base.microbatches, "invalid")
         try:
             outcome = synthesize_file(request)

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli import budget
@@ -41,9 +42,11 @@ from ppdsl.cli.common import (
     styled,
     usage_error,
 )
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import check_output
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
+from ppdsl.language.jobtypes import MEMORY_NAMES
 from ppdsl.language.library import library_files
 
 
@@ -154,9 +157,11 @@ def synth_cmd(
         )
     seconds = time_limit if time_limit is not None else (120.0 if exact else 10.0)
     budget.refuse_synth(pp, vpp, microbatches, seconds, max_problem)
+    spec = cost_spec(cost, costs)
+    actions = parse_actions(memory_actions)
+    diagnosed(refuse_unused_action_costs, spec, actions)  # (before --model loads paddle)
     limit = memory_size(memory_limit)
     memory = measured_memory(model, batch_size, microbatches)
-    spec = cost_spec(cost, costs)
     diagnosed(check_output, output)  # a bad output is refused now, not after the search
     cost_options = " ".join(([f"--cost {shlex.quote(cost)}"] if cost else []) + ([f"--costs {costs}"] if costs else []))
     memory_options = ""
@@ -186,7 +191,7 @@ def synth_cmd(
         output=output,
         cost_options=cost_options,
         max_jobs=max_jobs,
-        memory_actions=parse_actions(memory_actions),
+        memory_actions=actions,
         recompute_fraction=recompute_fraction,
         host_limit=memory_size(host_limit),
     )
@@ -199,6 +204,24 @@ def synth_cmd(
         print_data(json.dumps(_report(outcome, rows, output), indent=2))
     else:
         _print(outcome, rows, output)
+
+
+def refuse_unused_action_costs(spec: CostSpec, actions: tuple[str, ...]) -> None:
+    """`--cost offload=...` without `--memory-actions` times nothing synth writes (E110): more likely a forgotten
+    option than an intent. A cost file's memory-action costs are left out instead (it may be calibrated on a run
+    with them)."""
+    named = [name for name in MEMORY_NAMES if name in (spec.pairs or {})]
+    if named and not actions:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E110",
+                    f"`--cost` gives `{named[0]}` a cost, but synth places no {named[0]} jobs without --memory-actions",
+                    help="add `--memory-actions recompute,offload` (or the one you mean) to let the search use them, "
+                    f"or drop `{named[0]}` from --cost",
+                )
+            ]
+        )
 
 
 def _command_line() -> str:

@@ -1108,6 +1108,31 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl lsp", note="in an environment without pygls", setting="pygls not installed"),
         cmd("pip install 'ppdsl[lsp]'", "ppdsl lsp", setting="network"),
     ),
+    "E110": Explanation(
+        "Recompute, offload and reload jobs are placed by synth only when `--memory-actions` lets the search choose "
+        "them; without it the costs of those jobs would time nothing, which is more likely a forgotten option than "
+        "an intent. (A cost file's memory-action costs are left out instead: it may be calibrated on a run with them.)",
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --cost offload=0.25,reload=0.25 --time-limit 1 -o found.sched"),
+        cmd(
+            "ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions offload --cost offload=0.25,reload=0.25 "
+            "--time-limit 1 -o found.sched"
+        ),
+    ),
+    "E111": Explanation(
+        "A cost file (`ppdsl calibrate`) gives times in seconds (or its `unit`), while an offload or reload nobody "
+        "gave a cost takes the built-in 0.5, an abstract unit: half a second beside millisecond forwards, which would "
+        "make offloading look useless. The copies' times must come from the same measurement or the command line.",
+        cmd(
+            "ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions offload --costs costs.json --time-limit 1 "
+            "-o found.sched",
+            files=(("costs.json", '{"unit": "s", "costs": {"forward": 0.001, "backward": 0.002}}\n'),),
+        ),
+        cmd(
+            "ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions offload --costs costs.json "
+            "--cost offload=0.0005,reload=0.0005 --time-limit 1 -o found.sched",
+            files=(("costs.json", '{"unit": "s", "costs": {"forward": 0.001, "backward": 0.002}}\n'),),
+        ),
+    ),
     "S100": Explanation(
         "A `require` states the sizes a schedule is written for; it is false for the sizes given, so the schedule is "
         "not defined there. The message is the schedule's own.",

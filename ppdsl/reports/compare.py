@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ppdsl.analysis.check import check_expansion
-from ppdsl.analysis.costs import COMM_KEYS, CostSpec
 from ppdsl.analysis.expand import scale_costs
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
@@ -125,12 +124,15 @@ def compare(
     normalise: bool = False,
     memory_limit: float | None = None,
     skip_broken: bool = False,
+    also_costed: Sequence[str] = (),
 ) -> list[Row]:
     """Every schedule measured in the `base` scenario's sizes, costs, parameters and communication (its own
     schedule is not used); ok rows best first (makespan, then peak memory), then the others as given.
 
     A file that does not load (syntax, names) raises DiagnosticError, unless `skip_broken` (the library), when
-    it becomes an invalid row. `params` go to the schedules that declare them; one declared by none is E007.
+    it becomes an invalid row. `params` go to the schedules that declare them; one declared by none is E007. A cost
+    for a job type none of them has is E007 / E008 too, unless it is one of `also_costed` (the job types of rows
+    measured beside them: `compare --synth --memory-actions`'s recompute, offload and reload).
     """
     pp, microbatches, vpp = base.pp, base.microbatches, None if normalise else base.vpp
     params, costs = base.params, base.costs
@@ -147,16 +149,15 @@ def compare(
         if loaded and not any(name in d.params for d in loaded):
             raise DiagnosticError([Diagnostic("E007", f"no schedule compared has a parameter `{name}`")])
     if costs is not None and loaded:
-        costs.check_known(sorted({jt.name for d in loaded for jt in d.job_types}))
+        costs.check_known(sorted({jt.name for d in loaded for jt in d.job_types} | set(also_costed)))
     rows = []
     for d in defns:
         if isinstance(d, Row):
             rows.append(d)
             continue
         own = costs
-        if costs is not None and costs.pairs:  # a job type only some schedules have costs only their jobs
-            mine = {jt.name for jt in d.job_types}
-            own = CostSpec({k: v for k, v in costs.pairs.items() if k in mine or k in COMM_KEYS}, costs.file)
+        if costs is not None:  # a job type only some schedules have (recompute, say) costs only their jobs
+            own = costs.without(costs.names() - {jt.name for jt in d.job_types})
         scenario = base.with_(schedule=d, params=_own_params(d, params), costs=own)
         rows.append(measure(scenario, normalise, memory_limit))
     return ranked(rows)

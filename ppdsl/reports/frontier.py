@@ -102,7 +102,9 @@ def frontier(
             )
             try:
                 found = synthesize_file(request)
-            except DiagnosticError:  # no schedule fits this limit (S114)
+            except DiagnosticError as err:  # no schedule fits this limit (S114); any other problem is the input's
+                if any(d.code != "S114" for d in err.diagnostics):
+                    raise
                 continue
             if acts:
                 point.with_actions, point.actions = found.result.makespan, found.result.origin

@@ -32,17 +32,18 @@ from pathlib import Path
 from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
-from ppdsl.analysis.memory import MeasureMemory, MemoryActions
+from ppdsl.analysis.memory import MeasureMemory, MemoryActions, MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
+from ppdsl.language.jobtypes import COPY_NAMES, MEMORY_NAMES, OFFLOAD_NAME
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
 from ppdsl.synth.exact import available as exact_available
 from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.periodic import Block
-from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
+from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem, measured_problem_memory
 from ppdsl.synth.schedule import Evaluator
 from ppdsl.synth.search import Infeasible, SynthResult, action_policies, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
@@ -67,7 +68,7 @@ class SynthRequest:
     placement: str = "looped"
     costs: CostSpec | None = None
     memory_limit: float | None = None
-    memory: MeasureMemory | None = None  # bytes measured on a model (the CLI's --model); None: activations
+    memory: MemoryModel | MeasureMemory | None = None  # bytes on a model (the CLI's --model); None: activations
     memory_options: str = ""  # how to measure it again on the command line (`--model M --batch-size B`)
     split: str = "auto"
     backward_b_frees: float = 0.5
@@ -130,6 +131,7 @@ def build(request: SynthRequest) -> Problem:
                 )
             ]
         )
+    costs = action_costs(request)
     if not (request.time_limit > 0 and math.isfinite(request.time_limit)):
         raise DiagnosticError(
             [Diagnostic("E007", f"the time limit must be a positive number of seconds, got {request.time_limit}")]
@@ -139,7 +141,7 @@ def build(request: SynthRequest) -> Problem:
         request.microbatches,
         request.vpp,
         request.placement,
-        request.costs,
+        costs,
         request.memory_limit,
         request.memory,
         request.split,
@@ -194,8 +196,42 @@ def build(request: SynthRequest) -> Problem:
     return problem
 
 
+def action_costs(request: SynthRequest) -> CostSpec | None:
+    """The request's costs for its problem. The costs of recompute, offload and reload (`--cost offload=0.5`, a
+    cost file's) time the jobs `--memory-actions` places; without actions synth places none, and they are left out
+    (a cost file may be calibrated on a run with them; `ppdsl synth` refuses such pairs itself, E110, and
+    `compare --synth` / `frontier` give one set of costs to rows with and without actions). Copies timed in a cost
+    file's real unit need their own costs: the built-in 0.5 is in abstract units (E111)."""
+    costs = request.costs
+    if costs is None:
+        return None
+    if not request.memory_actions:
+        return costs.without(MEMORY_NAMES)
+    if OFFLOAD_NAME in request.memory_actions and costs.measured:
+        missing = [n for n in COPY_NAMES if n not in costs.names()]
+        if missing:
+            unit = str(costs.file.get("unit", "s")) if costs.file else "s"
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E111",
+                        f"the cost file's times are in {unit}, but it gives no cost for `{missing[0]}`: the "
+                        "built-in copy time (0.5) is in abstract units",
+                        help=f"give the copies' times in {unit}: `--cost offload=...,reload=...`, or calibrate a "
+                        "run that offloads (`ppdsl run ... --profile`, then `ppdsl calibrate`)",
+                    )
+                ]
+            )
+    return costs
+
+
 def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | None = None) -> SynthOutcome:
-    """Search, write the `.sched` text, and check it; raises DiagnosticError for bad requests."""
+    """Search, write the `.sched` text, and check it; raises DiagnosticError for bad requests. Bytes measured on a
+    model are measured once for the search (on the probe's program) and again for the check (on the written
+    file's, as `ppdsl check --model` measures)."""
+    checked_request = request
+    if request.memory is not None and not isinstance(request.memory, MemoryModel):
+        request = replace(request, memory=measure_probe(request))
     problem = build(request)
     block = None
     try:
@@ -216,11 +252,28 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
             hint = "raise --memory-limit (or --host-limit), or allow both actions: --memory-actions recompute,offload"
         raise DiagnosticError([Diagnostic("S114", message, help=hint)]) from None
     text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
-    check = verify(text, request, result)
+    check = verify(text, checked_request, result)
     if block is not None:
         # the periodic form claims every number of micro-batches: prove one more, beyond the warm-up's length
-        verify(text, request, result, microbatches=2 * request.microbatches + problem.nstages)
-    return SynthOutcome(result, text, check, request)
+        verify(text, checked_request, result, microbatches=2 * request.microbatches + problem.nstages)
+    return SynthOutcome(result, text, check, checked_request)
+
+
+def measure_probe(request: SynthRequest) -> MemoryModel:
+    """The request's `--model` bytes measured on the probe's program (every job type the search may place)."""
+    assert request.memory is not None and not isinstance(request.memory, MemoryModel)
+    return measured_problem_memory(
+        request.memory,
+        request.pp,
+        request.microbatches,
+        request.vpp,
+        request.placement,
+        request.split,
+        request.backward_b_frees,
+        bool(request.memory_actions),
+        request.recompute_fraction,
+        request.max_jobs,
+    )
 
 
 def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: int | None = None) -> CheckResult:
@@ -230,7 +283,9 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "synthesized.sched"
         path.write_text(text, encoding="utf-8")
-        costs = None if costs_fit_in_file(result.problem) else request.costs
+        costs = None if costs_fit_in_file(result.problem) else action_costs(request)
+        if costs is not None and not _has_actions(result):  # (the file then has no action types)
+            costs = costs.without(MEMORY_NAMES)
         scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
@@ -250,6 +305,12 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
             ]
         )
     return checked
+
+
+def _has_actions(result: SynthResult) -> bool:
+    """Does the result run a recompute, offload or reload job?"""
+    names = result.problem.expansion.type_names if result.problem.expansion is not None else ()
+    return any(t < len(names) and names[t] in MEMORY_NAMES for order in result.orders for t, _, _ in order)
 
 
 def _header(request: SynthRequest, problem: Problem, result: SynthResult, block: Block | None) -> Header:
@@ -376,13 +437,16 @@ def action_search(
     t0 = time.perf_counter()
     order_share = 0.65 * seconds
 
+    # the orders are found without the action types: their costs are the actions engine's
+    order_costs = None if request.costs is None else request.costs.without(MEMORY_NAMES)
+
     def order_problem(limit: float | None, split: str) -> Problem:
         return build_problem(
             request.pp,
             request.microbatches,
             request.vpp,
             request.placement,
-            request.costs,
+            order_costs,
             limit,
             request.memory,
             split,

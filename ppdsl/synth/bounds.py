@@ -46,12 +46,13 @@ def lower_bound(p: Problem) -> float:
     best = 0.0
     for r in range(p.pp):
         stages = p.stages_of[r]
-        work = sum(m * (p.cost[FORWARD][s] + backward_work(s)) for s in stages) + p.optimizer_cost[r]
+        work = sum(m * (p.cost[FORWARD][s] + backward_work(s)) for s in stages)
         start = min(head[s] for s in stages)
         # a rank may end with a W, which sends nothing; without a split its last job is a backward of its lowest
         # stage (a backward of a higher one would still have its micro-batch's lower-stage backward to run here)
         end = 0.0 if split_ok else tail[stages[0]]
-        best = max(best, start + work + end)
+        # the rank's optimizer runs while that gradient goes down (a calibrated cost file times it)
+        best = max(best, start + work + max(end, p.optimizer_cost[r]))
 
     # the last micro-batch: stage 0 runs m forwards first, then the chain down, the chain back, and a W
     chain = sum(p.cost[FORWARD][s] for s in range(S)) + sum(link(FORWARD, s) for s in range(S - 1))

@@ -16,7 +16,7 @@ from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.execution import link_times
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, scale_costs
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.analysis.memory import MeasureMemory
+from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, MEMORY_NAMES, OPTIMIZER
@@ -36,6 +36,19 @@ memory backward_b frees {frees}
 _ACTIONS = "memory recompute fraction = {fraction}\n"
 _HOST = "memory host limit = {limit}\n"
 DEFAULT_RECOMPUTE_FRACTION = 0.9
+# Bytes measured on a model (`--model`) are read off the program as an expansion's orders cut it, so the probe whose
+# tables the search uses is measured with an order that runs every job type it may place: one micro-batch at a time,
+# each micro-batch forward through a rank's chunks and back (with the actions: micro-batch 0 offloaded, reloaded
+# and recomputed before its backward, so the plan makes a program of each). The search never runs this order.
+_MEASURING_ORDER = """order {{
+    for n in 0 .. microbatches {{
+        for c in 0 .. vpp {{ forward(chunk = c, mb = n) {offload} }}
+        for k in 0 .. vpp {{ {before}{backward} }}
+    }}
+    optimizer
+}}
+"""
+_ACTION_JOBS = "if n == 0 {{ {jobs} }} "
 
 
 @dataclass
@@ -102,7 +115,7 @@ def build_problem(
     placement: str = "looped",
     costs: CostSpec | Mapping[str, float] | None = None,
     memory_limit: float | None = None,
-    memory: MeasureMemory | None = None,
+    memory: MemoryModel | MeasureMemory | None = None,
     split: str = "auto",
     backward_b_frees: float = 0.5,
     cost_scale: float = 1.0,
@@ -132,12 +145,20 @@ def build_problem(
         problems.append(Diagnostic("E007", f"the memory limit must be positive, got {memory_limit:g}"))
     if problems:
         raise DiagnosticError(problems)
-    actions = ""
-    if memory_actions:
-        actions = _ACTIONS.format(fraction=repr(float(recompute_fraction)))
-        if host_limit is not None:
-            actions += _HOST.format(limit=repr(float(host_limit)))
-    text = _PROBE.format(placement=placement, frees=repr(float(backward_b_frees)), actions=actions)
+    if memory is not None and not isinstance(memory, MemoryModel):
+        memory = measured_problem_memory(
+            memory,
+            pp,
+            microbatches,
+            vpp,
+            placement,
+            split,
+            backward_b_frees,
+            memory_actions,
+            recompute_fraction,
+            max_jobs,
+        )
+    text = _probe_text(placement, backward_b_frees, memory_actions, recompute_fraction, host_limit)
     probe = resolve_text(text, "<synth>")
     scenario = Scenario(
         probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit, max_jobs=max_jobs
@@ -146,6 +167,47 @@ def build_problem(
     if cost_scale != 1.0:
         exp = scale_costs(exp, cost_scale)
     return problem_from_expansion(exp, placement, split, backward_b_frees, memory_actions)
+
+
+def _probe_text(
+    placement: str, backward_b_frees: float, memory_actions: bool, recompute_fraction: float, host_limit: float | None
+) -> str:
+    actions = ""
+    if memory_actions:
+        actions = _ACTIONS.format(fraction=repr(float(recompute_fraction)))
+        if host_limit is not None:
+            actions += _HOST.format(limit=repr(float(host_limit)))
+    return _PROBE.format(placement=placement, frees=repr(float(backward_b_frees)), actions=actions)
+
+
+def measured_problem_memory(
+    memory: MeasureMemory,
+    pp: int,
+    microbatches: int,
+    vpp: int = 1,
+    placement: str = "looped",
+    split: str = "auto",
+    backward_b_frees: float = 0.5,
+    memory_actions: bool = False,
+    recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION,
+    max_jobs: int = DEFAULT_MAX_JOBS,
+) -> MemoryModel:
+    """Bytes measured (`--model`) on the probe with an order that runs every job type the search may place
+    (`_MEASURING_ORDER`): a whole backward with `--split-backward no` (a model whose backward cannot split is then
+    measured), else backward_b and backward_w (`backward` frees what its forward allocated either way, and the
+    split's rows are what a synthesized I / W is checked with). Measure once and pass the model to every
+    `build_problem` of one search: each measurement builds the model's program."""
+    probe = _probe_text(placement, backward_b_frees, memory_actions, recompute_fraction, None)
+    chunk = "chunk = vpp - 1 - k, mb = n"
+    backward = f"backward({chunk})" if split == "no" else f"backward_b({chunk}) backward_w({chunk})"
+    offload = before = ""
+    if memory_actions:
+        offload = _ACTION_JOBS.format(jobs="offload(chunk = c, mb = n)")
+        again = f"reload({chunk}) recompute({chunk})"
+        before = _ACTION_JOBS.format(jobs=again)
+    order = _MEASURING_ORDER.format(offload=offload, before=before, backward=backward)
+    text = probe.replace("order { optimizer }\n", order)
+    return memory(Scenario(resolve_text(text, "<synth>"), pp, microbatches, vpp, max_jobs=max_jobs).expansion())
 
 
 def problem_from_expansion(

@@ -69,8 +69,9 @@ def number(value: float) -> str:
     return format(Decimal(repr(float(value))), "f")
 
 
-def _per_stage_expression(values: list[float]) -> str | None:
-    """`1`, or `if stage == 7 then 1.5 else 1`; None when there are too many distinct values to write."""
+def _per_stage_expression(values: list[float], index: str = "stage") -> str | None:
+    """`1`, or `if stage == 7 then 1.5 else 1`; None when there are too many distinct values to write. `index`:
+    what `values` are indexed by (`rank` for the optimizer, which runs once per rank)."""
     counts = Counter(values)
     if len(counts) == 1:
         return number(values[0])
@@ -80,7 +81,7 @@ def _per_stage_expression(values: list[float]) -> str | None:
     expr = number(common)
     for value in sorted(set(values) - {common}, reverse=True):
         stages = [s for s, v in enumerate(values) if v == value]
-        test = " or ".join(f"stage == {s}" for s in stages)
+        test = " or ".join(f"{index} == {s}" for s in stages)
         expr = f"if {test} then {number(value)} else {expr}"
     return expr
 
@@ -129,6 +130,8 @@ def declarations(problem: Problem, used: set[int], costs_in_file: bool) -> list[
                 lines.append(f"cost {NAMES[t]} = {_per_stage_expression(problem.cost[t])}")
         for name, values in _action_costs(problem, used):
             lines.append(f"cost {name} = {_per_stage_expression(values)}")
+        if any(problem.optimizer_cost):  # (a calibrated cost file times it; the default is 0)
+            lines.append(f"cost optimizer = {_per_stage_expression(problem.optimizer_cost, 'rank')}")
         latency, bandwidth = problem_links(problem)
         if latency:
             lines.append(f"comm latency = {number(latency)}")
@@ -158,7 +161,7 @@ def costs_fit_in_file(problem: Problem) -> bool:
     if problem.expansion is not None:
         every_type = set(range(len(problem.expansion.type_names)))
         tables += [values for _, values in _action_costs(problem, every_type)]
-    return all(_per_stage_expression(values) is not None for values in tables)
+    return all(_per_stage_expression(values) is not None for values in [*tables, problem.optimizer_cost])
 
 
 def in_order(orders: list[Order]) -> bool:

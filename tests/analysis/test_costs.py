@@ -172,3 +172,15 @@ def test_the_json_reader_bounds_nesting_with_a_scan_not_recursion():
     assert parse_json("[" * 64 + "]" * 64) == parse_json("[" * 64 + "]" * 64)
     with pytest.raises(JsonError):
         parse_json("[" * 65 + "]" * 65)
+
+
+def test_without_leaves_out_job_types_in_the_pairs_and_in_every_part_of_the_file():
+    spec = CostSpec(
+        {"forward": 2, "offload": 0.5, "latency": 0.1},
+        {"unit": "ms", "costs": {"recompute": 1, "backward": 3}, "stages": {"0": {"reload": 1, "forward": 2}}},
+    )
+    assert spec.names() == {"forward", "offload", "recompute", "backward", "reload"}
+    left = spec.without(("recompute", "offload", "reload"))
+    assert left.pairs == {"forward": 2, "latency": 0.1}
+    assert left.file == {"unit": "ms", "costs": {"backward": 3}, "stages": {"0": {"forward": 2}}}
+    assert left.us_per_unit == spec.us_per_unit and spec.names() >= left.names()  # the original is not changed

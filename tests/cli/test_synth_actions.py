@@ -52,3 +52,34 @@ def test_periodic_with_actions_is_still_refused():
     args = ["synth", *SIZES, "--memory-limit", "2", "--memory-actions", "recompute", "--periodic", "-o", "x.sched"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "E092" in result.output
+
+
+def test_copy_costs_on_the_command_line_time_the_offloads(tmp_path):
+    """Issue 18, 1: `--cost offload=...,reload=...` with --memory-actions (E007 before: no job type `offload`)."""
+    out = tmp_path / "found.sched"
+    args = ["synth", *SIZES, "--memory-limit", "2", "--memory-actions", "recompute,offload", "--time-limit", "1"]
+    made = runner.invoke(app, [*args, "--cost", "offload=0.25,reload=0.25", "-o", str(out), "--format", "json"])
+    assert made.exit_code == 0, made.output
+    checked = runner.invoke(app, ["check", str(out), *SIZES, "--format", "json"])
+    assert checked.exit_code == 0 and json.loads(checked.stdout)["makespan"] == json.loads(made.stdout)["makespan"]
+
+
+def test_an_action_cost_without_memory_actions_names_the_option():
+    result = runner.invoke(app, ["synth", *SIZES, "--memory-limit", "4", "--cost", "offload=0.5", "-o", "x.sched"])
+    assert result.exit_code == 2 and "E110" in result.output and "--memory-actions" in result.output
+
+
+def test_the_frontier_takes_the_costs_of_the_actions():
+    args = ["frontier", "--pp", "2", "-m", "4", "--steps", "2", "--time-limit", "0.5"]
+    result = runner.invoke(app, [*args, "--cost", "offload=0.25,reload=0.25,recompute=0.5", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert all(p["with_actions"] is not None for p in json.loads(result.stdout)["points"])
+
+
+def test_the_frontier_reports_a_cost_file_without_copy_times(tmp_path):
+    """E111 is the input's problem, not a limit nothing fits: it was swallowed, every point then without actions."""
+    costs = tmp_path / "costs.json"
+    costs.write_text('{"unit": "s", "costs": {"forward": 0.001, "backward": 0.002}}', encoding="utf-8")
+    args = ["frontier", "--pp", "2", "-m", "4", "--steps", "2", "--time-limit", "0.5", "--costs", str(costs)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "E111" in result.output
