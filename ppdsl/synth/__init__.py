@@ -111,8 +111,8 @@ def build(request: SynthRequest) -> Problem:
                 )
             ]
         )
-    if request.memory_actions and (request.periodic or request.exact):
-        option = "--periodic" if request.periodic else "--exact"
+    if request.memory_actions and request.exact:  # (--periodic: the block chooses them, periodic.py)
+        option = "--exact"
         raise DiagnosticError(
             [
                 Diagnostic(
@@ -191,10 +191,10 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
     problem = build(request)
     block = None
     try:
-        if request.memory_actions:
+        if request.periodic:
+            result, block = periodic_search(problem, request.time_limit, request.seed, request.memory_actions)
+        elif request.memory_actions:
             result = search_with_actions(request, problem, progress)
-        elif request.periodic:
-            result, block = periodic_search(problem, request.time_limit, request.seed)
         else:
             seeds = list(library_seeds(problem)) if request.library else []
             result = synthesize(
