@@ -112,7 +112,7 @@ _SUMMARIES = {
     "E082": "a memory action's fraction is not a literal number in (0, 1]",
     "E083": "synth was given a schedule with memory actions, which its engines do not time yet",
     "E084": "`ppdsl synth --memory-actions` names an action synth does not know (recompute, offload)",
-    "E092": "`ppdsl synth --memory-actions` combined with --periodic or --exact, which do not search actions yet",
+    "E092": "`ppdsl synth --memory-actions` combined with --exact, which does not search actions yet",
     "S100": "a `require` is false for these sizes",
     "S101": "a rank never runs a job it owns",
     "S102": "a job runs twice, or a micro-batch has both a whole and a split backward",

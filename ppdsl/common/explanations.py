@@ -1064,9 +1064,9 @@ EXPLANATIONS: dict[str, Explanation] = {
     ),
     "E092": Explanation(
         "The memory-actions engine places recompute and offload jobs in orders of one size, timed by the "
-        "checker; the periodic form (a block for any number of micro-batches) and the CP-SAT proof of --exact do "
+        "checker, and a periodic block (--periodic) chooses them per stage; the CP-SAT proof of --exact does "
         "not take the actions yet, so the combination is refused rather than silently ignored.",
-        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --periodic -o found.sched"),
+        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --exact -o found.sched"),
         cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --time-limit 1 -o found.sched"),
     ),
     "E096": Explanation(

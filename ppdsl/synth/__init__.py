@@ -35,17 +35,21 @@ from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
-from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
+from ppdsl.synth import exact
+from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, time_ticks
-from ppdsl.synth.periodic import Block
+from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
-from ppdsl.synth.schedule import Evaluator
-from ppdsl.synth.search import Infeasible, SynthResult, periodic_search, synthesize
+from ppdsl.synth.schedule import COMPUTE, Evaluator
+from ppdsl.synth.search import PERIODIC_SECONDS_PER_DET, Infeasible, SynthResult, periodic_search, synthesize
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
 EPS = 1e-6
+# of --time-limit, with --memory-actions: a periodic block that chooses the actions itself (periodic.py), a
+# steady state the inserted actions rarely reach at tight memory
+PERIODIC_SHARE = 0.15
 
 
 @dataclass
@@ -329,6 +333,14 @@ def search_with_actions(
         return replace(found, problem=problem, origin=f"{found.origin} (no memory limit: no action needed)")
     low = max(need, limit)
     bases: list[tuple[float, str, list]] = []
+    # first a periodic block that chooses the actions itself, in a bounded share of the time (the order searches
+    # share what is left of theirs)
+    periodic = periodic_with_actions(request, problem, PERIODIC_SHARE * request.time_limit)
+    if periodic is not None:  # its compute order is a base too: the engine may place actions better in it
+        compute = [[job for job in order if job[0] in COMPUTE] for order in periodic.orders]
+        bases.append((periodic.evaluation.makespan, f"{periodic.origin}'s order", compute))
+        if progress is not None:
+            progress(f"{periodic.origin}: makespan {number(round(periodic.evaluation.makespan, 6))}")
 
     def add(x: float | None, split: str, seconds: float) -> SynthResult | None:
         try:
@@ -369,11 +381,13 @@ def search_with_actions(
         timer = Evaluator(plain)
         for name, orders in library_seeds(plain):
             bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
+    deadline = t0 + request.time_limit
     bases.sort(key=lambda b: b[0])
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
-    deadline = t0 + request.time_limit
     engine = ActionEngine(problem, request.memory_actions, deadline)
     best = engine.search((origin, orders) for _, origin, orders in bases)
+    if periodic is not None and (best is None or periodic.evaluation.makespan < best.evaluation.makespan - EPS):
+        best = replace(periodic, candidates=best.candidates if best is not None else 1)
     if best is None:
         raise Infeasible(problem)
     counts = best.counts()
@@ -388,3 +402,21 @@ def search_with_actions(
         seconds=time.perf_counter() - t0,
         origin=f"{best.origin} ({did}; {best.candidates} candidates timed)",
     )
+
+
+def periodic_with_actions(request: SynthRequest, problem: Problem, seconds: float) -> ActionResult | None:
+    """The fastest periodic block with memory actions (`periodic_schedules` with `request.memory_actions`) found
+    within `seconds` that keeps every limit once the checker's execution re-times its orders; None if none."""
+    if seconds <= 0 or not exact.available():
+        return None
+    timer = Evaluator(problem)
+    best: ActionResult | None = None
+    budget, deadline = seconds / PERIODIC_SECONDS_PER_DET, time.perf_counter() + seconds
+    for block in periodic_schedules(
+        problem, budget, request.seed, 1, search_longer=True, actions=request.memory_actions, deadline=deadline
+    ):
+        ev = timer.evaluate(block.orders)
+        if ev.feasible and (best is None or ev.makespan < best.evaluation.makespan - EPS):
+            plan = Placement({(s, mb): a for s, a in block.choice.items() for mb in range(problem.microbatches)})
+            best = ActionResult(block.orders, ev, plan, block.name)
+    return best

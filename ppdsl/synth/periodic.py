@@ -31,6 +31,7 @@ re-timed schedule within every limit counts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 
@@ -40,7 +41,7 @@ from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.exact import load_cp_model
 from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import Order
+from ppdsl.synth.schedule import Evaluator, Order
 from ppdsl.synth.window import Statics
 
 BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job
@@ -169,9 +170,12 @@ Segment = tuple
 
 class BlockModel:
     """The offsets of one micro-batch's jobs for period `period` (in ticks of `st`); with `actions`, also which
-    memory action each stage takes and where its jobs go."""
+    memory action each stage takes and where its jobs go (`anchored`: each copy as soon as its position allows,
+    `_anchor`; without, a relaxation whose re-timed orders may hold memory earlier than it counts)."""
 
-    def __init__(self, st: Statics, period: int, split: bool, actions: BlockActions | None = None):
+    def __init__(
+        self, st: Statics, period: int, split: bool, actions: BlockActions | None = None, anchored: bool = True
+    ):
         self.cp = load_cp_model()
         p = self.problem = st.problem
         self.st, self.period, self.split, self.actions = st, period, split, actions
@@ -224,7 +228,7 @@ class BlockModel:
             streams = [[j for j in copies if j[0] == t] for t in (a.offload, a.reload)] if actions.duplex else [copies]
             for stream in streams:
                 model.AddNoOverlap([x for job in stream for x in self._modulo_intervals(job)])
-                for job in stream:
+                for job in stream if anchored else ():
                     self._anchor(job, computes, stream)
         if actions is None:
             self._memory(phase)
@@ -412,10 +416,14 @@ class BlockModel:
                 model.Add(room == st.cap[r] - sum(k * a for k, a in full))
                 model.AddCumulative(intervals, demands, room)
 
-    def solve(self, seconds: float, seed: int = 0) -> tuple[dict[BlockJob, int] | None, str, float]:
+    def solve(
+        self, seconds: float, seed: int = 0, wall: float | None = None
+    ) -> tuple[dict[BlockJob, int] | None, str, float]:
+        """`seconds` of deterministic time (the budget); `wall`: at most this many seconds of wall time too."""
         solver = self.cp.CpSolver()
         solver.parameters.max_deterministic_time = max(seconds, 0.001)
-        solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
+        safety = max(20 * seconds, 1.0)  # a safety net, not the budget
+        solver.parameters.max_time_in_seconds = safety if wall is None else max(min(safety, wall), 0.001)
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = seed
         solver.parameters.linearization_level = 0  # (the LP relaxation of the modulo constraints is weak and slow)
@@ -517,6 +525,39 @@ def _describe(choice: dict[int, str]) -> str:
     return ", ".join(f"{n} stage{'s' if n > 1 else ''} {done[a]}" for n, a in counts)
 
 
+def _solve_with_actions(
+    problem: Problem,
+    st: Statics,
+    acts: BlockActions,
+    period: int,
+    split: bool,
+    seconds: float,
+    seed: int,
+    deadline: float | None,
+) -> tuple[Block | None, float]:
+    """A block with actions for `period` whose orders keep every limit once re-timed by the checker's execution,
+    and the deterministic time spent. First without the copies' anchoring (much faster, and its copies mostly
+    start as soon as they can anyway), with half the time; if the re-timed orders break a limit (a copy started
+    earlier than the model had it), again with the anchoring and what is left."""
+    timer = Evaluator(problem)
+    spent = 0.0
+    for anchored in (False, True):
+        wall = None if deadline is None else deadline - time.perf_counter()
+        share = seconds / 2 if not anchored else seconds - spent
+        if share <= 0 or (wall is not None and wall <= 0):
+            break
+        offsets, status, used = BlockModel(st, period, split, acts, anchored).solve(share, seed, wall)
+        spent += used
+        if offsets is None:  # (without a block when relaxed, none with the anchoring either)
+            break
+        name = f"periodic block, period {period / st.k:g}"
+        name += ", the shortest block for it" if status == "OPTIMAL" else ""
+        block = _block_with_actions(problem, st, acts, name, offsets, period, used)
+        if timer.evaluate(block.orders).feasible:
+            return block, spent
+    return None, spent
+
+
 def _block_with_actions(
     problem: Problem,
     st: Statics,
@@ -544,13 +585,16 @@ def periodic_schedules(
     periods: int = 2,
     search_longer: bool = False,
     actions: Iterable[str] = (),
+    deadline: float | None = None,
 ) -> list[Block]:
     """Periodic schedules for `periods` periods from the shortest one, within `budget` seconds of CP-SAT
     deterministic time in all (the shorter period gets twice the time of the next). With `search_longer`, a
     period without a block does not count: longer ones are tried until `periods` have one (a tight memory limit
     needs a period longer than the work; a period the model proves too short costs next to nothing, and the
     step to the next one doubles every second such proof). `actions` (of recompute, offload; for a problem built
-    with memory actions): what each stage's block may choose instead of keeping its activations."""
+    with memory actions): what each stage's block may choose instead of keeping its activations. `deadline`
+    (`time.perf_counter()`): no period is tried after it, and none runs past it (building a model with actions
+    takes time the deterministic budget does not count)."""
     st, acts = block_statics(problem, actions)
     out = []
     splits = {"yes": (True,), "no": (False,), "auto": (True,)}[problem.split]
@@ -560,23 +604,27 @@ def periodic_schedules(
         step = max(1, min(st.cost[t][s] for t, s in kinds(problem, split) if st.cost[t][s] > 0) // 2)
         found = misses = tries = 0
         while found < periods and left > 0 and tries < (MAX_PERIOD_TRIES if search_longer else periods):
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
             tries += 1
-            model = BlockModel(st, period, split, acts)
             if search_longer:  # half of what is left, all of it for the last block wanted
                 seconds = left if found == periods - 1 else left / 2
             else:  # 2/3 and 1/3 of the budget for two periods, and so on
                 seconds = budget / len(splits) * 2.0 ** -(tries - 1) / (2.0 - 2.0 ** (1 - periods))
-            offsets, status, spent = model.solve(seconds, seed)
+            if acts is None:
+                wall = None if deadline is None else deadline - time.perf_counter()
+                offsets, status, spent = BlockModel(st, period, split).solve(seconds, seed, wall)
+                block = None
+                if offsets is not None:
+                    name = f"periodic block, period {period / st.k:g}"
+                    name += ", the shortest block for it" if status == "OPTIMAL" else ""
+                    block = Block(name, offsets, period, st.k, orders_from_block(problem, offsets, period), spent)
+            else:
+                block, spent = _solve_with_actions(problem, st, acts, period, split, seconds, seed, deadline)
             left -= spent
-            if offsets is not None:
+            if block is not None:
                 found += 1
-                shortest = ", the shortest block for it" if status == "OPTIMAL" else ""
-                name = f"periodic block, period {period / st.k:g}{shortest}"
-                if acts is None:
-                    orders = orders_from_block(problem, offsets, period)
-                    out.append(Block(name, offsets, period, st.k, orders, spent))
-                else:
-                    out.append(_block_with_actions(problem, st, acts, name, offsets, period, spent))
+                out.append(block)
             else:
                 misses += 1
                 step *= 2 if misses % 2 == 0 else 1
