@@ -39,6 +39,7 @@ from ppdsl.synth import exact
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, time_ticks
+from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem
 from ppdsl.synth.schedule import COMPUTE, Evaluator
@@ -336,9 +337,15 @@ def search_with_actions(
     # first a periodic block that chooses the actions itself, in a bounded share of the time (the order searches
     # share what is left of theirs)
     periodic = periodic_with_actions(request, problem, PERIODIC_SHARE * request.time_limit)
-    if periodic is not None:  # its compute order is a base too: the engine may place actions better in it
+    if periodic is not None:
+        # its compute order is a base too (the engine may place actions better in it), and a list schedule
+        # planned by it without a limit, which fills the warm-up and cool-down the repetition leaves idle
         compute = [[job for job in order if job[0] in COMPUTE] for order in periodic.orders]
         bases.append((periodic.evaluation.makespan, f"{periodic.origin}'s order", compute))
+        plain = order_problem(None, request.split)
+        planned = list_schedule(plain, Policy(split=plain.split != "no", planned=True), periodic_plan(periodic, plain))
+        if planned is not None:
+            bases.append((Evaluator(plain).evaluate(planned).makespan, f"{periodic.origin}, planned", planned))
         if progress is not None:
             progress(f"{periodic.origin}: makespan {number(round(periodic.evaluation.makespan, 6))}")
 
@@ -402,6 +409,17 @@ def search_with_actions(
         seconds=time.perf_counter() - t0,
         origin=f"{best.origin} ({did}; {best.candidates} candidates timed)",
     )
+
+
+def periodic_plan(found: ActionResult, problem: Problem) -> dict[tuple[int, int, int], float]:
+    """A list scheduler's priorities (earlier first) from the times the block's re-timed orders run each compute
+    job at."""
+    priority = {}
+    for r, order in enumerate(found.orders):
+        for i, job in enumerate(order):
+            if job[0] in COMPUTE:
+                priority[job] = -found.evaluation.start[r][i]
+    return priority
 
 
 def periodic_with_actions(request: SynthRequest, problem: Problem, seconds: float) -> ActionResult | None:
