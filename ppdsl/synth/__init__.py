@@ -49,8 +49,10 @@ from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, 
 
 EPS = 1e-6
 # of --time-limit, with --memory-actions: a periodic block that chooses the actions itself (periodic.py), a
-# steady state the inserted actions rarely reach at tight memory
+# steady state the inserted actions rarely reach at tight memory; more of it below the least memory an order alone
+# needs, where the orders found at relaxed limits are all far over it
 PERIODIC_SHARE = 0.15
+PERIODIC_SHARE_BELOW = 0.4
 
 
 @dataclass
@@ -301,7 +303,9 @@ def search_with_actions(
     """`--memory-actions`: the fastest orders the order search finds at a few relaxed limits (no limit, between,
     the tightest an order reaches, the request's own when an order fits it), then memory actions inserted where a
     rank is over its limit and improved by local search (actions.py), every candidate timed by the checker's
-    execution on `problem` (which has the action types). Raises Infeasible when nothing fits."""
+    execution on `problem` (which has the action types). Before them, in PERIODIC_SHARE of the time, a periodic
+    block that chooses the actions per stage (periodic.py): a finished candidate, and its order and a list
+    schedule it plans are bases. Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
     order_share = 0.65 * request.time_limit
 
@@ -336,14 +340,15 @@ def search_with_actions(
     bases: list[tuple[float, str, list]] = []
     # first a periodic block that chooses the actions itself, in a bounded share of the time (the order searches
     # share what is left of theirs)
-    periodic = periodic_with_actions(request, problem, PERIODIC_SHARE * request.time_limit)
+    share = PERIODIC_SHARE if need <= limit + EPS else PERIODIC_SHARE_BELOW
+    periodic = periodic_with_actions(request, problem, share * request.time_limit)
     if periodic is not None:
         # its compute order is a base too (the engine may place actions better in it), and a list schedule
         # planned by it without a limit, which fills the warm-up and cool-down the repetition leaves idle
         compute = [[job for job in order if job[0] in COMPUTE] for order in periodic.orders]
         bases.append((periodic.evaluation.makespan, f"{periodic.origin}'s order", compute))
         plain = order_problem(None, request.split)
-        planned = list_schedule(plain, Policy(split=plain.split != "no", planned=True), periodic_plan(periodic, plain))
+        planned = list_schedule(plain, Policy(split=plain.split != "no", planned=True), periodic_plan(periodic))
         if planned is not None:
             bases.append((Evaluator(plain).evaluate(planned).makespan, f"{periodic.origin}, planned", planned))
         if progress is not None:
@@ -388,9 +393,9 @@ def search_with_actions(
         timer = Evaluator(plain)
         for name, orders in library_seeds(plain):
             bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
-    deadline = t0 + request.time_limit
     bases.sort(key=lambda b: b[0])
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
+    deadline = t0 + request.time_limit
     engine = ActionEngine(problem, request.memory_actions, deadline)
     best = engine.search((origin, orders) for _, origin, orders in bases)
     if periodic is not None and (best is None or periodic.evaluation.makespan < best.evaluation.makespan - EPS):
@@ -411,7 +416,7 @@ def search_with_actions(
     )
 
 
-def periodic_plan(found: ActionResult, problem: Problem) -> dict[tuple[int, int, int], float]:
+def periodic_plan(found: ActionResult) -> dict[tuple[int, int, int], float]:
     """A list scheduler's priorities (earlier first) from the times the block's re-timed orders run each compute
     job at."""
     priority = {}

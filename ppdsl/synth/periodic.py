@@ -23,10 +23,13 @@ and reload on its copy stream (one per direction with duplex copies), each modul
 Memory is then counted as the checker counts it (`ppdsl.analysis.memory`): half-open holds from a job's end (a
 reload's start) to the end of the job that frees it, a recompute's part from its end, an offload's moved part
 away from the offload's end to the reload's start; the host holds what is moved from the offload's start to the
-reload's end. A copy starts as soon as its position in the order allows (the checker's rule 6): at the end of a
-compute job of its rank, its data's arrival or its stream's previous copy, so that the re-timed block keeps the
-memory levels the model counted; the orders are re-timed by the checker's execution all the same, and only a
-re-timed schedule within every limit counts.
+reload's end. The checker starts a copy as soon as its position in the order allows (rule 6); a model whose
+copies may start later is a relaxation, solved first (it is much faster, and its copies mostly start as soon as
+they can anyway). Its orders are re-timed by the checker's execution, and only a re-timed schedule within every
+limit counts; when one breaks a limit, the period is solved again with each copy anchored (`_anchor`: at the end
+of a compute job of its rank, its data's arrival or its stream's previous copy). The anchoring makes the steady
+state exact, not the warm-up: there the checker runs forwards back to back, and copies slower than the compute
+they overlap fall behind and hold more than the steady state; such a block is dropped for a longer period.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from ppdsl.synth.window import Statics
 
 BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job
 MAX_PERIOD_TRIES = 16  # periods tried before giving up (a tight limit needs a longer period than the work's)
+RELAXED_SHARE = 0.75  # of a period's time with actions: the model without the copies' anchoring (`_solve_with_actions`)
 
 
 @dataclass(frozen=True)
@@ -537,13 +541,13 @@ def _solve_with_actions(
 ) -> tuple[Block | None, float]:
     """A block with actions for `period` whose orders keep every limit once re-timed by the checker's execution,
     and the deterministic time spent. First without the copies' anchoring (much faster, and its copies mostly
-    start as soon as they can anyway), with half the time; if the re-timed orders break a limit (a copy started
-    earlier than the model had it), again with the anchoring and what is left."""
+    start as soon as they can anyway), with most of the time; if the re-timed orders break a limit (a copy
+    started earlier than the model had it), again with the anchoring and what is left."""
     timer = Evaluator(problem)
     spent = 0.0
     for anchored in (False, True):
         wall = None if deadline is None else deadline - time.perf_counter()
-        share = seconds / 2 if not anchored else seconds - spent
+        share = seconds * RELAXED_SHARE if not anchored else seconds - spent
         if share <= 0 or (wall is not None and wall <= 0):
             break
         offsets, status, used = BlockModel(st, period, split, acts, anchored).solve(share, seed, wall)
