@@ -5,6 +5,7 @@ actions search takes such a block as one more candidate."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import pytest
@@ -112,3 +113,43 @@ def test_the_actions_search_takes_the_block_as_a_candidate(monkeypatch):
     assert with_block.check.valid and with_block.check.makespan == pytest.approx(with_block.result.makespan)
     timer = Evaluator(with_block.result.problem)
     assert timer.evaluate(with_block.result.orders).feasible
+
+
+@pytest.mark.parametrize(
+    ("pp", "vpp", "placement", "limit"), [(4, 1, "looped", 1.0), (4, 2, "vshape", 1.5), (3, 2, "looped", 2.0)]
+)
+def test_the_blocks_action_jobs_keep_their_order_and_the_checker_never_runs_a_job_later(pp, vpp, placement, limit):
+    p = build_problem(pp, 8, vpp, placement, None, limit, memory_actions=True)
+    blocks = periodic_schedules(p, 0.5, periods=1, search_longer=True, actions=BOTH)
+    assert blocks and blocks[0].choice
+    block = blocks[0]
+    planned = block.planned_times(p.microbatches)
+    exp, names = p.expansion, p.expansion.type_names
+    kind = {t: names[t] for t in range(len(names))}
+
+    def cost(job):
+        t, s, _ = job
+        return exp.cost[t][p.rank_of[s]][p.chunk_of[s]]
+
+    def end(job):
+        return planned[job] + cost(job)
+
+    by_name = {kind[t]: t for t in kind}
+    for (t, s, mb), at in planned.items():
+        forward, gradient = (by_name["forward"], s, mb), (by_name["backward_b"], s, mb)
+        if gradient not in planned:  # (whole backwards)
+            gradient = (by_name["backward"], s, mb)
+        if kind[t] in ("recompute", "offload"):  # after its forward, and (R, L) before the gradient job
+            assert at >= end(forward) - 1e-9
+        if kind[t] == "recompute":
+            assert end((t, s, mb)) <= planned[gradient] + 1e-9
+        if kind[t] == "reload":
+            assert at >= end((by_name["offload"], s, mb)) - 1e-9 and end((t, s, mb)) <= planned[gradient] + 1e-9
+    for order in block.orders:  # one copy at a time on the rank's stream
+        copies = sorted((planned[j], end(j)) for j in order if kind[j[0]] in ("offload", "reload"))
+        assert all(a[1] <= b[0] + 1e-9 for a, b in itertools.pairwise(copies))
+    ev = Evaluator(p).evaluate(block.orders)
+    assert ev.feasible
+    for r, order in enumerate(block.orders):  # as soon as rank, input and stream allow: never later than planned
+        for i, job in enumerate(order):
+            assert ev.start[r][i] <= planned[job] + 1e-9, (r, job)
