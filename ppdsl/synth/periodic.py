@@ -37,6 +37,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
@@ -169,7 +170,7 @@ def _least_hold(st: Statics, actions: BlockActions, s: int, trip: int, grad: int
 
 # A hold of memory for `BlockModel._cumulative`: (begin, the begin's phase, end, amount, present), the begin and
 # end as linear expressions of the offsets, present a literal (None: always held)
-Segment = tuple
+Segment = tuple[Any, Any, Any, int, Any]  # (CP-SAT expressions and literal: the model's own types)
 
 
 class BlockModel:
@@ -198,9 +199,9 @@ class BlockModel:
             phase[job] = model.NewIntVar(0, T - 1, "")
             model.AddModuloEquality(phase[job], offset[job], T)
         self.offset, self.phase = offset, phase
-        self.present: dict[BlockJob, object] = {}  # an action's job -> is it in the block
-        self.choice: dict[int, dict[str, object]] = {}  # stage -> keep / action -> chosen
-        self._end_phase: dict[BlockJob, object] = {}
+        self.present: dict[BlockJob, Any] = {}  # an action's job -> its literal: is it in the block
+        self.choice: dict[int, dict[str, Any]] = {}  # stage -> keep / action -> its literal: chosen
+        self._end_phase: dict[BlockJob, Any] = {}
         grad = BACKWARD_B if split else BACKWARD
         cost = self.cost
 
