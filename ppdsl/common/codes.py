@@ -112,7 +112,6 @@ _SUMMARIES = {
     "E082": "a memory action's fraction is not a literal number in (0, 1]",
     "E083": "synth was given a schedule with memory actions, which its engines do not time yet",
     "E084": "`ppdsl synth --memory-actions` names an action synth does not know (recompute, offload)",
-    "E092": "`ppdsl synth --memory-actions` combined with --periodic, which does not search actions yet",
     "E110": "`ppdsl synth --cost` gives a recompute, offload or reload cost without --memory-actions",
     "E111": "a cost file's real times with `--memory-actions offload`, but no time for the copies (offload, reload)",
     "S100": "a `require` is false for these sizes",

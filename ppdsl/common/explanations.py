@@ -1062,13 +1062,6 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2", paddle=True),
     ),
-    "E092": Explanation(
-        "The memory-actions engine places recompute and offload jobs in orders of one size, timed by the "
-        "checker (and, with --exact, proved in CP-SAT); the periodic form (a block for any number of micro-batches) "
-        "does not take the actions yet, so the combination is refused rather than silently ignored.",
-        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --periodic -o found.sched"),
-        cmd("ppdsl synth --pp 2 -m 4 --memory-limit 1.5 --memory-actions recompute --time-limit 1 -o found.sched"),
-    ),
     "E096": Explanation(
         "`ppdsl fmt` formats the files it is named and the `.sched` files under the directories it is named "
         "(hidden directories skipped); with no path, those under the working directory. When all the paths together "

@@ -37,15 +37,24 @@ from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
 from ppdsl.language.jobtypes import COPY_NAMES, MEMORY_NAMES, OFFLOAD_NAME
-from ppdsl.synth.actions import ACTION_NAMES, ActionEngine
+from ppdsl.synth import exact
+from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
 from ppdsl.synth.exact import available as exact_available
 from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
-from ppdsl.synth.periodic import Block
+from ppdsl.synth.greedy import Policy, list_schedule
+from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem, measured_problem_memory
-from ppdsl.synth.schedule import Evaluator
-from ppdsl.synth.search import Infeasible, SynthResult, action_policies, periodic_search, synthesize
+from ppdsl.synth.schedule import COMPUTE, Evaluator
+from ppdsl.synth.search import (
+    PERIODIC_SECONDS_PER_DET,
+    Infeasible,
+    SynthResult,
+    action_policies,
+    periodic_search,
+    synthesize,
+)
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
@@ -56,6 +65,11 @@ ACTIONS_CP_SAT_SHARE = 0.25  # of the time limit, for the whole schedule with ac
 # the order search's CP_SAT_WHOLE_MAX_JOBS: with its anchoring the model grows with the square of a rank's jobs
 # (about 1 s to build at 96 jobs, 10 s at 288).
 ACTIONS_CP_SAT_MAX_JOBS = 120
+# of --time-limit, with --memory-actions: a periodic block that chooses the actions itself (periodic.py), a
+# steady state the inserted actions rarely reach at tight memory; more of it below the least memory an order alone
+# needs, where the orders found at relaxed limits are all far over it
+PERIODIC_SHARE = 0.15
+PERIODIC_SHARE_BELOW = 0.4
 
 
 @dataclass
@@ -118,16 +132,6 @@ def build(request: SynthRequest) -> Problem:
                     "E084",
                     f"unknown memory action `{unknown[0]}` in --memory-actions",
                     help="use `recompute`, `offload` or both: `--memory-actions recompute,offload`",
-                )
-            ]
-        )
-    if request.memory_actions and request.periodic:
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E092",
-                    "--memory-actions does not combine with --periodic yet",
-                    help="drop --periodic to search recompute and offload, or drop --memory-actions",
                 )
             ]
         )
@@ -235,10 +239,10 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
     problem = build(request)
     block = None
     try:
-        if request.memory_actions:
+        if request.periodic:
+            result, block = periodic_search(problem, request.time_limit, request.seed, request.memory_actions)
+        elif request.memory_actions:
             result = search_with_actions(request, problem, progress)
-        elif request.periodic:
-            result, block = periodic_search(problem, request.time_limit, request.seed)
         else:
             seeds = list(library_seeds(problem)) if request.library else []
             result = synthesize(
@@ -433,7 +437,10 @@ def action_search(
     """The fastest orders the order search finds at a few relaxed limits (no limit, between, the tightest an order
     reaches, the request's own when an order fits it), then memory actions inserted where a rank is over its
     limit and improved by local search (actions.py), every candidate timed by the checker's execution on
-    `problem` (which has the action types), within about `seconds`. Raises Infeasible when nothing fits."""
+    `problem` (which has the action types), within about `seconds`. Before them, in SCHEDULED_SHARE of the time,
+    the list scheduler's own schedules with actions (greedy.py), and in PERIODIC_SHARE a periodic block that
+    chooses the actions per stage (periodic.py): finished candidates, and the block's order and a list schedule
+    it plans are bases. Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
     order_share = 0.65 * seconds
 
@@ -477,6 +484,21 @@ def action_search(
         progress(f"{scheduled.origin}: makespan {number(round(scheduled.evaluation.makespan, 6))}")
     low = max(need, limit)
     bases: list[tuple[float, str, list]] = []
+    # first a periodic block that chooses the actions itself, in a bounded share of the time (the order searches
+    # share what is left of theirs)
+    share = PERIODIC_SHARE if need <= limit + EPS else PERIODIC_SHARE_BELOW
+    periodic = periodic_with_actions(request, problem, share * seconds)
+    if periodic is not None:
+        # its compute order is a base too (the engine may place actions better in it), and a list schedule
+        # planned by it without a limit, which fills the warm-up and cool-down the repetition leaves idle
+        compute = [[job for job in order if job[0] in COMPUTE] for order in periodic.orders]
+        bases.append((periodic.evaluation.makespan, f"{periodic.origin}'s order", compute))
+        plain = order_problem(None, request.split)
+        planned = list_schedule(plain, Policy(split=plain.split != "no", planned=True), periodic_plan(periodic))
+        if planned is not None:
+            bases.append((Evaluator(plain).evaluate(planned).makespan, f"{periodic.origin}, planned", planned))
+        if progress is not None:
+            progress(f"{periodic.origin}: makespan {number(round(periodic.evaluation.makespan, 6))}")
 
     def add(x: float | None, split: str, seconds: float) -> SynthResult | None:
         try:
@@ -523,6 +545,8 @@ def action_search(
     if scheduled is not None and (best is None or scheduled.evaluation.makespan < best.evaluation.makespan - EPS):
         best = scheduled
         best.candidates = engine.evaluator.calls
+    if periodic is not None and (best is None or periodic.evaluation.makespan < best.evaluation.makespan - EPS):
+        best = replace(periodic, candidates=best.candidates if best is not None else 1)
     if best is None:
         raise Infeasible(problem)
     counts = best.counts()
@@ -537,3 +561,32 @@ def action_search(
         seconds=time.perf_counter() - t0,
         origin=f"{best.origin} ({did}; {best.candidates} candidates timed)",
     )
+
+
+def periodic_plan(found: ActionResult) -> dict[tuple[int, int, int], float]:
+    """A list scheduler's priorities (earlier first) from the times the block's re-timed orders run each compute
+    job at."""
+    priority = {}
+    for r, order in enumerate(found.orders):
+        for i, job in enumerate(order):
+            if job[0] in COMPUTE:
+                priority[job] = -found.evaluation.start[r][i]
+    return priority
+
+
+def periodic_with_actions(request: SynthRequest, problem: Problem, seconds: float) -> ActionResult | None:
+    """The fastest periodic block with memory actions (`periodic_schedules` with `request.memory_actions`) found
+    within `seconds` that keeps every limit once the checker's execution re-times its orders; None if none."""
+    if seconds <= 0 or not exact.available():
+        return None
+    timer = Evaluator(problem)
+    best: ActionResult | None = None
+    budget, deadline = seconds / PERIODIC_SECONDS_PER_DET, time.perf_counter() + seconds
+    for block in periodic_schedules(
+        problem, budget, request.seed, 1, search_longer=True, actions=request.memory_actions, deadline=deadline
+    ):
+        ev = timer.evaluate(block.orders)
+        if ev.feasible and (best is None or ev.makespan < best.evaluation.makespan - EPS):
+            plan = Placement({(s, mb): a for s, a in block.choice.items() for mb in range(problem.microbatches)})
+            best = ActionResult(block.orders, ev, plan, block.name)
+    return best

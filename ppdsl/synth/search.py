@@ -518,10 +518,13 @@ def synthesize(
     return SynthResult(problem, orders, ev, bound, optimal, search.steps, time.perf_counter() - t0, origin, status)
 
 
-def periodic_search(problem: Problem, time_limit: float = 10.0, seed: int = 0) -> tuple[SynthResult, Block]:
+def periodic_search(
+    problem: Problem, time_limit: float = 10.0, seed: int = 0, actions: Iterable[str] = ()
+) -> tuple[SynthResult, Block]:
     """The best periodic schedule (`periodic`): one micro-batch's block repeated every period, so its order holds
     for any number of micro-batches. Periods from the shortest the costs and the limit allow; the block whose
-    orders are fastest at the problem's sizes wins.
+    orders are fastest at the problem's sizes wins. `actions`: the memory actions a block may choose per stage
+    (a problem built with them).
 
     Raises `Infeasible` when no block was found within the limit and the time.
     """
@@ -531,7 +534,7 @@ def periodic_search(problem: Problem, time_limit: float = 10.0, seed: int = 0) -
     best: tuple[Evaluation, Block] | None = None
     steps = []
     for block in periodic_schedules(
-        problem, time_limit / PERIODIC_SECONDS_PER_DET, seed=seed, periods=3, search_longer=True
+        problem, time_limit / PERIODIC_SECONDS_PER_DET, seed=seed, periods=3, search_longer=True, actions=actions
     ):
         ev = evaluator.evaluate(block.orders)
         if ev.feasible:

@@ -23,6 +23,7 @@ after their producers end, so the prefix never reads the suffix, nor the window 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.language.jobs import Job
@@ -40,14 +41,18 @@ class Statics:
     """What does not change while a schedule's jobs are re-ordered: integer time and memory scales, and each
     job's inputs and readers as (job, link time in ticks)."""
 
-    def __init__(self, problem: Problem, orders: list[Order]):
+    def __init__(
+        self, problem: Problem, orders: list[Order], more_times: Sequence[float] = (), more_memory: Sequence[float] = ()
+    ):
+        """`more_times` / `more_memory`: further values the integer scales must hold exactly (the memory actions'
+        costs and amounts, for a periodic block that chooses them)."""
         p, S = problem, problem.nstages
         self.problem = p
         values = [p.cost[t][s] for t in range(4) for s in range(S)]
         values += [link_delay(x) for t in range(4) for x in p.link[t]] + list(p.optimizer_cost)
-        self.k = integer_scale(values)
+        self.k = integer_scale(values + list(more_times))
         limits = [x for x in p.limit if x != float("inf")]
-        self.km = integer_scale([x for t in range(4) for x in p.mem[t]] + limits)
+        self.km = integer_scale([x for t in range(4) for x in p.mem[t]] + limits + list(more_memory))
         self.cost = [[round(c * self.k) for c in row] for row in p.cost]
         self.mem = [[round(x * self.km) for x in row] for row in p.mem]
         self.cap = [None if x == float("inf") else int(x * self.km + 1e-6) for x in p.limit]

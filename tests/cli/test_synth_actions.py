@@ -48,12 +48,6 @@ def test_exact_with_actions_is_searched_and_says_optimal_or_the_gap(tmp_path):
     assert "(optimal)" in out.read_text(encoding="utf-8")
 
 
-def test_periodic_with_actions_is_still_refused():
-    args = ["synth", *SIZES, "--memory-limit", "2", "--memory-actions", "recompute", "--periodic", "-o", "x.sched"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2 and "E092" in result.output
-
-
 def test_copy_costs_on_the_command_line_time_the_offloads(tmp_path):
     """Issue 18, 1: `--cost offload=...,reload=...` with --memory-actions (E007 before: no job type `offload`)."""
     out = tmp_path / "found.sched"
@@ -83,3 +77,20 @@ def test_the_frontier_reports_a_cost_file_without_copy_times(tmp_path):
     args = ["frontier", "--pp", "2", "-m", "4", "--steps", "2", "--time-limit", "0.5", "--costs", str(costs)]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "E111" in result.output
+
+
+def test_periodic_with_actions_writes_a_block_that_holds_for_other_microbatches(tmp_path):
+    out = tmp_path / "block.sched"
+    args = ["synth", *SIZES, "--memory-limit", "1", "--memory-actions", "offload", "--periodic", "--time-limit", "1"]
+    made = runner.invoke(app, [*args, "-o", str(out), "--format", "json"])
+    assert made.exit_code == 0, made.output  # (was E092: --memory-actions did not combine with --periodic)
+    assert (
+        "periodic block" in json.loads(made.stdout)["found_by"] and json.loads(made.stdout)["memory_actions"]["offload"]
+    )
+    text = out.read_text(encoding="utf-8")
+    assert "for n in 0 .. microbatches" in text and "offload(" in text and "reload(" in text
+    for m in ("8", "3", "20"):
+        checked = runner.invoke(app, ["check", str(out), "--pp", "4", "-m", m, "--format", "json"])
+        assert checked.exit_code == 0, (m, checked.output)
+        report = json.loads(checked.stdout)
+        assert report["valid"] and max(r["peak_activations"] for r in report["ranks"]) <= 1 + 1e-9

@@ -50,13 +50,6 @@ def test_unknown_action_names_are_reported_before_any_search():
     assert err.value.diagnostics[0].code == "E084" and "`swap`" in err.value.diagnostics[0].message
 
 
-def test_actions_with_periodic_are_refused():
-    request = SynthRequest(pp=4, microbatches=8, memory_limit=LIMIT, periodic=True, memory_actions=("recompute",))
-    with pytest.raises(DiagnosticError) as err:
-        synthesize_file(request)
-    assert err.value.diagnostics[0].code == "E092"
-
-
 def test_the_host_limit_bounds_what_is_offloaded():
     free = _synth(("offload",))
     assert free.result.evaluation.host_peak > 1
