@@ -10,7 +10,7 @@ import pytest
 import ppdsl
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.synth import SynthRequest, synthesize_file
-from ppdsl.synth.actions import ActionEngine, parse_actions
+from ppdsl.synth.actions import ActionEngine, Placement, parse_actions
 from ppdsl.synth.problem import build_problem
 from ppdsl.synth.seeds import library_seeds
 
@@ -95,3 +95,33 @@ def test_a_host_limit_turns_the_offloads_it_holds_at_its_peak_into_recomputes():
         assert 0 < result.counts()["offload"] and ev.makespan < alone
         found[host] = ev.makespan
     assert found[1.0] >= found[2.0] >= found[4.0]
+
+
+def test_at_pp2_a_reload_waits_for_the_backward_so_the_offload_lowers_the_peak():
+    # 1F1B at pp 2, m 2: rank 0 holds both micro-batches at 2; offloaded, each gap covers both copies
+    engine = _engine(("offload",), 1.0, pp=2, m=2)
+    base = _order("1F1B", pp=2, m=2)
+    orders, ev = engine.evaluate(base, Placement())
+    a = engine.types
+    for mb in range(2):
+        plan = Placement({(0, mb): "offload"})
+        plan.lead[(0, mb)] = engine._lead(orders, ev, 0, (0, mb))
+        placed, timed = engine.evaluate(base, plan)
+        at = {job[0]: i for i, job in enumerate(placed[0]) if job[1:] == (0, mb)}
+        # the reload starts after the offload has freed the rank, and the backward waits for nothing
+        assert timed.start[0][at[a.reload]] > timed.end[0][at[a.offload]] + 1e-9
+        assert timed.makespan == pytest.approx(ev.makespan)
+    found = engine.insert(base, "offload", must=True)
+    assert found is not None and max(found[2].peaks) <= 1.0 + 1e-9
+    assert found[2].makespan == pytest.approx(ev.makespan)
+
+
+def test_a_mix_of_recompute_and_offload_beats_either_alone_where_an_offload_fits_only_some_gaps():
+    # pp 2, limit 1.5: an offload pays off only where its reload can wait behind other jobs
+    base = [("1F1B", _order("1F1B", pp=2, m=4))]
+    both = _engine(("recompute", "offload"), 1.5, pp=2, m=4).search(base)
+    alone = _engine(("recompute",), 1.5, pp=2, m=4).search(base)
+    assert _engine(("offload",), 1.5, pp=2, m=4).search(base) is None
+    assert both.evaluation.feasible and max(both.evaluation.peaks) <= 1.5 + 1e-9
+    assert both.counts()["recompute"] > 0 and both.counts()["offload"] > 0
+    assert both.evaluation.makespan < alone.evaluation.makespan - 1e-9
