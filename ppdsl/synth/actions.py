@@ -309,7 +309,9 @@ class ActionEngine:
             orders, ev = self.evaluate(base, plan)
         return plan, orders, ev
 
-    def _on_rank(self, orders: list[Order], ev: Evaluation, rank: int, plan: Placement):
+    def _on_rank(
+        self, orders: list[Order], ev: Evaluation, rank: int, plan: Placement
+    ) -> list[tuple[float, tuple[int, int]]]:
         """The offloaded (stage, micro-batch)s of `rank` whose memory is on the rank at its peak (from the forward's
         end to the offload's, or from the reload's start to the backward's end), each with how long the offload
         keeps it off the rank, longest first."""
