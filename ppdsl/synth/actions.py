@@ -233,41 +233,50 @@ class ActionEngine:
         return RECOMPUTE if RECOMPUTE in self.allowed else OFFLOAD
 
     def _lead(self, orders: list[Order], ev: Evaluation, rank: int, key: tuple[int, int]) -> int:
-        """How many compute jobs before its backward a reload is issued so that its copy ends in time."""
-        s, mb = key
+        """How many compute jobs of the base order before its backward a reload is issued: as late as the backward
+        allows, right after the last compute job between its forward and its backward that ends early enough for
+        the copy to end by the backward's start (a copy starts when the rank reaches it, so one issued earlier
+        would give the memory back sooner and lower no peak). When only the forward ends that early (the gap is
+        short), after the forward's next job: issued right after the offload, the reload would start as the
+        offload ends and hold the rank's memory all along; one job later it holds it off for that job, and
+        delays the backward the least of the places that do."""
+        s, _ = key
         row = orders[rank]
+        f = next(i for i, job in enumerate(row) if job == (FORWARD, *key))
         b = next(i for i, (t, ss, m) in enumerate(row) if t in (BACKWARD, BACKWARD_B) and (ss, m) == key)
+        # the base order's jobs in between (`materialize` counts the lead in those: no copy, no recompute)
+        between = [i for i in range(f + 1, b) if row[i][0] != self.types.recompute and not self.types.copies(row[i][0])]
         need = ev.start[rank][b] - self.reload_time[s]
-        lead, i = 0, b - 1
-        while i >= 0 and row[i] != (FORWARD, s, mb):
-            t = row[i][0]
-            if not self.types.copies(t):
-                lead += 1
-                if ev.start[rank][i] <= need + EPS:
-                    break
-            i -= 1
-        return lead
+        in_time = [n for n, i in enumerate(between) if ev.end[rank][i] <= need + EPS]
+        if in_time:
+            return len(between) - 1 - in_time[-1]
+        return max(len(between) - 1, 0)
 
     def insert(
         self, base: list[Order], prefer: str, must: bool = False, bound: float = float("inf")
     ) -> tuple[Placement, list[Order], Evaluation] | None:
         """Add actions, one (stage, micro-batch) at a time on the rank furthest over its limit, until every rank
-        fits (None: nothing left to act on, slower than `bound` already (actions rarely make an order faster),
-        or out of time unless `must`: nothing found yet)."""
+        and the host fit (None: nothing left to act on, slower than `bound` already (actions rarely make an order
+        faster), or out of time unless `must`: nothing found yet). Once the host is over its limit, the offloads it
+        holds at its peak become recomputes (`_relieve_host`) and what a rank still needs is recomputed."""
         plan = Placement()
         orders, ev = self.evaluate(base, plan)
         limit = self.problem.limit
+        host_limit = self.problem.expansion.host_limit if self.problem.expansion is not None else None
+        barred: set[tuple[int, int]] = set()  # offloads the host could not hold: not offloaded again
+        host_full = False
         while not ev.feasible:
             if ev.deadlock or (self.out_of_time() and not must) or ev.makespan > bound:
                 return None
-            over = [(ev.peaks[r] - limit[r], r) for r in range(self.problem.pp) if ev.peaks[r] > limit[r] + EPS]
-            if not over:  # only the host limit is exceeded: trade the last offload for a recompute
-                offloads = [k for k, a in plan.action.items() if a == OFFLOAD]
-                if not offloads or RECOMPUTE not in self.allowed:
+            if host_limit is not None and ev.host_peak > host_limit + EPS:
+                host_full = True
+                if not self._relieve_host(orders, ev, plan, host_limit, barred):
                     return None
-                plan.action[offloads[-1]] = RECOMPUTE
                 orders, ev = self.evaluate(base, plan)
                 continue
+            over = [(ev.peaks[r] - limit[r], r) for r in range(self.problem.pp) if ev.peaks[r] > limit[r] + EPS]
+            # (with the host full, a new offload would likely be traded back: what is left is recomputed)
+            now = RECOMPUTE if host_full and RECOMPUTE in self.allowed else prefer
             acted = False
             # on every rank over its limit at once (one evaluation per round, not per action): of the micro-batches
             # in flight at its peak, the ones held longest, as many as the excess needs
@@ -276,16 +285,87 @@ class ActionEngine:
                 for gap, key in self._held(base, orders, ev, rank, plan):
                     if saved >= excess - EPS:
                         break
-                    action = self._choose(gap, key[0], prefer)
+                    action = self._choose(gap, key[0], now)
+                    if action == OFFLOAD and key in barred:
+                        continue
                     plan.action[key] = action
                     if action == OFFLOAD:
                         plan.lead[key] = self._lead(orders, ev, rank, key)
                     saved += self.saving[action][key[0]]
                     acted = True
+                if saved < excess - EPS and RECOMPUTE in self.allowed:
+                    # (nothing kept is left to act on, but an offloaded one is on the rank at its peak: between
+                    # its forward's end and its offload's, or reloaded already; recomputed, it keeps less there)
+                    for _, key in self._on_rank(orders, ev, rank, plan):
+                        if saved >= excess - EPS:
+                            break
+                        plan.action[key] = RECOMPUTE
+                        plan.lead.pop(key, None)
+                        plan.lag.pop(key, None)
+                        saved += self.saving[RECOMPUTE][key[0]]
+                        acted = True
             if not acted:
                 return None
             orders, ev = self.evaluate(base, plan)
         return plan, orders, ev
+
+    def _on_rank(
+        self, orders: list[Order], ev: Evaluation, rank: int, plan: Placement
+    ) -> list[tuple[float, tuple[int, int]]]:
+        """The offloaded (stage, micro-batch)s of `rank` whose memory is on the rank at its peak (from the forward's
+        end to the offload's, or from the reload's start to the backward's end), each with how long the offload
+        keeps it off the rank, longest first."""
+        a, at = self.types, ev.peak_times[rank] if ev.peak_times else 0.0
+        times: dict[tuple[int, int], dict[int, tuple[float, float]]] = {}
+        for i, (t, s, mb) in enumerate(orders[rank]):
+            times.setdefault((s, mb), {})[t] = (ev.start[rank][i], ev.end[rank][i])
+        out = []
+        for key, action in plan.action.items():
+            job = times.get(key, {})
+            if action != OFFLOAD or a.offload not in job or a.reload not in job:
+                continue
+            backward = job.get(BACKWARD) or job.get(BACKWARD_B)
+            f_end, o_end, l_start = job[FORWARD][1], job[a.offload][1], job[a.reload][0]
+            # (at one instant finished offloads free first, then compute jobs, then reloads starting)
+            if f_end <= at + EPS < o_end or (backward is not None and l_start <= at + EPS < backward[1]):
+                out.append((l_start - o_end, key))
+        return sorted(out, key=lambda x: (-x[0], x[1]))
+
+    def host_held(self, orders: list[Order], ev: Evaluation) -> list[tuple[float, float, tuple[int, int]]]:
+        """The offloads the host holds at its peak (from the offload's start to the reload's end), each as (what
+        it holds, how long, (stage, micro-batch)), the most held and longest first."""
+        a, at = self.types, ev.host_peak_time
+        copied: dict[tuple[int, int], float] = {}
+        held = []
+        for r, row in enumerate(orders):
+            for i, (t, s, mb) in enumerate(row):
+                if t == a.offload:
+                    copied[(s, mb)] = ev.start[r][i]
+            for i, (t, s, mb) in enumerate(row):
+                # (at one instant the host takes back what reloads ended before an offload starts)
+                if t == a.reload and copied[(s, mb)] <= at + EPS < ev.end[r][i]:
+                    held.append((self.saving[OFFLOAD][s], ev.end[r][i] - copied[(s, mb)], (s, mb)))
+        return sorted(held, key=lambda x: (-x[0], -x[1], x[2]))
+
+    def _relieve_host(
+        self, orders: list[Order], ev: Evaluation, plan: Placement, host_limit: float, barred: set[tuple[int, int]]
+    ) -> bool:
+        """Turn the offloads the host holds at its peak into recomputes (or keep them, with offload alone), the
+        most held and longest first, as many as its excess needs; False: none held there."""
+        excess, freed, acted = ev.host_peak - host_limit, 0.0, False
+        for amount, _, key in self.host_held(orders, ev):
+            if freed >= excess - EPS:
+                break
+            plan.lead.pop(key, None)
+            plan.lag.pop(key, None)
+            if RECOMPUTE in self.allowed:
+                plan.action[key] = RECOMPUTE
+            else:
+                del plan.action[key]
+            barred.add(key)
+            freed += amount
+            acted = True
+        return acted
 
     def improve(
         self, base: list[Order], plan: Placement, ev: Evaluation, orders: list[Order] | None = None

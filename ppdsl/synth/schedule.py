@@ -30,6 +30,7 @@ class Evaluation:
     end: list[list[float]]
     peak_times: list[float] = field(default_factory=list)  # [rank] when its peak is first reached
     host_peak: float = 0.0  # all ranks' offloaded memory at its highest (memory actions only)
+    host_peak_time: float = 0.0  # when the host's peak is first reached
 
 
 class Evaluator:
@@ -78,7 +79,15 @@ class Evaluator:
         makespan = ex.makespan if ex.completed else float("inf")
         times = [s.peak_time for s in ex.ranks]
         return Evaluation(
-            makespan, peaks, ex.completed and within, not ex.completed, ex.start, ex.end, times, host_peak
+            makespan,
+            peaks,
+            ex.completed and within,
+            not ex.completed,
+            ex.start,
+            ex.end,
+            times,
+            host_peak,
+            ex.host_peak_time,
         )
 
 

@@ -3,12 +3,16 @@ recompute / offload / reload jobs, and the checker proves the written file with 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import ppdsl
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.synth import SynthRequest, synthesize_file
-from ppdsl.synth.actions import parse_actions
+from ppdsl.synth.actions import ActionEngine, Placement, parse_actions
+from ppdsl.synth.problem import build_problem
+from ppdsl.synth.seeds import library_seeds
 
 LIMIT = 2.0  # pp 4: 1F1B holds 4 micro-batches on rank 0; an order alone fits 2 only by running few at once
 
@@ -66,3 +70,58 @@ def test_actions_without_a_memory_limit_need_none():
     request = SynthRequest(pp=2, microbatches=4, time_limit=0.5, memory_actions=("recompute",))
     found = synthesize_file(request)
     assert found.check.valid and "recompute" not in found.text and "no action needed" in found.result.origin
+
+
+def _engine(allowed: tuple[str, ...], limit: float, host_limit: float | None = None, pp: int = 4, m: int = 8):
+    problem = build_problem(pp, m, 1, "looped", None, limit, memory_actions=True, host_limit=host_limit)
+    return ActionEngine(problem, allowed, time.perf_counter() + 10.0)
+
+
+def _order(name: str, pp: int = 4, m: int = 8):
+    return dict(library_seeds(build_problem(pp, m, 1, "looped", None, None)))[f"library {name}"]
+
+
+def test_a_host_limit_turns_the_offloads_it_holds_at_its_peak_into_recomputes():
+    # 1F1B at pp 4, limit 2: offloading all it needs holds 5 on the host; a smaller host used to give nothing
+    base = [("1F1B", _order("1F1B"))]
+    alone = _engine(("recompute",), LIMIT).search(base).evaluation.makespan
+    found = {}
+    for host in (1.0, 2.0, 4.0):
+        engine = _engine(("recompute", "offload"), LIMIT, host)
+        assert engine.insert(base[0][1], "offload", must=True) is not None
+        result = engine.search(base)
+        ev = result.evaluation
+        assert ev.feasible and max(ev.peaks) <= LIMIT + 1e-9 and ev.host_peak <= host + 1e-9
+        assert 0 < result.counts()["offload"] and ev.makespan < alone
+        found[host] = ev.makespan
+    assert found[1.0] >= found[2.0] >= found[4.0]
+
+
+def test_at_pp2_a_reload_waits_for_the_backward_so_the_offload_lowers_the_peak():
+    # 1F1B at pp 2, m 2: rank 0 holds both micro-batches at 2; offloaded, each gap covers both copies
+    engine = _engine(("offload",), 1.0, pp=2, m=2)
+    base = _order("1F1B", pp=2, m=2)
+    orders, ev = engine.evaluate(base, Placement())
+    a = engine.types
+    for mb in range(2):
+        plan = Placement({(0, mb): "offload"})
+        plan.lead[(0, mb)] = engine._lead(orders, ev, 0, (0, mb))
+        placed, timed = engine.evaluate(base, plan)
+        at = {job[0]: i for i, job in enumerate(placed[0]) if job[1:] == (0, mb)}
+        # the reload starts after the offload has freed the rank, and the backward waits for nothing
+        assert timed.start[0][at[a.reload]] > timed.end[0][at[a.offload]] + 1e-9
+        assert timed.makespan == pytest.approx(ev.makespan)
+    found = engine.insert(base, "offload", must=True)
+    assert found is not None and max(found[2].peaks) <= 1.0 + 1e-9
+    assert found[2].makespan == pytest.approx(ev.makespan)
+
+
+def test_a_mix_of_recompute_and_offload_beats_either_alone_where_an_offload_fits_only_some_gaps():
+    # pp 2, limit 1.5: an offload pays off only where its reload can wait behind other jobs
+    base = [("1F1B", _order("1F1B", pp=2, m=4))]
+    both = _engine(("recompute", "offload"), 1.5, pp=2, m=4).search(base)
+    alone = _engine(("recompute",), 1.5, pp=2, m=4).search(base)
+    assert _engine(("offload",), 1.5, pp=2, m=4).search(base) is None
+    assert both.evaluation.feasible and max(both.evaluation.peaks) <= 1.5 + 1e-9
+    assert both.counts()["recompute"] > 0 and both.counts()["offload"] > 0
+    assert both.evaluation.makespan < alone.evaluation.makespan - 1e-9
