@@ -180,8 +180,9 @@ def probe_costs(folder: Path) -> tuple[dict, bool]:
     except DiagnosticError as err:
         out["checker_sees (interleaved1f1b_offload declares 0.5)"] = f"refused: {err.diagnostics[0].message}"
     try:
-        check(Scenario(library_dir() / "1f1b.sched", 4, 8, 1, costs=strict))
-        out["checker_on_1f1b"] = "accepted"
+        plain = check(Scenario(library_dir() / "1f1b.sched", 4, 8, 1, costs=strict))
+        found = plain.diagnostics[0] if plain.diagnostics else None
+        out["checker_on_1f1b"] = "accepted" if found is None else f"refused: {found.code} {found.message}"
     except DiagnosticError as err:
         out["checker_on_1f1b"] = f"refused: {err.diagnostics[0].code} {err.diagnostics[0].message}"
     try:
@@ -189,8 +190,7 @@ def probe_costs(folder: Path) -> tuple[dict, bool]:
         out["synth_whole_path"] = "accepted"
         strict_ok = True
     except DiagnosticError as err:
-        d = err.diagnostics[0]
-        out["synth_whole_path"] = f"refused: {d.code} {d.message}"
+        out["synth_whole_path"] = "refused: " + "; ".join(f"{d.code} {d.message}" for d in err.diagnostics)
         strict_ok = False
         request.costs = LenientCosts(strict.pairs, strict.file)
         outcome = synthesize_file(request)
@@ -574,6 +574,10 @@ def main() -> None:
         "limits_where_anchors_need_actions": len(needing),
         "worst_gain": min(gains, default=None),
         "no_anchor_fits": sum(1 for c in cells if c.anchor is None),
+        "time_limit": args.time_limit,
+        "synth_seconds_max": max((c.seconds for c in cells), default=None),
+        "synth_seconds_median": statistics.median(c.seconds for c in cells) if cells else None,
+        "synth_over_twice_time_limit": sum(1 for c in cells if c.seconds > 2 * args.time_limit),
         "synth_failed": sum(1 for c in cells if c.synth is None),
         "target_a": verdict(ok_a),
         "vmin_memory": vmin_rows,
