@@ -64,6 +64,7 @@ from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD  #
 from ppdsl.language.library import library_dir, library_files  # noqa: E402
 from ppdsl.synth import SynthRequest, build, synthesize_file  # noqa: E402
 from ppdsl.synth.actions import OFFLOAD, RECOMPUTE, ActionEngine, Placement  # noqa: E402
+from ppdsl.synth.bounds import lower_bound  # noqa: E402
 from ppdsl.synth.problem import Problem, build_problem  # noqa: E402
 from ppdsl.synth.schedule import Evaluator, Order, complete  # noqa: E402
 from ppdsl.synth.seeds import library_seeds  # noqa: E402
@@ -112,6 +113,7 @@ class Cell:
     anchor_peak: float | None
     anchor_actions: bool
     seconds: float
+    bound: float  # synth's lower bound on any schedule of the cell (memory aside): no gain is possible at it
 
     @property
     def gain(self) -> float | None:
@@ -411,6 +413,7 @@ def run_grid(args, folder: Path, make_spec) -> tuple[list[Cell], list[dict]]:
                             zb_cache[key] = zero_bubble_anchors(args.zb_repo, profile, pp, m, vpp, placement, problem)
                         anchors += zb_cache.get(key, [])
                         low = max(problem.minimum_memory())
+                        bound = lower_bound(problem)
                         high = top if top is not None else max(a.peak for a in anchors)
                         print(f"# {profile}, pp={pp} m={m} copy {copy:g}x, {shape}: {len(anchors)} anchors in "
                               f"{time.perf_counter() - t0:.1f} s; ladder {low:g} .. {high:g}", flush=True)  # fmt: skip
@@ -423,7 +426,7 @@ def run_grid(args, folder: Path, make_spec) -> tuple[list[Cell], list[dict]]:
                             cell = Cell(
                                 profile, pp, m, copy, shape, limit, makespan, origin,
                                 best.name if best else None, best.makespan if best else None,
-                                best.peak if best else None, bool(best and best.actions), seconds,
+                                best.peak if best else None, bool(best and best.actions), seconds, bound,
                             )  # fmt: skip
                             cells.append(cell)
                             gain = f"{cell.gain:+7.1%}" if cell.gain is not None else "      -"
@@ -556,6 +559,9 @@ def main() -> None:
     needing = [c for c in compared if c.anchor_actions and c.gain is not None]
     losses = [c for c in compared if c.lost]
     median_needing = statistics.median(c.gain for c in needing) if needing else None
+    # where the best anchor is already at the lower bound nothing can gain: the limits with room to gain
+    room = [c for c in needing if c.anchor_makespan > c.bound + EPS * max(1.0, c.bound)]
+    median_room = statistics.median(c.gain for c in room) if room else None
     vh = [r for r in vmin_rows if r["synth_le_vhalf"] is not None]
     vh_share = sum(r["synth_le_vhalf"] for r in vh) / len(vh) if vh else None
     ok_a = not losses and median_needing is not None and median_needing >= GAIN_TARGET
@@ -569,6 +575,12 @@ def main() -> None:
         f"{median_needing if median_needing is not None else float('nan'):+.1%} over the {len(needing)} limits "
         f"where the best anchor recomputes or offloads (target >= {GAIN_TARGET:.0%}, 0 losses): {verdict(ok_a)}"
     )
+    if needing:
+        print(
+            f"    of those {len(needing)}, {len(room)} have a best anchor above the lower bound (the rest cannot be "
+            f"beaten); median gain over them "
+            f"{median_room if median_room is not None else float('nan'):+.1%}"
+        )
     for c in losses:
         by = f"{-c.gain:.1%} slower" if c.gain is not None else f"nothing found ({c.synth_origin})"
         print(f"    loss: {c.profile}, pp={c.pp} m={c.m} copy {c.copy:g}x {c.shape} limit {c.limit:g}: synth "
@@ -589,6 +601,11 @@ def main() -> None:
         "median_gain": statistics.median(gains) if gains else None,
         "median_gain_where_anchors_need_actions": median_needing,
         "limits_where_anchors_need_actions": len(needing),
+        "of_them_anchor_above_bound": len(room),
+        "median_gain_where_anchors_need_actions_above_bound": median_room,
+        "median_headroom_where_anchors_need_actions": (
+            statistics.median(c.anchor_makespan / c.bound - 1 for c in needing) if needing else None
+        ),
         "worst_gain": min(gains, default=None),
         "no_anchor_fits": sum(1 for c in cells if c.anchor is None),
         "time_limit": args.time_limit,
