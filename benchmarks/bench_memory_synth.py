@@ -4,10 +4,11 @@
         [--pp 4 8 16] [--m-factors 2 4] [--large-m-max-pp 8] [--copies 0.5 1] [--no-speed]
 
 Grid (issue 18): pp 4, 8, 16; microbatches 2pp and 4pp (4pp at pp=16 only with `--large-m-max-pp 16`: it adds
-about 12 minutes to the 40 of a full run at `--time-limit 3`); F:B:W 1:1:1 (latency 0) and 1:1.5:0.7 (latency 0.1); a
-recompute costs a forward, a copy (offload or reload) 0.5x or 1x a forward; a recomputed forward keeps 0.1 of its
-activations (the library's `stage_input`). The costs go in the cost file the script writes
-(`"costs": {"recompute": ..., "offload": ..., "reload": ...}`), the one source both synth and the checker read.
+about 10 minutes; the whole grid took 31 minutes at `--time-limit 3`, and the pp=64 speed run 20 more);
+F:B:W 1:1:1 (latency 0) and 1:1.5:0.7 (latency 0.1); a recompute costs a forward, a copy (offload or reload) 0.5x
+or 1x a forward; a recomputed forward keeps 0.1 of its activations (the library's `stage_input`). The costs go in
+the cost file the script writes (`"costs": {"recompute": ..., "offload": ..., "reload": ...}`), the one source both
+synth and the checker read.
 Shapes: one chunk (looped), two chunks in a V, two chunks looped. At each limit of a ladder from one micro-batch's
 activations on a rank to 1F1B's peak (the shape's 1F1B: 1F1B, ZB-V, Interleaved 1F1B; in the checker's units),
 synth with both actions runs at that limit. The anchors, each measured by the checker's execution at its own peak:
@@ -518,7 +519,7 @@ def main() -> None:
         "--large-m-max-pp",
         type=int,
         default=8,
-        help="factors above 2 only up to this pp (pp=16 m=64 adds about 12 minutes: 16 to include it)",
+        help="factors above 2 only up to this pp (pp=16 m=64 adds about 10 minutes: 16 to include it)",
     )
     parser.add_argument("--copies", type=float, nargs="*", default=[0.5, 1.0], help="a copy's time in forwards")
     parser.add_argument("--steps", type=int, default=4, help="limits on each ladder")
