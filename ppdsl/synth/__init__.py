@@ -59,6 +59,9 @@ from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.writer import Header, costs_fit_in_file, name_problem, number, problem_links, sched_text
 
 EPS = 1e-6
+# of the time limit: how long the bases' first insertion of actions may run past the deadline when a finished
+# candidate is held already (the list scheduler's or the block's); without one it runs to its end
+INSERT_GRACE = 0.25
 SCHEDULED_SHARE = 0.15  # of --time-limit, for list scheduling with actions (and the local search of its best)
 ACTIONS_CP_SAT_SHARE = 0.25  # of the time limit, for the whole schedule with actions in CP-SAT (small sizes)
 # Up to this, the actions search also runs that model (pp 4, 8 micro-batches, split free: 96 jobs). Smaller than
@@ -541,7 +544,8 @@ def action_search(
             bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
     bases.sort(key=lambda b: b[0])
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
-    best = engine.search((origin, orders) for _, origin, orders in bases)
+    held = scheduled is not None or periodic is not None
+    best = engine.search(((origin, orders) for _, origin, orders in bases), fallback=held, grace=INSERT_GRACE * seconds)
     if scheduled is not None and (best is None or scheduled.evaluation.makespan < best.evaluation.makespan - EPS):
         best = scheduled
         best.candidates = engine.evaluator.calls

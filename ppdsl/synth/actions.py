@@ -253,12 +253,18 @@ class ActionEngine:
         return max(len(between) - 1, 0)
 
     def insert(
-        self, base: list[Order], prefer: str, must: bool = False, bound: float = float("inf")
+        self,
+        base: list[Order],
+        prefer: str,
+        must: bool = False,
+        bound: float = float("inf"),
+        until: float | None = None,
     ) -> tuple[Placement, list[Order], Evaluation] | None:
         """Add actions, one (stage, micro-batch) at a time on the rank furthest over its limit, until every rank
         and the host fit (None: nothing left to act on, slower than `bound` already (actions rarely make an order
-        faster), or out of time unless `must`: nothing found yet). Once the host is over its limit, the offloads it
-        holds at its peak become recomputes (`_relieve_host`) and what a rank still needs is recomputed."""
+        faster), or out of time (the deadline, or `until` when given) unless `must`: nothing found yet). Once the
+        host is over its limit, the offloads it holds at its peak become recomputes (`_relieve_host`) and what a
+        rank still needs is recomputed."""
         plan = Placement()
         orders, ev = self.evaluate(base, plan)
         limit = self.problem.limit
@@ -266,7 +272,8 @@ class ActionEngine:
         barred: set[tuple[int, int]] = set()  # offloads the host could not hold: not offloaded again
         host_full = False
         while not ev.feasible:
-            if ev.deadlock or (self.out_of_time() and not must) or ev.makespan > bound:
+            late = time.perf_counter() > (self.deadline if until is None else until)
+            if ev.deadlock or (late and not must) or ev.makespan > bound:
                 return None
             if host_limit is not None and ev.host_peak > host_limit + EPS:
                 host_full = True
@@ -426,8 +433,13 @@ class ActionEngine:
                         cand.lead[key] = lead
                         yield cand
 
-    def search(self, bases: Iterable[tuple[str, list[Order]]]) -> ActionResult | None:
-        """The fastest schedule within the limits over the bases, with actions inserted and improved."""
+    def search(
+        self, bases: Iterable[tuple[str, list[Order]]], fallback: bool = False, grace: float = 0.0
+    ) -> ActionResult | None:
+        """The fastest schedule within the limits over the bases, with actions inserted and improved. Until one is
+        found, an insertion goes on past the deadline: to its end when nothing else was found (`fallback` False),
+        else for `grace` seconds more (at large sizes one insertion can outlast the whole time limit, and the
+        caller already holds a schedule)."""
         best: ActionResult | None = None
         policies = [OFFLOAD, RECOMPUTE] if len(self.allowed) == 2 else self.allowed
         for origin, base in bases:
@@ -435,7 +447,8 @@ class ActionEngine:
                 if self.out_of_time() and best is not None:
                     break
                 bound = float("inf") if best is None else best.evaluation.makespan + self._slack(best)
-                found = self.insert(base, prefer, must=best is None, bound=bound)
+                until = self.deadline + grace if best is None else None
+                found = self.insert(base, prefer, must=best is None and not fallback, bound=bound, until=until)
                 if found is None:
                     continue
                 plan, orders, ev = found

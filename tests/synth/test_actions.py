@@ -125,3 +125,17 @@ def test_a_mix_of_recompute_and_offload_beats_either_alone_where_an_offload_fits
     assert both.evaluation.feasible and max(both.evaluation.peaks) <= 1.5 + 1e-9
     assert both.counts()["recompute"] > 0 and both.counts()["offload"] > 0
     assert both.evaluation.makespan < alone.evaluation.makespan - 1e-9
+
+
+def test_past_the_deadline_an_insertion_stops_when_a_schedule_is_held_and_finishes_when_none_is():
+    """At pp=64 m=512 the first insertion ran 20 minutes past a 10 s limit though the list scheduler had a
+    schedule already: with one held (`fallback`), an insertion stops at the deadline plus its grace."""
+    problem = build_problem(4, 8, memory_limit=1.5, memory_actions=True)
+    plain = build_problem(4, 8)
+    bases = [(name, orders) for name, orders in library_seeds(plain) if name == "library 1F1B"]
+    assert bases
+    expired = time.perf_counter() - 1.0
+    held = ActionEngine(problem, ("recompute", "offload"), expired).search(bases, fallback=True, grace=0.0)
+    assert held is None
+    alone = ActionEngine(problem, ("recompute", "offload"), expired).search(bases)
+    assert alone is not None and alone.evaluation.feasible
