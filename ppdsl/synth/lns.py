@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 from ppdsl.synth.window import Context, Statics, WindowModel
+from ppdsl.synth.window_actions import ActionContext, ActionStatics, ActionWindowModel
 
 EPS = 1e-9
 
@@ -92,10 +93,13 @@ def lns(
     out_of_time: Callable[[], bool] = lambda: False,
     per_window: float = 0.02,
     log: Callable[[str], None] | None = None,
+    memory_actions: bool = False,
 ) -> tuple[list[Order], Evaluation, float]:
     """Improve `orders` by windows of about `window` jobs (growing when a pass finds nothing) within `budget`
     seconds of work (counted, not measured: CP-SAT's deterministic time and the jobs handled); returns the
-    best schedule, its evaluation and the work spent."""
+    best schedule, its evaluation and the work spent. `memory_actions`: the orders hold recompute / offload /
+    reload jobs, and the windows are window_actions.py's (the actions stay as the orders have them; a window
+    counts its compute jobs)."""
     problem = evaluator.problem
     rng = random.Random(seed)
     current = orders
@@ -103,8 +107,11 @@ def lns(
     total = sum(len(o) for o in current)
     if not cur_ev.feasible or total == 0:
         return current, cur_ev, 0.0
-    statics = Statics(problem, current)
-    ctx = Context(statics, current, cur_ev)
+    statics_of, context, window_model = Statics, Context, WindowModel
+    if memory_actions:
+        statics_of, context, window_model = ActionStatics, ActionContext, ActionWindowModel
+    statics = statics_of(problem, current)
+    ctx = context(statics, current, cur_ev)
     spent = SECONDS_PER_JOB * total
     size = min(window, total)
     passes = 0
@@ -138,7 +145,7 @@ def lns(
             t_lo = starts[lo] / statics.k if lo else float("-inf")
             t_hi = starts[lo + size] / statics.k if lo + size < len(starts) else float("inf")
             first, last = ctx.cut(t_lo, t_hi, None if len(sets) == 1 else ranks)
-            model = WindowModel(ctx, first, last)
+            model = window_model(ctx, first, last)
             free = len(model.free)
             found, status = model.solve(per_window * (free / window) ** 2, seed=seed)
             spent += SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * free
@@ -149,7 +156,7 @@ def lns(
                 if log is not None and ev.makespan < cur_ev.makespan - EPS:
                     log(f"window {g}:{lo}+{size} ({status}): {cur_ev.makespan:g} -> {ev.makespan:g}")
                 current, cur_ev = found, ev
-                ctx = Context(statics, current, cur_ev)
+                ctx = context(statics, current, cur_ev)
                 spent += SECONDS_PER_JOB * total
         passes += 1
         # larger windows while the makespan does not move (what a pass moves earlier still helps the next one),
