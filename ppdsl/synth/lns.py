@@ -72,9 +72,10 @@ def passes_per_cycle(total: int, window: int) -> int:
     return n
 
 
-def groups(pp: int, size: int) -> list[set[int]]:
-    """Groups of neighbouring ranks (stages live on neighbouring ranks) for windows of about `size` jobs."""
-    width = max(2, size // DEPTH)
+def groups(pp: int, size: int, depth: int = DEPTH) -> list[set[int]]:
+    """Groups of neighbouring ranks (stages live on neighbouring ranks) for windows of about `size` jobs, `depth`
+    per rank."""
+    width = max(2, size // depth)
     if width >= pp:
         return [set(range(pp))]
     starts = list(range(0, pp - width + 1, max(width // 2, 1)))
@@ -94,12 +95,14 @@ def lns(
     per_window: float = 0.02,
     log: Callable[[str], None] | None = None,
     memory_actions: bool = False,
+    depth: int = DEPTH,
 ) -> tuple[list[Order], Evaluation, float]:
     """Improve `orders` by windows of about `window` jobs (growing when a pass finds nothing) within `budget`
     seconds of work (counted, not measured: CP-SAT's deterministic time and the jobs handled); returns the
     best schedule, its evaluation and the work spent. `memory_actions`: the orders hold recompute / offload /
     reload jobs, and the windows are window_actions.py's (the actions stay as the orders have them; a window
-    counts its compute jobs)."""
+    counts its compute jobs). `depth`: the jobs per rank a window aims at (more ranks than fit are split into
+    groups)."""
     problem = evaluator.problem
     rng = random.Random(seed)
     current = orders
@@ -124,7 +127,7 @@ def lns(
         before = cur_ev.makespan
         step = max(size // 2, 1)
         offset = rng.randrange(step) if passes else 0
-        sets = groups(problem.pp, size)
+        sets = groups(problem.pp, size, depth)
         # the windows of one pass: stretches of time on each group of ranks, from the start to the end (or, every
         # other pass, from the end, where the makespan is decided, to the start)
         plan = []
