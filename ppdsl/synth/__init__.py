@@ -9,12 +9,19 @@
     exact_actions.py  the CP-SAT model with memory actions (`--exact --memory-actions`, and their polish)
     lns.py      large-neighbourhood search over windows of a schedule
     window.py   a window of a schedule as a small CP-SAT model (lns.py's repair step)
+    window_actions.py  the same with memory actions (lns.py's repair step for schedules with actions)
     periodic.py one micro-batch's block repeated every period (CP-SAT): starting points, and `--periodic`
     bounds.py   lower bounds on the makespan
     seeds.py    the library's schedules as starting points
     actions.py  memory actions (recompute, offload) inserted in found orders and improved (`--memory-actions`)
     search.py   the search: portfolio, refinement, local search, CP-SAT; its result and report
     writer.py   the result as `.sched` text
+
+With `--memory-actions` (a problem built with recompute / offload / reload) the engines that take the actions,
+all through the one timing rule (`analysis.timing`, rule 6) and every result re-timed by `schedule.Evaluator`:
+greedy.py (list scheduling that recomputes or offloads as it goes), actions.py (actions inserted in found orders),
+periodic.py (a block that chooses them per stage), exact_actions.py (the whole schedule, up to
+`ACTIONS_CP_SAT_MAX_JOBS` jobs or with `--exact`) and, above that size, lns.py's windows with window_actions.py.
 
 `synthesize_file` puts them together and checks the written text with the checker before it is returned. This
 layer builds on the analysis layer and is below reports and the command line.
@@ -375,8 +382,8 @@ def search_with_actions(
 ) -> SynthResult:
     """`--memory-actions`: the actions search (`action_search`), then, with `--exact` or when the problem is
     small (`ACTIONS_CP_SAT_MAX_JOBS`), the whole schedule with actions in CP-SAT (exact_actions.py) from the best
-    found, which proves it optimal or gives the gap; the better of the two is kept. Raises Infeasible when
-    nothing fits."""
+    found, which proves it optimal or gives the gap; above that size, LNS windows with its actions
+    (`windows_with_actions`). The better is kept. Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
     limit = request.time_limit
     whole = exact_available() and (request.exact or problem.jobs_per_step <= ACTIONS_CP_SAT_MAX_JOBS)
