@@ -475,7 +475,7 @@ def windows_with_actions(
             seed=request.seed,
             out_of_time=lambda: time.perf_counter() > t0 + seconds,
             per_window=ACTIONS_WINDOW_SECONDS,
-            memory_actions=True,
+            memory_actions=request.memory_actions,
             depth=ACTIONS_WINDOW_DEPTH,
         )
     except NotModelled as why:

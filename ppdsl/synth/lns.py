@@ -94,15 +94,16 @@ def lns(
     out_of_time: Callable[[], bool] = lambda: False,
     per_window: float = 0.02,
     log: Callable[[str], None] | None = None,
-    memory_actions: bool = False,
+    memory_actions: tuple[str, ...] | None = None,
     depth: int = DEPTH,
 ) -> tuple[list[Order], Evaluation, float]:
     """Improve `orders` by windows of about `window` jobs (growing when a pass finds nothing) within `budget`
     seconds of work (counted, not measured: CP-SAT's deterministic time and the jobs handled); returns the
-    best schedule, its evaluation and the work spent. `memory_actions`: the orders hold recompute / offload /
-    reload jobs, and the windows are window_actions.py's (the actions stay as the orders have them; a window
-    counts its compute jobs). `depth`: the jobs per rank a window aims at (more ranks than fit are split into
-    groups)."""
+    best schedule, its evaluation and the work spent. `memory_actions` (None: the orders have no actions): the
+    orders hold recompute / offload / reload jobs, and the windows are window_actions.py's, which choose among
+    these actions for the (stage, micro-batch)s wholly inside them (an empty tuple: each keeps the orders'); a
+    window's size counts its compute jobs. `depth`: the jobs per rank a window aims at (more ranks than fit are
+    split into groups)."""
     problem = evaluator.problem
     rng = random.Random(seed)
     current = orders
@@ -110,10 +111,14 @@ def lns(
     total = sum(len(o) for o in current)
     if not cur_ev.feasible or total == 0:
         return current, cur_ev, 0.0
-    statics_of, context, window_model = Statics, Context, WindowModel
-    if memory_actions:
-        statics_of, context, window_model = ActionStatics, ActionContext, ActionWindowModel
-    statics = statics_of(problem, current)
+    if memory_actions is None:
+        statics, context, window_model = Statics(problem, current), Context, WindowModel
+    else:
+        statics, context, window_model = (
+            ActionStatics(problem, current, memory_actions),
+            ActionContext,
+            ActionWindowModel,
+        )
     ctx = context(statics, current, cur_ev)
     spent = SECONDS_PER_JOB * total
     size = min(window, total)

@@ -31,11 +31,12 @@ where they run). The window's jobs are timed by rule 6 of `ppdsl.analysis.timing
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.actions import KEEP, OFFLOAD, RECOMPUTE
+from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.exact import KINDS, load_cp_model
 from ppdsl.synth.exact_actions import hold_pieces, stage_table
 from ppdsl.synth.problem import Problem
@@ -46,53 +47,33 @@ PREFIX, WINDOW, SUFFIX = 0, 1, 2
 
 
 class ActionStatics:
-    """What does not change while the jobs of a schedule with actions are re-ordered (its actions stay): the
-    integer scales, each job's cost and stream, and its inputs as (job, delay in ticks): the timing rule's
-    (window.Statics), a recompute's forward, an offload's forward, a reload's offload, and a backward's (or I's)
-    recompute or reload."""
+    """What does not change while the jobs of a schedule with actions are re-ordered: the integer scales, each
+    job's cost and stream, and the actions a window may choose (`allowed`, of ACTION_NAMES: for the (stage,
+    micro-batch)s wholly inside it; none: every one keeps the schedule's)."""
 
-    def __init__(self, problem: Problem, orders: list[Order]):
+    def __init__(self, problem: Problem, orders: list[Order], allowed: Iterable[str] = ()):
         a = MemoryActions.of(problem.expansion) if problem.expansion is not None else None
         if a is None:
             raise ValueError("the problem was built without memory actions")
         self.problem, self.types = problem, a
+        self.allowed = [x for x in ACTION_NAMES if x in set(allowed)]
         rcost, ocost, lcost = (stage_table(problem, t) for t in (a.recompute, a.offload, a.reload))
         self.rmem = stage_table(problem, a.recompute, "mem_delta")
         self.moved = [-x for x in stage_table(problem, a.offload, "mem_delta")]
         self.back = stage_table(problem, a.reload, "mem_delta")
+        # (the compute jobs' relations do not change with the actions: the backward's form stays)
         compute = [[job for job in order if job[0] in KINDS] for order in orders]
         self.plain = Statics(problem, compute, [*rcost, *ocost, *lcost], [*self.rmem, *self.moved, *self.back])
         self.k, self.km, self.cap, self.opt = self.plain.k, self.plain.km, self.plain.cap, self.plain.opt
         self.duplex = bool(problem.expansion.copy_duplex)
         extra = {a.recompute: rcost, a.offload: ocost, a.reload: lcost}
-        jobs = [job for order in orders for job in order]
-        present = set(jobs)
         self.cost: dict[Job, int] = {}
-        self.inputs: dict[Job, list[tuple[Job, int]]] = {}
-        for job in jobs:
-            t, s, mb = job
-            self.cost[job] = self.plain.cost[t][s] if t in KINDS else round(extra[t][s] * self.k)
-            if t in KINDS:
-                ins = list(self.plain.inputs[job])
-                if t in GRADIENT:
-                    for waits in (a.recompute, a.reload):
-                        if (waits, s, mb) in present:
-                            ins.append(((waits, s, mb), 0))
-            else:
-                ins = [((FORWARD if t != a.reload else a.offload, s, mb), 0)]
-            self.inputs[job] = ins
-        self.readers: dict[Job, list[tuple[Job, int]]] = {job: [] for job in jobs}
-        for job, ins in self.inputs.items():
-            for producer, x in ins:
-                self.readers[producer].append((job, x))
-        # per (stage, micro-batch): its action and its backward's form, as the schedule has them
-        self.choice: dict[tuple[int, int], str] = {}
-        for t, s, mb in jobs:
-            if t == FORWARD:
-                self.choice[(s, mb)] = (
-                    RECOMPUTE if (a.recompute, s, mb) in present else OFFLOAD if (a.offload, s, mb) in present else KEEP
-                )
-        self.whole = {(s, mb): (BACKWARD, s, mb) in present for s, mb in self.choice}
+        for s in range(problem.nstages):
+            for mb in range(problem.microbatches):
+                for t in KINDS:
+                    self.cost[(t, s, mb)] = self.plain.cost[t][s]
+                for t, row in extra.items():
+                    self.cost[(t, s, mb)] = round(row[s] * self.k)
 
     def copy(self, job: Job) -> bool:
         return self.types.copies(job[0])
@@ -100,6 +81,22 @@ class ActionStatics:
     def stream(self, job: Job) -> int:
         """The copy stream a copy runs on: 0, or 1 for a reload with duplex copies."""
         return 1 if self.duplex and job[0] == self.types.reload else 0
+
+    def action_jobs(self, s: int, mb: int, action: str) -> list[Job]:
+        a = self.types
+        return {KEEP: [], RECOMPUTE: [(a.recompute, s, mb)], OFFLOAD: [(a.offload, s, mb), (a.reload, s, mb)]}[action]
+
+    def inputs_of(self, job: Job, present: set[Job]) -> list[tuple[Job, int]]:
+        """A job's inputs as (job, delay in ticks): the timing rule's (window.Statics), a recompute's or an
+        offload's forward, a reload's offload, and a backward's (or I's) recompute or reload."""
+        a = self.types
+        t, s, mb = job
+        if t not in KINDS:
+            return [((FORWARD if t != a.reload else a.offload, s, mb), 0)]
+        ins = list(self.plain.inputs[job])
+        if t in GRADIENT:
+            ins += [((waits, s, mb), 0) for waits in (a.recompute, a.reload) if (waits, s, mb) in present]
+        return ins
 
 
 class ActionContext:
@@ -114,6 +111,24 @@ class ActionContext:
         self.where = {job: (r, i) for r, order in enumerate(orders) for i, job in enumerate(order)}
         self.t_start = {job: round(ev.start[r][i] * k) for r, order in enumerate(orders) for i, job in enumerate(order)}
         self.t_end = {job: round(ev.end[r][i] * k) for r, order in enumerate(orders) for i, job in enumerate(order)}
+        present = set(self.where)
+        self.inputs = {job: st.inputs_of(job, present) for job in present}
+        self.readers: dict[Job, list[tuple[Job, int]]] = {job: [] for job in present}
+        for job, ins in self.inputs.items():
+            for producer, x in ins:
+                self.readers[producer].append((job, x))
+        # per (stage, micro-batch): its action and its backward's form, as the schedule has them
+        a = st.types
+        self.choice: dict[tuple[int, int], str] = {}
+        for t, s, mb in present:
+            if t == FORWARD:
+                chosen = KEEP
+                if (a.recompute, s, mb) in present:
+                    chosen = RECOMPUTE
+                elif (a.offload, s, mb) in present:
+                    chosen = OFFLOAD
+                self.choice[(s, mb)] = chosen
+        self.whole = {(s, mb): (BACKWARD, s, mb) in present for s, mb in self.choice}
         self.compute_at = [[i for i, job in enumerate(order) if not st.copy(job)] for order in orders]
         self.orders = [[order[i] for i in at] for order, at in zip(orders, self.compute_at, strict=True)]
         self.start = [[self.t_start[job] for job in row] for row in self.orders]
@@ -146,7 +161,7 @@ class ActionContext:
             best = st.opt[r] if job in self.last_compute else 0
             for succ in self.next[job]:
                 best = max(best, tail.get(succ, 0))
-            for reader, x in st.readers[job]:
+            for reader, x in self.readers[job]:
                 best = max(best, x + tail.get(reader, 0))
             tail[job] = st.cost[job] + best
         self.tail = tail
@@ -183,9 +198,10 @@ class ActionWindowModel:
         p = st.problem
         self.first, self.last = first, last
         orders, where = ctx.schedule, ctx.where
-        self.free = [job for r, order in enumerate(orders) for job in order[first[r] : last[r]]]
-        self.valid = bool(self.free)
+        current = [job for r, order in enumerate(orders) for job in order[first[r] : last[r]]]
+        self.valid = bool(current)
         if not self.valid:
+            self.free = current
             return
 
         def part(job: Job) -> int:
@@ -195,16 +211,50 @@ class ActionWindowModel:
         self.part = part
         # a free job reads only the prefix and the window; a prefix job reads a free one only from another rank
         # (then as a deadline). Orders with a copy before its data may break this: such windows are left out.
-        for job in self.free:
-            if any(part(q) == SUFFIX for q, _ in st.inputs[job]):
+        for job in current:
+            if any(part(q) == SUFFIX for q, _ in ctx.inputs[job]):
                 self.valid = False
                 return
-            for reader, _ in st.readers[job]:
+            for reader, _ in ctx.readers[job]:
                 if part(reader) == PREFIX and where[reader][0] == where[job][0]:
                     self.valid = False
                     return
-        self.horizon = ctx.makespan + 1
         model = self.model = self.cp.CpModel()
+        # the (stage, micro-batch)s wholly inside the window choose their action: each option's jobs are optional,
+        # present under its literal; every other one keeps the schedule's
+        self.options: dict[tuple[int, int], dict[str, object]] = {}
+        self.lit: dict[Job, object] = {}
+        inside = set(current)
+        if st.allowed:
+            for (s, mb), chosen in ctx.choice.items():
+                own = [(FORWARD, s, mb), *st.action_jobs(s, mb, chosen)]
+                own += [(BACKWARD, s, mb)] if ctx.whole[(s, mb)] else [(BACKWARD_B, s, mb), (BACKWARD_W, s, mb)]
+                if not all(job in inside for job in own):
+                    continue
+                lits = {x: model.NewBoolVar("") for x in (KEEP, *st.allowed)}
+                if chosen not in lits:
+                    continue  # (an action the search may not choose: it stays)
+                model.AddExactlyOne(lits.values())
+                self.options[(s, mb)] = lits
+                for x, lit in lits.items():
+                    for job in st.action_jobs(s, mb, x):
+                        self.lit[job] = lit
+        optional = [job for job in self.lit if job not in inside]
+        self.free = current + optional
+        # each free job's inputs as (job, delay, the literal under which it waits for it: None always)
+        self.waits: dict[Job, list[tuple[Job, int, object]]] = {}
+        for job in self.free:
+            t, s, mb = job
+            if job in self.lit or (t in GRADIENT and (s, mb) in self.options):
+                ins = [(q, x, None) for q, x in st.inputs_of(job, set())]
+                if t in GRADIENT:
+                    for q in self.lit:
+                        if q[1:] == (s, mb) and q[0] in (st.types.recompute, st.types.reload):
+                            ins.append((q, 0, self.lit[q]))
+            else:
+                ins = [(q, x, None) for q, x in ctx.inputs[job]]
+            self.waits[job] = ins
+        self.horizon = ctx.makespan + 1
         start, end = self.start, self.end = {}, {}
         self.hints: list[tuple[object, int]] = []
         # when each rank's compute, and each of its copy streams, is free after the prefix
@@ -219,8 +269,9 @@ class ActionWindowModel:
         compute: list[list[Job]] = [[] for _ in range(p.pp)]
         streams: list[list[list[Job]]] = [[[], []] for _ in range(p.pp)]
         self.lb: dict[Job, int] = {}
+        self.interval = {}
         for job in self.free:
-            r = where[job][0]
+            r = p.rank_of[job[1]]
             c = st.cost[job]
             lb = ready[r]
             if st.copy(job):
@@ -228,29 +279,39 @@ class ActionWindowModel:
                 streams[r][st.stream(job)].append(job)
             else:
                 compute[r].append(job)
-            for producer, x in st.inputs[job]:
-                if part(producer) == PREFIX:
+            for producer, x, _ in self.waits[job]:
+                if producer in where and part(producer) == PREFIX:
                     lb = max(lb, ctx.t_end[producer] + x)
             self.lb[job] = lb
             start[job] = model.NewIntVar(lb, self.horizon, "")
             end[job] = model.NewIntVar(lb + c, self.horizon + c, "")
-            self.hints += [(start[job], ctx.t_start[job]), (end[job], ctx.t_end[job])]
-        self.interval = {job: model.NewIntervalVar(start[job], st.cost[job], end[job], "") for job in self.free}
+            if job in self.lit:
+                self.interval[job] = model.NewOptionalIntervalVar(start[job], c, end[job], self.lit[job], "")
+            else:
+                self.interval[job] = model.NewIntervalVar(start[job], c, end[job], "")
+            if job in ctx.t_start:
+                self.hints += [(start[job], ctx.t_start[job]), (end[job], ctx.t_end[job])]
+        for (s, mb), lits in self.options.items():
+            for x, lit in lits.items():
+                self.hints.append((lit, int(x == ctx.choice[(s, mb)])))
         for r in range(p.pp):
             for jobs in (compute[r], *streams[r]):
                 if len(jobs) > 1:
                     model.AddNoOverlap([self.interval[job] for job in jobs])
         for job in self.free:
-            for producer, x in st.inputs[job]:
+            for producer, x, cond in self.waits[job]:
                 if producer in start:
-                    model.Add(start[job] >= end[producer] + x)
-            for reader, x in st.readers[job]:
+                    c = model.Add(start[job] >= end[producer] + x)
+                    when = [lit for lit in (self.lit.get(job), cond) if lit is not None]
+                    if when:
+                        c.OnlyEnforceIf(when)
+            for reader, x in ctx.readers.get(job, ()):
                 if part(reader) == PREFIX:  # (on another rank) it must still arrive in time
                     model.Add(end[job] + x <= ctx.t_start[reader])
             # micro-batches in order per compute job type and stage, where the schedule has them so
             t, s, mb = job
             before = (t, s, mb - 1)
-            if not st.copy(job) and mb and before in start and where[before][1] < where[job][1]:
+            if t in KINDS and mb and before in start and where[before][1] < where[job][1]:
                 model.Add(start[job] >= end[before])
         for r in range(p.pp):
             self._anchor(r, compute[r], streams[r])
@@ -261,56 +322,74 @@ class ActionWindowModel:
     def _arrival(self, producer: Job, x: int):
         return self.end[producer] + x if producer in self.end else self.ctx.t_end[producer] + x
 
-    def _equal_one_of(self, var, options: list) -> None:
-        """`var` equals one of `options` (constants or expressions): as `execute`, a job starts as soon as the
-        last of what it waits for allows."""
+    def _equal_one_of(self, var, options: list, present) -> None:
+        """`var` equals one of `options` ((a constant or an expression, the literal under which it exists or
+        None)) when `present` (None: always): as `execute`, a job starts as soon as the last of what it waits
+        for allows."""
         model, lits = self.model, []
         constants = set()
-        for value in options:
-            if isinstance(value, int):
+        for value, exists in options:
+            if isinstance(value, int) and exists is None:
                 if value in constants:
                     continue
                 constants.add(value)
             lit = model.NewBoolVar("")
             model.Add(var == value).OnlyEnforceIf(lit)
+            if exists is not None:
+                model.AddImplication(lit, exists)
             lits.append(lit)
-        model.AddBoolOr(lits)
+        model.AddBoolOr(lits + ([present.Not()] if present is not None else []))
 
     def _anchor(self, r: int, compute: list[Job], streams: list[list[Job]]) -> None:
-        st = self.statics
+        lit = self.lit.get
         for job in compute:
-            options = [self.ready[r]] + [self.end[k] for k in compute if k != job]
-            options += [self._arrival(q, x) for q, x in st.inputs[job]]
-            self._equal_one_of(self.start[job], options)
+            options = [(self.ready[r], None)] + [(self.end[k], lit(k)) for k in compute if k != job]
+            options += [(self._arrival(q, x), lit(q) if cond is None else cond) for q, x, cond in self.waits[job]]
+            self._equal_one_of(self.start[job], options, lit(job))
         for q, jobs in enumerate(streams):
             for job in jobs:
-                options = [self.ready[r], self.stream_ready[r][q]] + [self.end[k] for k in compute]
-                options += [self._arrival(d, x) for d, x in st.inputs[job]]
-                options += [self.end[c] for c in jobs if c != job]
-                self._equal_one_of(self.start[job], options)
+                options = [(self.ready[r], None), (self.stream_ready[r][q], None)]
+                options += [(self.end[k], lit(k)) for k in compute]
+                options += [(self._arrival(d, x), lit(d)) for d, x, _ in self.waits[job]]
+                options += [(self.end[c], lit(c)) for c in jobs if c != job]
+                self._equal_one_of(self.start[job], options, lit(job))
 
     # ------------------------------------------------------------------ memory
 
     def _instant(self, job: Job, at_end: bool):
         """A job's start or end: a constant in the prefix, a variable in the window, None in the suffix."""
-        where = self.part(job)
-        if where == SUFFIX:
+        if job in self.start:
+            return self.end[job] if at_end else self.start[job]
+        if self.part(job) == SUFFIX:
             return None
-        if where == PREFIX:
-            return self.ctx.t_end[job] if at_end else self.ctx.t_start[job]
-        return self.end[job] if at_end else self.start[job]
+        return self.ctx.t_end[job] if at_end else self.ctx.t_start[job]
 
     def _memory(self, r: int) -> None:
         """Rank r's memory as half-open holds (see the module doc), within its limit."""
         ctx, st, model = self.ctx, self.statics, self.model
         p, a = st.problem, st.types
         km = st.km
-        t0 = min(self.lb[job] for job in ctx.schedule[r][self.first[r] : self.last[r]])
+        t0 = min(self.lb[job] for job in self.free if p.rank_of[job[1]] == r)
         end_of_time = self.horizon + max(st.cost[job] for job in ctx.schedule[r])
         holds, demands = [], []
+
+        def hold(begin, finish, amount: int, lit) -> None:
+            if isinstance(begin, int) and isinstance(finish, int):
+                if finish <= t0:
+                    return  # over before anything free runs
+                iv = model.NewIntervalVar(begin, finish - begin, finish, "")
+            else:
+                size = model.NewIntVar(0, end_of_time, "")
+                if lit is None:
+                    iv = model.NewIntervalVar(begin, size, finish, "")
+                else:
+                    iv = model.NewOptionalIntervalVar(begin, size, finish, lit, "")
+            holds.append(iv)
+            demands.append(amount)
+
         for s in p.stages_of[r]:
             for mb in range(p.microbatches):
-                whole = st.whole[(s, mb)]
+                whole = ctx.whole[(s, mb)]
                 pieces = hold_pieces(p, s, "whole" if whole else "split", st.rmem[s], st.moved[s], st.back[s])
                 grad = (BACKWARD if whole else BACKWARD_B, s, mb)
                 jobs = {
@@ -321,24 +400,26 @@ class ActionWindowModel:
                     "A": (grad, True),
                     "B": ((BACKWARD, s, mb) if whole else (BACKWARD_W, s, mb), True),
                 }
-                for since, until, x in pieces[st.choice[(s, mb)]]:
-                    amount = round(x * km)
-                    if amount <= 0:
-                        continue
+                lits = self.options.get((s, mb), {ctx.choice[(s, mb)]: None})
+                # per span, each option's amount: what every option holds over it is one hold, the rest optional
+                spans: dict[tuple[str, str], dict[str, int]] = {}
+                for option in lits:
+                    for since, until, x in pieces[option]:
+                        if round(x * km) > 0:
+                            spans.setdefault((since, until), {})[option] = round(x * km)
+                for (since, until), by_option in spans.items():
                     begin = self._instant(*jobs[since])
                     if begin is None:
                         continue  # allocated in the suffix: not modelled
                     finish = self._instant(*jobs[until])
                     if finish is None:
                         finish = end_of_time
-                    if isinstance(begin, int) and isinstance(finish, int):
-                        if finish <= t0:
-                            continue  # over before anything free runs
-                        holds.append(model.NewIntervalVar(begin, finish - begin, finish, ""))
-                    else:
-                        size = model.NewIntVar(0, end_of_time, "")
-                        holds.append(model.NewIntervalVar(begin, size, finish, ""))
-                    demands.append(amount)
+                    base = min(by_option.get(o, 0) for o in lits)
+                    if base > 0:
+                        hold(begin, finish, base, None)
+                    for option, x in by_option.items():
+                        if x > base:
+                            hold(begin, finish, x - base, lits[option])
         if holds:
             model.AddCumulative(holds, demands, st.cap[r])
 
@@ -370,7 +451,7 @@ class ActionWindowModel:
                 for succ in ctx.next[job]:
                     if part(succ) == SUFFIX:
                         value = max(value, ctx.t_end[job] + tail[succ])
-                for reader, x in st.readers[job]:
+                for reader, x in ctx.readers[job]:
                     if part(reader) == SUFFIX:
                         value = max(value, ctx.t_end[job] + x + tail[reader])
                 constant = max(constant, value)
@@ -379,31 +460,32 @@ class ActionWindowModel:
         value = constant
         terms = []
         for job in self.free:
-            r = ctx.where[job][0]
-            now = ctx.t_end[job]
+            r = p.rank_of[job[1]]
             if st.copy(job):
                 follow = first_copy[r][st.stream(job)]
                 after = tail[follow] if follow is not None else 0
             else:
                 follow = first_compute[r]
                 after = tail[follow] if follow is not None else st.opt[r]
-            model.Add(self.makespan >= self.end[job] + after)
-            value = max(value, now + after)
-            for reader, x in st.readers[job]:
+            c = model.Add(self.makespan >= self.end[job] + after)
+            if job in self.lit:
+                c.OnlyEnforceIf(self.lit[job])  # (an option's jobs are wholly inside: nothing after reads them)
+            if job in ctx.t_end:
+                value = max(value, ctx.t_end[job] + after)
+            for reader, x in ctx.readers.get(job, ()):
                 if part(reader) == SUFFIX:
                     model.Add(self.makespan >= self.end[job] + x + tail[reader])
-                    value = max(value, now + x + tail[reader])
-            if job[0] != BACKWARD_W:
+                    value = max(value, ctx.t_end[job] + x + tail[reader])
+            if job[0] != BACKWARD_W and job not in self.lit:
                 terms.append(self.end[job])
         # then as early as possible: the window's jobs, and each rank's last compute job in it
         for r in range(p.pp):
-            mine = [self.end[job] for job in orders[r][self.first[r] : self.last[r]] if not st.copy(job)]
+            mine = [job for job in orders[r][self.first[r] : self.last[r]] if not st.copy(job) and job not in self.lit]
             if mine:
                 last_end = model.NewIntVar(0, 2 * self.horizon, "")
-                model.AddMaxEquality(last_end, mine)
+                model.AddMaxEquality(last_end, [self.end[job] for job in mine])
                 terms.append(last_end)
-                now = [ctx.t_end[job] for job in orders[r][self.first[r] : self.last[r]] if not st.copy(job)]
-                self.hints.append((last_end, max(now)))
+                self.hints.append((last_end, max(ctx.t_end[job] for job in mine)))
         self.hints.append((self.makespan, value))
         self.estimate = value  # the model's makespan of the current schedule
         weight = len(terms) * (2 * self.horizon + 1) + 1
@@ -433,18 +515,21 @@ class ActionWindowModel:
         if status not in (self.cp.OPTIMAL, self.cp.FEASIBLE):
             return None, name
         st, value = self.statics, solver.Value
-        self.times = {job: (value(self.start[job]), value(self.end[job])) for job in self.free}
+        placed = [job for job in self.free if job not in self.lit or solver.BooleanValue(self.lit[job])]
+        self.times = {job: (value(self.start[job]), value(self.end[job])) for job in placed}
+        rank_of = st.problem.rank_of
         orders = []
         for r, order in enumerate(self.ctx.schedule):
             a, b = self.first[r], self.last[r]
             if a == b:
                 orders.append(order)
                 continue
+            mine = [job for job in placed if rank_of[job[1]] == r]
             # compute jobs by their starts; a copy after every compute job that ends at or before its start
-            jobs = sorted((job for job in order[a:b] if not st.copy(job)), key=lambda job: self.times[job])
+            jobs = sorted((job for job in mine if not st.copy(job)), key=lambda job: self.times[job])
             ends = [self.times[job][1] for job in jobs]
             slots: dict[int, list[Job]] = {}
-            for job in sorted((job for job in order[a:b] if st.copy(job)), key=lambda job: self.times[job]):
+            for job in sorted((job for job in mine if st.copy(job)), key=lambda job: self.times[job]):
                 slots.setdefault(bisect_right(ends, self.times[job][0]), []).append(job)
             row: Order = []
             for i, job in enumerate(jobs):

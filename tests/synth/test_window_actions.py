@@ -50,7 +50,7 @@ def test_a_window_repair_moves_late_reloads_earlier_and_the_result_checks_as_sea
     timer = Evaluator(problem)
     bad = timer.evaluate(late)
     assert bad.feasible
-    orders, ev, _ = lns(timer, late, 5.0, window=20, memory_actions=True)
+    orders, ev, _ = lns(timer, late, 5.0, window=20, memory_actions=())
     assert ev.feasible and ev.makespan < bad.makespan - 1e-9
     assert max(ev.peaks) <= 1.5 + 1e-9
     # the same actions, only where they run changed
@@ -76,7 +76,7 @@ def test_a_recompute_far_from_its_backward_is_moved_next_to_it():
     timer = Evaluator(problem)
     bad = timer.evaluate(early)
     assert bad.feasible
-    orders, ev, _ = lns(timer, early, 5.0, window=20, memory_actions=True)
+    orders, ev, _ = lns(timer, early, 5.0, window=20, memory_actions=())
     assert ev.feasible and ev.makespan < bad.makespan - 1e-9
     moved = [(s, mb) for s, mb in keys if orders[s][orders[s].index((FORWARD, s, mb)) + 1] != (a.recompute, s, mb)]
     assert moved
@@ -91,10 +91,11 @@ def test_a_recompute_far_from_its_backward_is_moved_next_to_it():
         {"pp": 4, "microbatches": 8, "memory_limit": 1.5, "split": "no", "costs": {"offload": 0.3, "reload": 0.7}},
     ],
 )
-def test_the_checker_times_a_repaired_window_as_the_window_model_does(sizes):
-    # split backwards, links, a V, unequal copies: every window of a list schedule with actions is re-solved; the
-    # orders read off each solution, re-timed by the checker's execution, run every free job at the model's
-    # times and take the model's makespan (the anchoring makes the window exact)
+@pytest.mark.parametrize("allowed", [(), BOTH])
+def test_the_checker_times_a_repaired_window_as_the_window_model_does(sizes, allowed):
+    # split backwards, links, a V, unequal copies: every window of a list schedule with actions is re-solved, with
+    # its actions kept or chosen anew; the orders read off each solution, re-timed by the checker's execution, run
+    # every free job at the model's times and take the model's makespan (the anchoring makes the window exact)
     problem = build_problem(memory_actions=True, **sizes)
     assert model_is_exact(problem)
     orders = list_schedule(problem, Policy(split=problem.split != "no", actions=BOTH))
@@ -103,10 +104,10 @@ def test_the_checker_times_a_repaired_window_as_the_window_model_does(sizes):
     ev = timer.evaluate(orders)
     a = MemoryActions.of(problem.expansion)
     assert ev.feasible and any(job[0] in (a.recompute, a.offload) for row in orders for job in row)
-    statics = ActionStatics(problem, orders)
+    statics = ActionStatics(problem, orders, allowed)
     ctx = ActionContext(statics, orders, ev)
     starts = sorted(x for row in ctx.start for x in row)
-    solved = 0
+    solved, chosen = 0, 0
     for lo in range(0, len(starts), 6):
         t_lo = starts[lo] / statics.k
         t_hi = starts[lo + 12] / statics.k if lo + 12 < len(starts) else float("inf")
@@ -121,7 +122,9 @@ def test_the_checker_times_a_repaired_window_as_the_window_model_does(sizes):
             assert (round(repaired.start[r][i] * statics.k), round(repaired.end[r][i] * statics.k)) == (st, en)
         assert repaired.makespan == pytest.approx(model.value)
         solved += 1
+        chosen += len(model.options)
     assert solved >= 3
+    assert (chosen > 0) == bool(allowed)  # (stage, micro-batch)s wholly inside a window chose their action
 
 
 def test_above_the_whole_model_s_size_the_actions_search_is_repaired_by_windows():
