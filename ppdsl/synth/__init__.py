@@ -457,7 +457,7 @@ def windows_with_actions(
     request: SynthRequest, found: SynthResult, seconds: float, progress: Callable[[str], None] | None = None
 ) -> SynthResult:
     """`found` (the actions search's best) improved by the large-neighbourhood search over windows with its
-    actions (`lns(..., memory_actions=True)`, window_actions.py) for about `seconds`; each repaired schedule is
+    actions (`lns(..., memory_actions=...)`, window_actions.py) for about `seconds`; each repaired schedule is
     re-timed by the checker's execution and kept only if it keeps every limit and is faster. The sizes above
     ACTIONS_CP_SAT_MAX_JOBS, where the whole schedule with actions is too large a model."""
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """A window of a schedule with memory actions as a small CP-SAT model: the repair step of the large-neighbourhood
-search over schedules with actions (`lns.lns(..., memory_actions=True)`), for the sizes where the whole schedule
+search over schedules with actions (`lns.lns(..., memory_actions=...)`), for the sizes where the whole schedule
 with actions (`exact_actions.ActionModel`, whose anchoring grows with the square of a rank's jobs) is too large.
 
 The cut is window.py's: each rank's order in a prefix (its times fixed), a window (re-ordered and re-timed) and a
@@ -7,9 +7,11 @@ suffix (its order fixed, summed up by tails: the longest chain from a job's star
 Compute jobs are cut by their start times as window.py cuts them; a copy belongs to the part of the compute jobs
 around it in the order (the copies between the prefix's last compute job and the suffix's first are free).
 
-The actions stay as the schedule chose them: each (stage, micro-batch) keeps, recomputes or offloads as before,
-and only the order and times of its jobs change (the actions engine, `actions.py`, chooses them; this repairs
-where they run). The window's jobs are timed by rule 6 of `ppdsl.analysis.timing` as `execute` times them:
+A (stage, micro-batch) whose forward, backward (I and W) and actions are all in the window chooses again among
+the allowed actions (`ActionStatics.allowed`: keep / recompute / offload, as `exact_actions`, each option's jobs
+optional under its literal); every other one keeps what the schedule chose (the actions engine, `actions.py`,
+chooses them; this repairs where they run). The backward's form (whole, or I + W) stays. The window's jobs are
+timed by rule 6 of `ppdsl.analysis.timing` as `execute` times them:
 - a recompute R on the rank's compute, after its forward; the backward (or I) of a recomputed micro-batch after
   R's end;
 - an offload O and a reload L on the rank's copy stream (one no-overlap for both directions, one per direction
