@@ -427,12 +427,7 @@ def search_with_actions(
         ev = timer.evaluate(solution.orders)
         if ev.feasible and ev.makespan < best.makespan - EPS:
             solved, ev = drop_needless_actions(timer, solution.orders, ev)
-            a = MemoryActions.of(problem.expansion)
-            did = {
-                name: sum(job[0] == t for row in solved for job in row)
-                for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
-            }
-            did_text = ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
+            did_text = actions_taken(problem, solved)
             best, orders, origin = ev, solved, f"CP-SAT with actions ({did_text}) from: {found.origin}"
     bound = found.lower_bound
     if exact_model and solution.status != "INFEASIBLE":  # (its bound: 0 without --exact, see solve_with_actions)
@@ -451,6 +446,16 @@ def search_with_actions(
         origin=origin,
         cp_sat=solution.status,
     )
+
+
+def actions_taken(problem: Problem, orders: list) -> str:
+    """How many (stage, micro-batch)s the orders recompute and offload, for the origin of a result."""
+    a = MemoryActions.of(problem.expansion)
+    did = {
+        name: sum(job[0] == t for row in orders for job in row)
+        for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
+    }
+    return ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
 
 
 def windows_with_actions(
@@ -491,7 +496,7 @@ def windows_with_actions(
         evaluation=ev,
         optimal=ev.makespan <= found.lower_bound + EPS,
         seconds=seconds_spent,
-        origin=f"{found.origin} + CP-SAT windows with its actions",
+        origin=f"{found.origin} + CP-SAT windows with actions ({actions_taken(problem, orders)})",
         cp_sat="windows",
     )
 
