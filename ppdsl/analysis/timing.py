@@ -2,7 +2,7 @@
 
 Every engine that times a schedule uses this module: the checker's executor (`analysis.execution.execute`), the
 synthesizer's list scheduler (`synth.greedy`), and the CP-SAT models (`synth.exact`, `synth.exact_actions`,
-`synth.window`, `synth.periodic`), which express the same rule as constraints. The rule:
+`synth.window`, `synth.window_actions`, `synth.periodic`), which express the same rule as constraints. The rule:
 
 1. **Data flow between stages** (`FLOW`): a forward on stage s reads the activation of the forward on s - 1; a
    backward (whole, or its input-gradient part `backward_b`) on stage s reads the gradient of the backward of
@@ -35,14 +35,17 @@ How each engine holds to it:
   sends it, `synth.exact.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
   anyone reads its makespan.
 
-Rule 6 is timed by `execute`, and three engines of synth take it: `greedy` with memory actions times each job
+Rule 6 is timed by `execute`, and every engine of synth takes it: `greedy` with memory actions times each job
 and copy with the same `CopyStreams`, each copy started as soon as its position in the order allows
 (tests/synth/test_timing_rule.py checks its times equal `execute`'s); the actions search (`synth.actions`)
-inserts actions in orders and times each candidate by `execute`; and the CP-SAT model with actions
+inserts actions in orders and times each candidate by `execute`; the CP-SAT model with actions
 (`synth.exact_actions`) states rule 6 as constraints (the copy streams as no-overlaps, a copy's start anchored at
-what `execute` would start it at, memory held over the same half-open instants as `analysis.memory`), whose
-solutions are re-timed by `execute` all the same. The other engines refuse a probe schedule with memory actions
-(`synth.problem`).
+what `execute` would start it at, memory held over the same half-open instants as `analysis.memory`), and so do
+the LNS windows with actions (`synth.window_actions`, the repair step of `synth.lns` above the whole model's
+size: a window's jobs anchored the same way, the prefix's times and the suffix's order fixed) and the periodic
+block with actions (`synth.periodic`); their solutions are re-timed by `execute` all the same. The order-only
+engines (`synth.exact`, `synth.window`, the order search) refuse a probe schedule with memory actions
+(`synth.problem`); the actions search gives them the orders without the actions.
 
 Extending the rule: a kind that moves data to a neighbouring stage adds its row to `FLOW`; a kind that rides a
 stream of its own gets a `Stream` per rank in the engines that model it (as the copies' `CopyStreams`), and its

@@ -9,12 +9,19 @@
     exact_actions.py  the CP-SAT model with memory actions (`--exact --memory-actions`, and their polish)
     lns.py      large-neighbourhood search over windows of a schedule
     window.py   a window of a schedule as a small CP-SAT model (lns.py's repair step)
+    window_actions.py  the same with memory actions (lns.py's repair step for schedules with actions)
     periodic.py one micro-batch's block repeated every period (CP-SAT): starting points, and `--periodic`
     bounds.py   lower bounds on the makespan
     seeds.py    the library's schedules as starting points
     actions.py  memory actions (recompute, offload) inserted in found orders and improved (`--memory-actions`)
     search.py   the search: portfolio, refinement, local search, CP-SAT; its result and report
     writer.py   the result as `.sched` text
+
+With `--memory-actions` (a problem built with recompute / offload / reload) the engines that take the actions,
+all through the one timing rule (`analysis.timing`, rule 6) and every result re-timed by `schedule.Evaluator`:
+greedy.py (list scheduling that recomputes or offloads as it goes), actions.py (actions inserted in found orders),
+periodic.py (a block that chooses them per stage), exact_actions.py (the whole schedule, up to
+`ACTIONS_CP_SAT_MAX_JOBS` jobs or with `--exact`) and, above that size, lns.py's windows with window_actions.py.
 
 `synthesize_file` puts them together and checks the written text with the checker before it is returned. This
 layer builds on the analysis layer and is below reports and the command line.
@@ -44,6 +51,7 @@ from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
 from ppdsl.synth.exact import available as exact_available
 from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.greedy import Policy, list_schedule
+from ppdsl.synth.lns import lns
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem, measured_problem_memory
 from ppdsl.synth.schedule import COMPUTE, Evaluator
@@ -68,6 +76,12 @@ ACTIONS_CP_SAT_SHARE = 0.25  # of the time limit, for the whole schedule with ac
 # the order search's CP_SAT_WHOLE_MAX_JOBS: with its anchoring the model grows with the square of a rank's jobs
 # (about 1 s to build at 96 jobs, 10 s at 288).
 ACTIONS_CP_SAT_MAX_JOBS = 120
+# of the time limit, above it: windows of the actions search's best re-solved in CP-SAT with its actions
+# (window_actions.py), each about ACTIONS_WINDOW compute jobs, ACTIONS_WINDOW_DEPTH per rank (so that at pp 8 a
+# window spans every rank: what shortens these schedules is the cool-down across all of them), of
+# ACTIONS_WINDOW_SECONDS of CP-SAT's deterministic time at that size (measured at pp 8, 16 and 32 micro-batches)
+ACTIONS_WINDOWS_SHARE, ACTIONS_WINDOWS_LEAST = 0.25, 0.1
+ACTIONS_WINDOW, ACTIONS_WINDOW_DEPTH, ACTIONS_WINDOW_SECONDS = 40, 5, 0.05
 # of --time-limit, with --memory-actions: a periodic block that chooses the actions itself (periodic.py), a
 # steady state the inserted actions rarely reach at tight memory; more of it below the least memory an order alone
 # needs, where the orders found at relaxed limits are all far over it
@@ -371,15 +385,23 @@ def search_with_actions(
 ) -> SynthResult:
     """`--memory-actions`: the actions search (`action_search`), then, with `--exact` or when the problem is
     small (`ACTIONS_CP_SAT_MAX_JOBS`), the whole schedule with actions in CP-SAT (exact_actions.py) from the best
-    found, which proves it optimal or gives the gap; the better of the two is kept. Raises Infeasible when
-    nothing fits."""
+    found, which proves it optimal or gives the gap; above that size, LNS windows with its actions
+    (`windows_with_actions`). The better is kept. Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
     limit = request.time_limit
     whole = exact_available() and (request.exact or problem.jobs_per_step <= ACTIONS_CP_SAT_MAX_JOBS)
     if request.exact:
         load_cp_model()  # a clear error when OR-Tools is missing
-    if not whole or not math.isfinite(max(problem.limit)):
+    if not math.isfinite(max(problem.limit)) or not exact_available():
         return action_search(request, problem, limit, progress)
+    if not whole:
+        found = action_search(request, problem, (1 - ACTIONS_WINDOWS_SHARE) * limit, progress)
+        if found.optimal:
+            return found
+        # what is left of the limit (what follows: writing and checking the file), but at least
+        # ACTIONS_WINDOWS_LEAST of it when the actions search ran over its share: a bounded overrun
+        left = max(limit - (time.perf_counter() - t0) - min(0.05 * limit, 5.0), ACTIONS_WINDOWS_LEAST * limit)
+        return windows_with_actions(request, found, left, progress)
     # as `--exact` without actions: the heuristic's share is small next to the proof's
     heuristic = min(limit / 2, 10.0) if request.exact else (1 - ACTIONS_CP_SAT_SHARE) * limit
     found = action_search(request, problem, heuristic, progress)
@@ -408,12 +430,7 @@ def search_with_actions(
         ev = timer.evaluate(solution.orders)
         if ev.feasible and ev.makespan < best.makespan - EPS:
             solved, ev = drop_needless_actions(timer, solution.orders, ev)
-            a = MemoryActions.of(problem.expansion)
-            did = {
-                name: sum(job[0] == t for row in solved for job in row)
-                for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
-            }
-            did_text = ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
+            did_text = actions_taken(problem, solved)
             best, orders, origin = ev, solved, f"CP-SAT with actions ({did_text}) from: {found.origin}"
     bound = found.lower_bound
     if exact_model and solution.status != "INFEASIBLE":  # (its bound: 0 without --exact, see solve_with_actions)
@@ -431,6 +448,59 @@ def search_with_actions(
         seconds=time.perf_counter() - t0,
         origin=origin,
         cp_sat=solution.status,
+    )
+
+
+def actions_taken(problem: Problem, orders: list) -> str:
+    """How many (stage, micro-batch)s the orders recompute and offload, for the origin of a result."""
+    a = MemoryActions.of(problem.expansion)
+    did = {
+        name: sum(job[0] == t for row in orders for job in row)
+        for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
+    }
+    return ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
+
+
+def windows_with_actions(
+    request: SynthRequest, found: SynthResult, seconds: float, progress: Callable[[str], None] | None = None
+) -> SynthResult:
+    """`found` (the actions search's best) improved by the large-neighbourhood search over windows with its
+    actions (`lns(..., memory_actions=...)`, window_actions.py) for about `seconds`; each repaired schedule is
+    re-timed by the checker's execution and kept only if it keeps every limit and is faster. The sizes above
+    ACTIONS_CP_SAT_MAX_JOBS, where the whole schedule with actions is too large a model."""
+    t0 = time.perf_counter()
+    problem = found.problem
+    if seconds <= 0:
+        return found
+    timer = Evaluator(problem)
+    try:
+        orders, ev, spent = lns(
+            timer,
+            found.orders,
+            seconds,
+            window=ACTIONS_WINDOW,
+            target=found.lower_bound,
+            seed=request.seed,
+            out_of_time=lambda: time.perf_counter() > t0 + seconds,
+            per_window=ACTIONS_WINDOW_SECONDS,
+            memory_actions=request.memory_actions,
+            depth=ACTIONS_WINDOW_DEPTH,
+        )
+    except NotModelled as why:
+        return replace(found, origin=f"{found.origin}; CP-SAT windows not run: {why}")
+    if progress is not None:
+        progress(f"CP-SAT windows with actions: makespan {number(round(ev.makespan, 6))} ({spent:.1f} s of work)")
+    seconds_spent = found.seconds + time.perf_counter() - t0
+    if not ev.feasible or ev.makespan >= found.evaluation.makespan - EPS:
+        return replace(found, seconds=seconds_spent, cp_sat="windows")
+    return replace(
+        found,
+        orders=orders,
+        evaluation=ev,
+        optimal=ev.makespan <= found.lower_bound + EPS,
+        seconds=seconds_spent,
+        origin=f"{found.origin} + CP-SAT windows with actions ({actions_taken(problem, orders)})",
+        cp_sat="windows",
     )
 
 

@@ -65,14 +65,49 @@ def model_is_exact(problem: Problem) -> bool:
     free (two compute jobs ending at one instant would be counted in order, not at once)."""
     a = MemoryActions.of(problem.expansion)
     costs = [problem.cost[t][s] for t in KINDS for s in range(problem.nstages)]
-    costs += [_table(problem, a.recompute)[s] for s in range(problem.nstages)]
+    costs += [stage_table(problem, a.recompute)[s] for s in range(problem.nstages)]
     return transfers_never_queue(problem) and min(costs) > 0
 
 
-def _table(problem: Problem, t: int, of: str = "cost") -> list[float]:
+def stage_table(problem: Problem, t: int, of: str = "cost") -> list[float]:
     """[stage] of an expansion table (`cost` or `mem_delta`) for a job type the problem's tables leave out."""
     values = getattr(problem.expansion, of)[t]
     return [values[problem.rank_of[s]][problem.chunk_of[s]] for s in range(problem.nstages)]
+
+
+def hold_pieces(
+    problem: Problem, s: int, how: str, rmem: float, moved: float, back: float
+) -> dict[str, list[tuple[str, str, float]]]:
+    """Per option (keep / recompute / offload), what a (stage s, micro-batch) holds as (since, until, amount):
+    instants named F (its forward's end), R (its recompute's end), O (its offload's end), L (its reload's start),
+    A (the end of its backward, or of I: what I frees) and B (the end of its backward, or of W: the rest).
+    `how`: whole | split | either (the backward's form); `rmem`, `moved`, `back`: what the stage's recompute
+    allocates, its offload moves and its reload brings back. Raises NotModelled for other memory models."""
+    p = problem
+    mf = p.mem[FORWARD][s]
+    if how == "whole":
+        freed_a, freed_b = mf, 0.0
+        consistent = abs(p.mem[BACKWARD][s] + mf) < 1e-9
+    else:
+        freed_a, freed_b = -p.mem[BACKWARD_B][s], -p.mem[BACKWARD_W][s]
+        consistent = abs(freed_a + freed_b - mf) < 1e-9
+        if how == "either":
+            consistent = consistent and abs(p.mem[BACKWARD][s] + mf) < 1e-9
+    late = {KEEP: ("F", 0.0), RECOMPUTE: ("R", rmem), OFFLOAD: ("L", moved)}
+    if not consistent or abs(moved - back) > 1e-9 or min(freed_a, freed_b) < 0:
+        raise NotModelled(f"stage {s}: the backward does not free what the forward allocated")
+    out = {}
+    for option in late:
+        at, x = late[option]
+        if not 0 <= x <= mf + 1e-12:
+            raise NotModelled(f"stage {s}: {option} moves more than the forward allocates")
+        late_b = min(x, freed_b)
+        late_a = x - late_b
+        pieces = [("F", "A", freed_a - late_a), ("F", "B", freed_b - late_b), (at, "A", late_a), (at, "B", late_b)]
+        if option == OFFLOAD:
+            pieces.append(("F", "O", x))
+        out[option] = pieces
+    return out
 
 
 class ActionModel(ScheduleModel):
@@ -90,11 +125,11 @@ class ActionModel(ScheduleModel):
         self.duplex = bool(problem.expansion.copy_duplex)
         self.host_limit = problem.expansion.host_limit if OFFLOAD in self.allowed else None
         S = problem.nstages
-        self.rcost = _table(problem, actions.recompute)
-        self.ocost, self.lcost = _table(problem, actions.offload), _table(problem, actions.reload)
-        self.rmem = _table(problem, actions.recompute, "mem_delta")
-        self.moved = [-x for x in _table(problem, actions.offload, "mem_delta")]
-        self.back = _table(problem, actions.reload, "mem_delta")
+        self.rcost = stage_table(problem, actions.recompute)
+        self.ocost, self.lcost = stage_table(problem, actions.offload), stage_table(problem, actions.reload)
+        self.rmem = stage_table(problem, actions.recompute, "mem_delta")
+        self.moved = [-x for x in stage_table(problem, actions.offload, "mem_delta")]
+        self.back = stage_table(problem, actions.reload, "mem_delta")
         if horizon is None:  # everything one after another: compute, copies and links
             p = problem
             per_mb = [
@@ -332,34 +367,7 @@ class ActionModel(ScheduleModel):
             model.AddCumulative([h for h, _ in host], [x for _, x in host], int(self.host_limit * km + 1e-6))
 
     def _pieces(self, s: int) -> dict[str, list[tuple[str, str, float]]]:
-        """Per option, what a (stage s, micro-batch) holds as (since, until, amount): instants named F (its
-        forward's end), R (its recompute's end), O (its offload's end), L (its reload's start), A (the end of
-        its backward, or of I: what I frees) and B (the end of its backward, or of W: the rest)."""
-        p = self.problem
-        mf = p.mem[FORWARD][s]
-        if self.choice_of_stage(s) == "whole":
-            freed_a, freed_b = mf, 0.0
-            consistent = abs(p.mem[BACKWARD][s] + mf) < 1e-9
-        else:
-            freed_a, freed_b = -p.mem[BACKWARD_B][s], -p.mem[BACKWARD_W][s]
-            consistent = abs(freed_a + freed_b - mf) < 1e-9
-            if self.choice_of_stage(s) == "either":
-                consistent = consistent and abs(p.mem[BACKWARD][s] + mf) < 1e-9
-        late = {KEEP: ("F", 0.0), RECOMPUTE: ("R", self.rmem[s]), OFFLOAD: ("L", self.moved[s])}
-        if not consistent or abs(self.moved[s] - self.back[s]) > 1e-9 or min(freed_a, freed_b) < 0:
-            raise NotModelled(f"stage {s}: the backward does not free what the forward allocated")
-        out = {}
-        for option in late:
-            at, x = late[option]
-            if not 0 <= x <= mf + 1e-12:
-                raise NotModelled(f"stage {s}: {option} moves more than the forward allocates")
-            late_b = min(x, freed_b)
-            late_a = x - late_b
-            pieces = [("F", "A", freed_a - late_a), ("F", "B", freed_b - late_b), (at, "A", late_a), (at, "B", late_b)]
-            if option == OFFLOAD:
-                pieces.append(("F", "O", x))
-            out[option] = pieces
-        return out
+        return hold_pieces(self.problem, s, self.choice_of_stage(s), self.rmem[s], self.moved[s], self.back[s])
 
     def choice_of_stage(self, s: int) -> str:
         """whole | split | either, as every micro-batch of the stage has it (they share the problem's mode)."""

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 from ppdsl.synth.window import Context, Statics, WindowModel
+from ppdsl.synth.window_actions import ActionContext, ActionStatics, ActionWindowModel
 
 EPS = 1e-9
 
@@ -71,9 +72,10 @@ def passes_per_cycle(total: int, window: int) -> int:
     return n
 
 
-def groups(pp: int, size: int) -> list[set[int]]:
-    """Groups of neighbouring ranks (stages live on neighbouring ranks) for windows of about `size` jobs."""
-    width = max(2, size // DEPTH)
+def groups(pp: int, size: int, depth: int = DEPTH) -> list[set[int]]:
+    """Groups of neighbouring ranks (stages live on neighbouring ranks) for windows of about `size` jobs, `depth`
+    per rank."""
+    width = max(2, size // depth)
     if width >= pp:
         return [set(range(pp))]
     starts = list(range(0, pp - width + 1, max(width // 2, 1)))
@@ -92,10 +94,16 @@ def lns(
     out_of_time: Callable[[], bool] = lambda: False,
     per_window: float = 0.02,
     log: Callable[[str], None] | None = None,
+    memory_actions: tuple[str, ...] | None = None,
+    depth: int = DEPTH,
 ) -> tuple[list[Order], Evaluation, float]:
     """Improve `orders` by windows of about `window` jobs (growing when a pass finds nothing) within `budget`
     seconds of work (counted, not measured: CP-SAT's deterministic time and the jobs handled); returns the
-    best schedule, its evaluation and the work spent."""
+    best schedule, its evaluation and the work spent. `memory_actions` (None: the orders have no actions): the
+    orders hold recompute / offload / reload jobs, and the windows are window_actions.py's, which choose among
+    these actions for the (stage, micro-batch)s wholly inside them (an empty tuple: each keeps the orders'); a
+    window's size counts its compute jobs. `depth`: the jobs per rank a window aims at (more ranks than fit are
+    split into groups)."""
     problem = evaluator.problem
     rng = random.Random(seed)
     current = orders
@@ -103,8 +111,15 @@ def lns(
     total = sum(len(o) for o in current)
     if not cur_ev.feasible or total == 0:
         return current, cur_ev, 0.0
-    statics = Statics(problem, current)
-    ctx = Context(statics, current, cur_ev)
+    if memory_actions is None:
+        statics, context, window_model = Statics(problem, current), Context, WindowModel
+    else:
+        statics, context, window_model = (
+            ActionStatics(problem, current, memory_actions),
+            ActionContext,
+            ActionWindowModel,
+        )
+    ctx = context(statics, current, cur_ev)
     spent = SECONDS_PER_JOB * total
     size = min(window, total)
     passes = 0
@@ -117,7 +132,7 @@ def lns(
         before = cur_ev.makespan
         step = max(size // 2, 1)
         offset = rng.randrange(step) if passes else 0
-        sets = groups(problem.pp, size)
+        sets = groups(problem.pp, size, depth)
         # the windows of one pass: stretches of time on each group of ranks, from the start to the end (or, every
         # other pass, from the end, where the makespan is decided, to the start)
         plan = []
@@ -138,7 +153,7 @@ def lns(
             t_lo = starts[lo] / statics.k if lo else float("-inf")
             t_hi = starts[lo + size] / statics.k if lo + size < len(starts) else float("inf")
             first, last = ctx.cut(t_lo, t_hi, None if len(sets) == 1 else ranks)
-            model = WindowModel(ctx, first, last)
+            model = window_model(ctx, first, last)
             free = len(model.free)
             found, status = model.solve(per_window * (free / window) ** 2, seed=seed)
             spent += SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * free
@@ -149,7 +164,7 @@ def lns(
                 if log is not None and ev.makespan < cur_ev.makespan - EPS:
                     log(f"window {g}:{lo}+{size} ({status}): {cur_ev.makespan:g} -> {ev.makespan:g}")
                 current, cur_ev = found, ev
-                ctx = Context(statics, current, cur_ev)
+                ctx = context(statics, current, cur_ev)
                 spent += SECONDS_PER_JOB * total
         passes += 1
         # larger windows while the makespan does not move (what a pass moves earlier still helps the next one),
