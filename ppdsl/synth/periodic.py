@@ -15,7 +15,9 @@ job j at offset(j) + k * T. The model chooses the offsets for a period T:
 The orders read off the repeated block (every rank's jobs by start time) keep its memory levels, and in the
 warm-up and cool-down fewer micro-batches are in flight; the checker's timing then runs every job as soon as its
 rank and input allow, which closes the gaps the missing micro-batches leave. The period is at least the busiest
-rank's work per micro-batch; a longer one can fit a tighter memory limit, so a few are tried.
+rank's work per micro-batch; a longer one can fit a tighter memory limit, so a few are tried. CP-SAT starts
+from a block built by hand (`modulo.rotation_block`: a tiling of the period, which it finds slowly alone),
+which is taken as it is when it fits and CP-SAT finds nothing better in its time.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from dataclasses import dataclass
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.exact import load_cp_model
+from ppdsl.synth.modulo import BlockJob, rotation_block
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 from ppdsl.synth.window import Statics
 
-BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job
 MAX_PERIOD_TRIES = 16  # periods tried before giving up (a tight limit needs a longer period than the work's)
+# what building a hand-made block costs, counted as CP-SAT's deterministic seconds per job placed (about 4 us
+# of CPU per job with its memory check, measured at pp = 8; CP-SAT's seconds count 4 of CPU, see search.py)
+BUILD_SECONDS_PER_JOB = 1e-6
 
 
 def kinds(problem: Problem, split: bool) -> list[BlockJob]:
@@ -154,7 +159,14 @@ class BlockModel:
                 model.Add(room == st.cap[r] - sum(k * a for k, a in full))
                 model.AddCumulative(intervals, demands, room)
 
-    def solve(self, seconds: float, seed: int = 0) -> tuple[dict[BlockJob, int] | None, str, float]:
+    def solve(
+        self, seconds: float, seed: int = 0, hint: dict[BlockJob, int] | None = None
+    ) -> tuple[dict[BlockJob, int] | None, str, float]:
+        """The shortest block CP-SAT finds within `seconds` of deterministic time; `hint` (offsets, e.g. a block
+        `modulo` built) is where its search starts."""
+        if hint is not None:
+            for job, var in self.offset.items():
+                self.model.AddHint(var, hint[job])
         solver = self.cp.CpSolver()
         solver.parameters.max_deterministic_time = max(seconds, 0.001)
         solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
@@ -230,11 +242,15 @@ def periodic_schedules(
                 seconds = left if found == periods - 1 else left / 2
             else:  # 2/3 and 1/3 of the budget for two periods, and so on
                 seconds = budget / len(splits) * 2.0 ** -(tries - 1) / (2.0 - 2.0 ** (1 - periods))
-            offsets, status, spent = model.solve(seconds, seed)
+            start, start_fits, built = rotation_block(st, period, split)
+            offsets, status, spent = model.solve(seconds, seed, hint=start)
+            spent += built * len(model.jobs) * BUILD_SECONDS_PER_JOB
             left -= spent
+            if offsets is None and start_fits:
+                offsets, status = start, "ROTATED"
             if offsets is not None:
                 found += 1
-                shortest = ", the shortest block for it" if status == "OPTIMAL" else ""
+                shortest = {"OPTIMAL": ", the shortest block for it", "ROTATED": ", rotated by hand"}.get(status, "")
                 name = f"periodic block, period {period / st.k:g}{shortest}"
                 orders = orders_from_block(problem, offsets, period)
                 out.append(Block(name, offsets, period, st.k, orders, spent))
