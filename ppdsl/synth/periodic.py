@@ -246,13 +246,15 @@ def periodic_schedules(
             left -= spent
             # (without `search_longer` each period has its share, and a retry costs as much again)
             retry = min(seconds, left) if search_longer else seconds
+            start = None
             if offsets is None and retry > 0:
                 # CP-SAT alone found no block in its time: again, from a hand-built tiling of the period (where
                 # CP-SAT alone finds a block, that block leads the search as far or further: measured at pp = 8)
                 start, start_fits, built = rotation_block(st, period, split)
+            if start is not None:
                 offsets, status, more = model.solve(retry, seed, hint=start)
                 more += built * len(model.jobs) * BUILD_SECONDS_PER_JOB
-                spent += more
+                spent = more  # (what the block cost; like every try that finds none, the first is not counted)
                 left -= more if search_longer else 0.0
                 if offsets is None and start_fits:
                     offsets, status = start, "ROTATED"
