@@ -254,7 +254,7 @@ def periodic_schedules(
             if start is not None:
                 offsets, status, more = model.solve(retry, seed, hint=start)
                 more += built * len(model.jobs) * BUILD_SECONDS_PER_JOB
-                spent = more  # (what the block cost; like every try that finds none, the first is not counted)
+                spent += more  # (a block found so costs both tries)
                 left -= more if search_longer else 0.0
                 if offsets is None and start_fits:
                     offsets, status = start, "ROTATED"
