@@ -15,7 +15,9 @@ job j at offset(j) + k * T. The model chooses the offsets for a period T:
 The orders read off the repeated block (every rank's jobs by start time) keep its memory levels, and in the
 warm-up and cool-down fewer micro-batches are in flight; the checker's timing then runs every job as soon as its
 rank and input allow, which closes the gaps the missing micro-batches leave. The period is at least the busiest
-rank's work per micro-batch; a longer one can fit a tighter memory limit, so a few are tried.
+rank's work per micro-batch; a longer one can fit a tighter memory limit, so a few are tried. Where CP-SAT
+finds no block in its time, it tries again from a block built by hand (`modulo.rotation_block`: a tiling of
+the period, which it finds slowly alone), taken as it is when it fits and CP-SAT still finds none.
 
 With memory actions (a problem built with them, `BlockActions`) the block also chooses, per stage and so the same
 for every micro-batch, keep, recompute or offload, and places the recompute on the rank's compute and the offload
@@ -44,13 +46,16 @@ from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.exact import load_cp_model
+from ppdsl.synth.modulo import BlockJob, rotation_block
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluator, Order
 from ppdsl.synth.window import Statics
 
-BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job
 MAX_PERIOD_TRIES = 16  # periods tried before giving up (a tight limit needs a longer period than the work's)
 RELAXED_SHARE = 0.75  # of a period's time with actions: the model without the copies' anchoring (`_solve_with_actions`)
+# what building a hand-made block costs, counted as CP-SAT's deterministic seconds per job placed (about 4 us
+# of CPU per job with its memory check, measured at pp = 8; CP-SAT's seconds count 4 of CPU, see search.py)
+BUILD_SECONDS_PER_JOB = 1e-6
 
 
 @dataclass(frozen=True)
@@ -422,9 +427,17 @@ class BlockModel:
                 model.AddCumulative(intervals, demands, room)
 
     def solve(
-        self, seconds: float, seed: int = 0, wall: float | None = None
+        self,
+        seconds: float,
+        seed: int = 0,
+        wall: float | None = None,
+        hint: dict[BlockJob, int] | None = None,
     ) -> tuple[dict[BlockJob, int] | None, str, float]:
-        """`seconds` of deterministic time (the budget); `wall`: at most this many seconds of wall time too."""
+        """The shortest block CP-SAT finds within `seconds` of deterministic time (the budget), and `wall` seconds
+        of wall time at most; `hint` (offsets, e.g. a block `modulo` built) is where its search starts."""
+        if hint is not None:
+            for job, var in self.offset.items():
+                self.model.AddHint(var, hint[job])
         solver = self.cp.CpSolver()
         solver.parameters.max_deterministic_time = max(seconds, 0.001)
         safety = max(20 * seconds, 1.0)  # a safety net, not the budget
@@ -618,15 +631,34 @@ def periodic_schedules(
                 seconds = budget / len(splits) * 2.0 ** -(tries - 1) / (2.0 - 2.0 ** (1 - periods))
             if acts is None:
                 wall = None if deadline is None else deadline - time.perf_counter()
-                offsets, status, spent = BlockModel(st, period, split).solve(seconds, seed, wall)
+                model = BlockModel(st, period, split)
+                offsets, status, spent = model.solve(seconds, seed, wall)
+                left -= spent
+                # (without `search_longer` each period has its share, and a retry costs as much again)
+                retry = min(seconds, left) if search_longer else seconds
+                start = None
+                if offsets is None and retry > 0:
+                    # CP-SAT alone found no block in its time: again, from a hand-built tiling of the period (where
+                    # CP-SAT alone finds a block, that block leads the search as far or further: measured at pp = 8)
+                    start, start_fits, built = rotation_block(st, period, split)
+                if start is not None:
+                    wall = None if deadline is None else deadline - time.perf_counter()
+                    offsets, status, more = model.solve(retry, seed, wall, hint=start)
+                    more += built * len(model.jobs) * BUILD_SECONDS_PER_JOB
+                    spent += more  # (a block found so costs both tries)
+                    left -= more if search_longer else 0.0
+                    if offsets is None and start_fits:
+                        offsets, status = start, "ROTATED"
                 block = None
                 if offsets is not None:
-                    name = f"periodic block, period {period / st.k:g}"
-                    name += ", the shortest block for it" if status == "OPTIMAL" else ""
+                    shortest = {"OPTIMAL": ", the shortest block for it", "ROTATED": ", rotated by hand"}.get(
+                        status, ""
+                    )
+                    name = f"periodic block, period {period / st.k:g}{shortest}"
                     block = Block(name, offsets, period, st.k, orders_from_block(problem, offsets, period), spent)
             else:
                 block, spent = _solve_with_actions(problem, st, acts, period, split, seconds, seed, deadline)
-            left -= spent
+                left -= spent
             if block is not None:
                 found += 1
                 out.append(block)
