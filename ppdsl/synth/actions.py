@@ -433,6 +433,28 @@ class ActionEngine:
                         cand.lead[key] = lead
                         yield cand
 
+    def offload_pattern(self, base: list[Order]) -> Placement | None:
+        """PipeOffload's rule on a whole order at once: offload every (stage, micro-batch) whose forward-to-backward
+        gap, timed without actions, covers both its copies, each reload as late as its backward allows (None:
+        offload not allowed, or no gap covers them). The insertion acts only where a rank is over its limit, one
+        peak at a time, and at large sizes runs out of time before it reaches this pattern."""
+        if OFFLOAD not in self.allowed:
+            return None
+        orders, ev = self.evaluate(base, Placement())
+        if ev.deadlock:
+            return None
+        plan = Placement()
+        for rank, row in enumerate(orders):
+            forward_end: dict[tuple[int, int], float] = {}
+            for i, (t, s, mb) in enumerate(row):
+                if t == FORWARD:
+                    forward_end[(s, mb)] = ev.end[rank][i]
+                elif t in (BACKWARD, BACKWARD_B) and (s, mb) in forward_end:
+                    if ev.start[rank][i] - forward_end[(s, mb)] >= self.copy_time[s] - EPS:
+                        plan.action[(s, mb)] = OFFLOAD
+                        plan.lead[(s, mb)] = self._lead(orders, ev, rank, (s, mb))
+        return plan if plan.action else None
+
     def search(
         self, bases: Iterable[tuple[str, list[Order]]], fallback: bool = False, grace: float = 0.0
     ) -> ActionResult | None:
@@ -442,6 +464,20 @@ class ActionEngine:
         caller already holds a schedule)."""
         best: ActionResult | None = None
         policies = [OFFLOAD, RECOMPUTE] if len(self.allowed) == 2 else self.allowed
+        bases = list(bases)
+        # PipeOffload's pattern on every base first (one evaluation each), the fastest one improved
+        patterned: tuple[list[Order], Placement] | None = None
+        for origin, base in bases:
+            pattern = self.offload_pattern(base)
+            if pattern is None:
+                continue
+            orders, ev = self.evaluate(base, pattern)
+            if ev.feasible and (best is None or ev.makespan < best.evaluation.makespan - EPS):
+                best = ActionResult(orders, ev, pattern, f"{origin} with PipeOffload's rule")
+                patterned = (base, pattern)
+        if best is not None and patterned is not None:
+            plan, orders, ev = self.improve(*patterned, best.evaluation)
+            best = ActionResult(orders, ev, plan, best.origin)
         for origin, base in bases:
             for prefer in policies:
                 if self.out_of_time() and best is not None:
