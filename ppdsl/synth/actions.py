@@ -16,6 +16,7 @@ expansion): one timing rule, rule 6 of `ppdsl.analysis.timing` for the copy stre
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -232,14 +233,15 @@ class ActionEngine:
             return OFFLOAD
         return RECOMPUTE if RECOMPUTE in self.allowed else OFFLOAD
 
-    def _lead(self, orders: list[Order], ev: Evaluation, rank: int, key: tuple[int, int]) -> int:
+    def _lead(self, orders: list[Order], ev: Evaluation, rank: int, key: tuple[int, int], early: bool = False) -> int:
         """How many compute jobs of the base order before its backward a reload is issued: as late as the backward
         allows, right after the last compute job between its forward and its backward that ends early enough for
         the copy to end by the backward's start (a copy starts when the rank reaches it, so one issued earlier
         would give the memory back sooner and lower no peak). When only the forward ends that early (the gap is
         short), after the forward's next job: issued right after the offload, the reload would start as the
         offload ends and hold the rank's memory all along; one job later it holds it off for that job, and
-        delays the backward the least of the places that do."""
+        delays the backward the least of the places that do. `early`: before the last job in between that
+        starts early enough instead (one job sooner, where the copy stream is busy with offloads then)."""
         s, _ = key
         row = orders[rank]
         f = next(i for i, job in enumerate(row) if job == (FORWARD, *key))
@@ -247,6 +249,9 @@ class ActionEngine:
         # the base order's jobs in between (`materialize` counts the lead in those: no copy, no recompute)
         between = [i for i in range(f + 1, b) if row[i][0] != self.types.recompute and not self.types.copies(row[i][0])]
         need = ev.start[rank][b] - self.reload_time[s]
+        if early:
+            starts = [n for n, i in enumerate(between) if ev.start[rank][i] <= need + EPS]
+            return len(between) - starts[-1] if starts else len(between)
         in_time = [n for n, i in enumerate(between) if ev.end[rank][i] <= need + EPS]
         if in_time:
             return len(between) - 1 - in_time[-1]
@@ -433,9 +438,10 @@ class ActionEngine:
                         cand.lead[key] = lead
                         yield cand
 
-    def offload_pattern(self, base: list[Order]) -> Placement | None:
+    def offload_pattern(self, base: list[Order], early: bool = False, strict: bool = False) -> Placement | None:
         """PipeOffload's rule on a whole order at once: offload every (stage, micro-batch) whose forward-to-backward
-        gap, timed without actions, covers both its copies, each reload as late as its backward allows (None:
+        gap, timed without actions, covers both its copies (`strict`: the rule of their code, the gap less the
+        backward covers three round trips), each reload as late as its backward allows (`early`: see `_lead`) (None:
         offload not allowed, or no gap covers them). The insertion acts only where a rank is over its limit, one
         peak at a time, and at large sizes runs out of time before it reaches this pattern."""
         if OFFLOAD not in self.allowed:
@@ -450,9 +456,14 @@ class ActionEngine:
                 if t == FORWARD:
                     forward_end[(s, mb)] = ev.end[rank][i]
                 elif t in (BACKWARD, BACKWARD_B) and (s, mb) in forward_end:
-                    if ev.start[rank][i] - forward_end[(s, mb)] >= self.copy_time[s] - EPS:
+                    gap = ev.start[rank][i] - forward_end[(s, mb)]
+                    if strict:  # (PipeOffload's code: the gap less the backward covers three round trips)
+                        covers = gap - (ev.end[rank][i] - ev.start[rank][i]) > 3 * self.copy_time[s]
+                    else:
+                        covers = gap >= self.copy_time[s] - EPS
+                    if covers:
                         plan.action[(s, mb)] = OFFLOAD
-                        plan.lead[(s, mb)] = self._lead(orders, ev, rank, (s, mb))
+                        plan.lead[(s, mb)] = self._lead(orders, ev, rank, (s, mb), early)
         return plan if plan.action else None
 
     def search(
@@ -467,8 +478,8 @@ class ActionEngine:
         bases = list(bases)
         # PipeOffload's pattern on every base first (one evaluation each), the fastest one improved
         patterned: tuple[list[Order], Placement] | None = None
-        for origin, base in bases:
-            pattern = self.offload_pattern(base)
+        for (origin, base), early, strict in itertools.product(bases, (False, True), (False, True)):
+            pattern = self.offload_pattern(base, early, strict)
             if pattern is None:
                 continue
             orders, ev = self.evaluate(base, pattern)

@@ -3,6 +3,7 @@ recompute / offload / reload jobs, and the checker proves the written file with 
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -154,8 +155,8 @@ def test_an_order_with_pipeoffloads_rule_is_a_start_so_synth_is_never_slower_tha
         "forward", "backward", "backward_b", "backward_w", "latency")}))  # fmt: skip
     engine = ActionEngine(problem, ("recompute", "offload"), time.perf_counter() + 60)
     patterns = []
-    for _, base in library_seeds(plain):
-        plan = engine.offload_pattern(base)
+    for (_, base), early, strict in itertools.product(library_seeds(plain), (False, True), (False, True)):
+        plan = engine.offload_pattern(base, early, strict)
         if plan is not None:
             _, ev = engine.evaluate(base, plan)
             if ev.feasible:
