@@ -2,7 +2,9 @@
 micro-batch) keep, recompute or offload, placed in an order the order search found.
 
 Below the memory an order alone can reach, or where holding less lets a faster order fit, the engine
-1. takes the fastest orders the order search finds at relaxed limits (the caller's `bases`);
+1. takes the fastest orders the order search finds at relaxed limits (the caller's `bases`), and first puts
+   PipeOffload's whole pattern on each (`offload_pattern`: every micro-batch whose gap covers both copies
+   offloaded, by the paper's rule and by their code's stricter one); the fastest that fits is improved (step 3);
 2. inserts actions where a rank's level exceeds its limit: of the micro-batches in flight at the rank's peak, the
    one held longest first; it is offloaded when the gap between its forward's end and its backward's start
    covers both copies (PipeOffload's rule), else recomputed. A recompute goes right before its backward, where the
