@@ -440,7 +440,13 @@ class ActionEngine:
                         cand.lead[key] = lead
                         yield cand
 
-    def offload_pattern(self, base: list[Order], early: bool = False, strict: bool = False) -> Placement | None:
+    def offload_pattern(
+        self,
+        base: list[Order],
+        early: bool = False,
+        strict: bool = False,
+        timed: tuple[list[Order], Evaluation] | None = None,
+    ) -> Placement | None:
         """PipeOffload's rule on a whole order at once: offload every (stage, micro-batch) whose forward-to-backward
         gap, timed without actions, covers both its copies (`strict`: the rule of their code, the gap less the
         backward covers three round trips), each reload as late as its backward allows (`early`: see `_lead`) (None:
@@ -448,7 +454,7 @@ class ActionEngine:
         peak at a time, and at large sizes runs out of time before it reaches this pattern."""
         if OFFLOAD not in self.allowed:
             return None
-        orders, ev = self.evaluate(base, Placement())
+        orders, ev = timed if timed is not None else self.evaluate(base, Placement())  # (`timed`: base, timed)
         if ev.deadlock:
             return None
         plan = Placement()
@@ -480,8 +486,15 @@ class ActionEngine:
         bases = list(bases)
         # PipeOffload's pattern on every base first (one evaluation each), the fastest one improved
         patterned: tuple[list[Order], Placement] | None = None
-        for (origin, base), early, strict in itertools.product(bases, (False, True), (False, True)):
-            pattern = self.offload_pattern(base, early, strict)
+        timed: dict[int, tuple[list[Order], Evaluation]] = {}  # base -> its timing without actions, once
+        for (n, (origin, base)), early, strict in itertools.product(enumerate(bases), (False, True), (False, True)):
+            if self.out_of_time() and (best is not None or fallback):
+                break
+            if OFFLOAD not in self.allowed:
+                break
+            if n not in timed:
+                timed[n] = self.evaluate(base, Placement())
+            pattern = self.offload_pattern(base, early, strict, timed[n])
             if pattern is None:
                 continue
             orders, ev = self.evaluate(base, pattern)
