@@ -1,10 +1,10 @@
 """`ppdsl synth --memory-actions recompute,offload` against the best anchor that fits, over a ladder of limits.
 
     python benchmarks/bench_memory_synth.py [--zb-repo PATH] [--time-limit S] [--steps N] [--quick]
-        [--pp 4 8 16] [--m-factors 2 4] [--large-m-max-pp 8] [--copies 0.5 1] [--no-speed]
+        [--pp 4 8 16] [--m-factors 2 4] [--large-m-max-pp 16] [--copies 0.5 1] [--no-speed]
 
-Grid (issue 18): pp 4, 8, 16; microbatches 2pp and 4pp (4pp at pp=16 only with `--large-m-max-pp 16`: it adds
-about 10 minutes; the whole grid took 31 minutes at `--time-limit 3`, and the pp=64 speed run 20 more);
+Grid (issue 18): pp 4, 8, 16; microbatches 2pp and 4pp (`--large-m-max-pp 8` leaves out pp=16 m=64, about a
+quarter of the run);
 F:B:W 1:1:1 (latency 0) and 1:1.5:0.7 (latency 0.1); a recompute costs a forward, a copy (offload or reload) 0.5x
 or 1x a forward; a recomputed forward keeps 0.1 of its activations (the library's `stage_input`). The costs go in
 the cost file the script writes (`"costs": {"recompute": ..., "offload": ..., "reload": ...}`), the one source both
@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_synth  # noqa: E402
 import zero_bubble_reference as zbr  # noqa: E402
 
 from ppdsl.analysis.check import check  # noqa: E402
@@ -61,20 +62,22 @@ from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.analysis.memory import MemoryActions  # noqa: E402
 from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.common.diagnostics import DiagnosticError  # noqa: E402
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD  # noqa: E402
+from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD  # noqa: E402
 from ppdsl.language.library import library_dir, library_files  # noqa: E402
 from ppdsl.synth import SynthRequest, build, synthesize_file  # noqa: E402
 from ppdsl.synth.actions import OFFLOAD, RECOMPUTE, ActionEngine, Placement  # noqa: E402
 from ppdsl.synth.bounds import lower_bound  # noqa: E402
 from ppdsl.synth.problem import Problem, build_problem  # noqa: E402
-from ppdsl.synth.schedule import Evaluator, Order, complete  # noqa: E402
+from ppdsl.synth.schedule import Evaluator, Order  # noqa: E402
 from ppdsl.synth.seeds import library_seeds  # noqa: E402
 
 EPS = 1e-6
 BOTH = ("recompute", "offload")
+# bench_synth's first two cost profiles (costs and latency), under this benchmark's labels
+_SYNTH_PROFILES = {p.name: p for p in bench_synth.PROFILES}
 PROFILES = {
-    "F:B:W 1:1:1": ({"forward": 1.0, "backward": 2.0, "backward_b": 1.0, "backward_w": 1.0}, 0.0),
-    "F:B:W 1:1.5:0.7 lat 0.1": ({"forward": 1.0, "backward": 2.2, "backward_b": 1.5, "backward_w": 0.7}, 0.1),
+    "F:B:W 1:1:1": _SYNTH_PROFILES["uniform"],
+    "F:B:W 1:1.5:0.7 lat 0.1": _SYNTH_PROFILES["I1.5-W0.7-lat0.1"],
 }
 SHAPES = [(1, "looped"), (2, "vshape"), (2, "looped")]
 # the shape's 1F1B (its peak tops the ladder) and the library orders the recompute / offload anchors are built on
@@ -145,7 +148,7 @@ class LenientCosts(CostSpec):
 
 
 def write_costs(folder: Path, profile: str, copy: float) -> Path:
-    costs, latency = PROFILES[profile]
+    costs, latency = PROFILES[profile].costs, PROFILES[profile].latency
     given = {
         **costs,
         "recompute": costs["forward"],
@@ -225,14 +228,8 @@ def library_anchors(pp: int, m: int, vpp: int, placement: str, spec: CostSpec) -
         elif path.stem == "interleaved1f1b_offload":
             settings = [{"offloaded": k} for k in range(1, vpp + 1)]
         for params in settings:
-            try:
-                scenario = Scenario(path, pp, m, vpp, params or None, costs=spec)
-                if scenario.definition().placement_kind != placement:
-                    break
-                result = check(scenario)
-            except DiagnosticError:
-                continue
-            if result.valid:
+            result = bench_synth.checked_library_file(path, pp, m, vpp, placement, spec, params)
+            if result is not None:
                 label = "library " + result.defn.name + "".join(f" {k}={v}" for k, v in params.items())
                 peak = max(r.peak_activations for r in result.ranks)
                 yield Anchor(label, result.makespan, peak, path.stem in LIBRARY_ACTION_SCHEDULES)
@@ -344,28 +341,21 @@ def zero_bubble_anchors(repo, profile: str, pp: int, m: int, vpp: int, placement
     """The zero-bubble authors' schedules of this shape, measured by the checker's execution as orders."""
     if vpp == 2 and placement == "looped":
         return []
-    costs, latency = PROFILES[profile]
-    f, b, w = costs["forward"], costs["backward_b"], costs["backward_w"]
+    chosen = PROFILES[profile]
     if vpp == 1:
-        runs = [(f"zb auto (limit {x})", lambda x=x: zbr.zb_auto(repo, pp, m, f, b, w, latency, x))
-                for x in sorted({max(1, pp // 2), pp, 2 * pp})]  # fmt: skip
+        runs = bench_synth.zb_auto_runs(repo, chosen, pp, m)
     else:
+        f, b, w = chosen.zb_costs(2 * pp, per_stage=False)
+        latency = chosen.latency
         named = {"vmin": "V-Min", "vhalf": "V-Half", "vzb": "ZB-V (zbv.py)"}
         runs = [(named[v], lambda v=v: zbr.v_auto(repo, pp, m, f, b, w, latency, v)) for v in named]
         runs += [(f"v auto ({x})", lambda x=x: zbr.v_auto(repo, pp, m, f, b, w, latency, x)) for x in v_limits(pp)]
     evaluator = Evaluator(problem)
-    kinds = {"F": FORWARD, "B": BACKWARD_B, "W": BACKWARD_W}
     out = []
-    for name, run in runs:
-        try:
-            theirs = run()
-        except (ValueError, AssertionError, TypeError, IndexError, KeyError):
-            continue  # their search finds nothing at this size or limit
-        orders = [[(kinds[k], problem.stage_of(r, c), mb) for k, c, mb in rank] for r, rank in enumerate(theirs)]
-        if complete(problem, orders):
-            ev = evaluator.evaluate(orders)
-            if not ev.deadlock:
-                out.append(Anchor(f"zero-bubble {name}", ev.makespan, max(ev.peaks), False))
+    for name, orders in bench_synth.zero_bubble_orders(problem, runs):
+        ev = evaluator.evaluate(orders)
+        if not ev.deadlock:
+            out.append(Anchor(f"zero-bubble {name}", ev.makespan, max(ev.peaks), False))
     return out
 
 
@@ -518,8 +508,8 @@ def main() -> None:
     parser.add_argument(
         "--large-m-max-pp",
         type=int,
-        default=8,
-        help="factors above 2 only up to this pp (pp=16 m=64 adds about 10 minutes: 16 to include it)",
+        default=16,
+        help="factors above 2 only up to this pp (8 leaves out pp=16 m=64, about a quarter of the run)",
     )
     parser.add_argument("--copies", type=float, nargs="*", default=[0.5, 1.0], help="a copy's time in forwards")
     parser.add_argument("--steps", type=int, default=4, help="limits on each ladder")
@@ -534,12 +524,8 @@ def main() -> None:
     print("command: python " + " ".join(sys.argv), flush=True)
     skipped = [pp for pp in args.pp if pp > args.large_m_max_pp and any(f > 2 for f in args.m_factors)]
     if skipped:
-        print(
-            f"# pp={', '.join(map(str, skipped))} at m = 2pp only: synth with actions overruns its --time-limit there "
-            "(13-26 s a limit at pp=16 m=64, --time-limit 3), which would take a full run past 40 minutes; "
-            f"--large-m-max-pp {max(skipped)} includes it",
-            flush=True,
-        )
+        pps = ", ".join(map(str, skipped))
+        print(f"# pp={pps} at m = 2pp only (--large-m-max-pp {args.large_m_max_pp})", flush=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

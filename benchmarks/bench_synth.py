@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,14 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import zero_bubble_reference as zbr  # noqa: E402
 
-from ppdsl.analysis.check import check  # noqa: E402
+from ppdsl.analysis.check import CheckResult, check  # noqa: E402
 from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.common.diagnostics import DiagnosticError  # noqa: E402
 from ppdsl.language.jobtypes import BACKWARD_B, BACKWARD_W, FORWARD  # noqa: E402
 from ppdsl.language.library import library_files  # noqa: E402
 from ppdsl.synth import SynthRequest, synthesize_file  # noqa: E402
-from ppdsl.synth.problem import build_problem  # noqa: E402
+from ppdsl.synth.problem import Problem, build_problem  # noqa: E402
 from ppdsl.synth.schedule import Evaluator, complete  # noqa: E402
 
 UNIFORM = {"forward": 1.0, "backward": 2.0, "backward_b": 1.0, "backward_w": 1.0}
@@ -104,40 +105,61 @@ class Row:
         return "equal" if self.synth <= self.makespan + EPS else "worse"
 
 
+def checked_library_file(
+    path: Path, pp: int, m: int, vpp: int, placement: str, spec: CostSpec, params: dict | None = None
+) -> CheckResult | None:
+    """The checker's result for a library file at these sizes (and `params`), or None where the file is of another
+    placement, refused, or not valid there. bench_memory_synth measures its library anchors through it too."""
+    try:
+        scenario = Scenario(path, pp, m, vpp, params or None, costs=spec)
+        if scenario.definition().placement_kind != placement:
+            return None
+        result = check(scenario)
+    except DiagnosticError:
+        return None
+    return result if result.valid else None
+
+
 def library_references(pp: int, m: int, vpp: int, placement: str, spec: CostSpec):
     for path in library_files():
-        try:
-            scenario = Scenario(path, pp, m, vpp, costs=spec)
-            if scenario.definition().placement_kind != placement:
-                continue
-            result = check(scenario)
-        except DiagnosticError:
-            continue
-        if result.valid:
+        result = checked_library_file(path, pp, m, vpp, placement, spec)
+        if result is not None:
             yield result.defn.name, result.makespan, max(r.peak_activations for r in result.ranks)
 
 
-def zero_bubble_references(repo, profile: Profile, pp: int, m: int, vpp: int, placement: str, spec: CostSpec):
-    """Their schedules at these sizes, measured by ppdsl's checker engine (as orders of the same problem)."""
-    problem = build_problem(pp, m, vpp, placement, spec, split="yes")
-    evaluator = Evaluator(problem)
+def zb_auto_runs(repo, profile: Profile, pp: int, m: int) -> list[tuple[str, Callable[[], list]]]:
+    """zb.py's search (one chunk) at limits pp/2, pp and 2pp (their units: pp is ZB-H1's memory), each as a name
+    and a call that runs it."""
+    f, b, w = profile.zb_costs(pp, per_stage=True)
+    return [(f"zb auto (limit {x})", lambda x=x: zbr.zb_auto(repo, pp, m, f, b, w, profile.latency, x))
+            for x in sorted({pp, 2 * pp, max(1, pp // 2)})]  # fmt: skip
+
+
+def zero_bubble_orders(problem: Problem, runs: list[tuple[str, Callable[[], list]]]) -> Iterator[tuple[str, list]]:
+    """Each run's schedule as orders of `problem` (their F, B, W as ppdsl's forward, I and W), the runs whose search
+    finds nothing at this size or limit, or whose schedule is not complete, left out."""
     kinds = {"F": FORWARD, "B": BACKWARD_B, "W": BACKWARD_W}
-    if vpp == 1:
-        f, b, w = profile.zb_costs(pp, per_stage=True)
-        runs = [(f"zb auto (limit {x})", lambda x=x: zbr.zb_auto(repo, pp, m, f, b, w, profile.latency, x))
-                for x in sorted({pp, 2 * pp, max(1, pp // 2)})]  # fmt: skip
-    else:
-        f, b, w = profile.zb_costs(2 * pp, per_stage=False)
-        variants = [pp, (3 * pp) // 2, "vmin", "vhalf", "vzb"]
-        runs = [(f"v auto ({v})", lambda v=v: zbr.v_auto(repo, pp, m, f, b, w, profile.latency, v)) for v in variants]
     for name, run in runs:
         try:
             theirs = run()
         except (ValueError, AssertionError, TypeError, IndexError, KeyError):
             continue  # their search finds nothing at this size or limit
         orders = [[(kinds[k], problem.stage_of(r, c), mb) for k, c, mb in rank] for r, rank in enumerate(theirs)]
-        if not complete(problem, orders):
-            continue
+        if complete(problem, orders):
+            yield name, orders
+
+
+def zero_bubble_references(repo, profile: Profile, pp: int, m: int, vpp: int, placement: str, spec: CostSpec):
+    """Their schedules at these sizes, measured by ppdsl's checker engine (as orders of the same problem)."""
+    problem = build_problem(pp, m, vpp, placement, spec, split="yes")
+    evaluator = Evaluator(problem)
+    if vpp == 1:
+        runs = zb_auto_runs(repo, profile, pp, m)
+    else:
+        f, b, w = profile.zb_costs(2 * pp, per_stage=False)
+        variants = [pp, (3 * pp) // 2, "vmin", "vhalf", "vzb"]
+        runs = [(f"v auto ({v})", lambda v=v: zbr.v_auto(repo, pp, m, f, b, w, profile.latency, v)) for v in variants]
+    for name, orders in zero_bubble_orders(problem, runs):
         ev = evaluator.evaluate(orders)
         if ev.feasible:
             yield name, ev.makespan, max(ev.peaks)

@@ -241,7 +241,7 @@ class BlockModel:
                 for job in stream if anchored else ():
                     self._anchor(job, computes, stream)
         if actions is None:
-            self._memory(phase)
+            self._memory()
         else:
             self._exact_memory(grad)
         self.span = model.NewIntVar(0, horizon + max(st.cost[t][s] for t, s in jobs), "span")
@@ -394,37 +394,21 @@ class BlockModel:
             model.Add(room == cap - sum(k * x for k, x in full))
             model.AddCumulative(intervals, demands, room)
 
-    def _memory(self, phase: dict) -> None:
-        st, p, model, T = self.st, self.problem, self.model, self.period
+    def _memory(self) -> None:
+        """Without actions: a micro-batch holds its forward's activations from the forward's start to its gradient
+        job's start (with the split, also I's from I's start to W's), counted by `_cumulative` per rank."""
+        st, p, offset, phase = self.st, self.problem, self.offset, self.phase
         grad = BACKWARD_B if self.split else BACKWARD
         for r in range(p.pp):
             if st.cap[r] is None:
                 continue
-            intervals, demands, full = [], [], []
+            segments: list[Segment] = []
             for s in p.stages_of[r]:
                 holds = [((FORWARD, s), (grad, s), st.mem[FORWARD][s])]
                 if self.split:
                     holds.append(((grad, s), (BACKWARD_W, s), st.mem[FORWARD][s] + st.mem[BACKWARD_B][s]))
-                for begin, end, amount in holds:
-                    if amount <= 0:
-                        continue
-                    length = model.NewIntVar(0, self.horizon, "")
-                    model.Add(length == self.offset[end] - self.offset[begin])
-                    periods = model.NewIntVar(0, self.horizon // T + 1, "")
-                    model.AddDivisionEquality(periods, length, T)
-                    rest = model.NewIntVar(0, T - 1, "")
-                    model.Add(rest == length - periods * T)
-                    at = phase[begin]
-                    until = model.NewIntVar(0, 2 * T, "")
-                    model.Add(until == at + rest)
-                    intervals.append(model.NewIntervalVar(at, rest, until, ""))
-                    intervals.append(model.NewIntervalVar(at - T, rest, until - T, ""))
-                    demands += [amount, amount]
-                    full.append((periods, amount))
-            if intervals:
-                room = model.NewIntVar(0, st.cap[r], "")  # what the partial holds may use
-                model.Add(room == st.cap[r] - sum(k * a for k, a in full))
-                model.AddCumulative(intervals, demands, room)
+                segments += [(offset[begin], phase[begin], offset[end], amount, None) for begin, end, amount in holds]
+            self._cumulative(segments, st.cap[r])
 
     def solve(
         self,

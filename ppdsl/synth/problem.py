@@ -108,6 +108,13 @@ class Problem:
         raise KeyError((rank, chunk))
 
 
+def stage_table(problem: Problem, t: int, of: str = "cost") -> list[float]:
+    """[stage] of an expansion table (`cost` or `mem_delta`) for a job type the problem's tables leave out (the
+    memory actions')."""
+    values = getattr(problem.expansion, of)[t]
+    return [values[problem.rank_of[s]][problem.chunk_of[s]] for s in range(problem.nstages)]
+
+
 def build_problem(
     pp: int,
     microbatches: int,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.language.jobs import Job
@@ -35,6 +36,39 @@ from ppdsl.synth.schedule import Evaluation, Order
 GRADIENT = (BACKWARD, BACKWARD_B)
 # no presolve: on these small models it costs more than the search (and can lose the hint); no LP relaxation
 PARAMS: dict = {"cp_model_presolve": False, "linearization_level": 0}
+
+
+class SolvableWindow(Protocol):
+    """What `solve_window` reads of a window model (`WindowModel`, `window_actions.ActionWindowModel`)."""
+
+    cp: Any  # ortools.sat.python.cp_model
+    model: Any
+    hints: list[tuple[Any, int]]
+    valid: bool
+
+
+def solve_window(window: SolvableWindow, seconds: float, seed: int, debug: bool) -> tuple[Any, str, float]:
+    """`window`'s model solved from its hints within `seconds` of deterministic time, on one worker: the solver
+    (None where it found no solution, or the window has no free job), its status's name, and the deterministic
+    time spent. Both window models solve through it, so they share one set of solver parameters. `debug` fixes
+    every hinted variable (a check that the hint is a solution)."""
+    if not window.valid:
+        return None, "INVALID", 0.0
+    cp, model = window.cp, window.model
+    for var, value in window.hints:
+        model.AddHint(var, value)
+    solver = cp.CpSolver()
+    solver.parameters.max_deterministic_time = max(seconds, 0.001)
+    solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = seed
+    for key, value in PARAMS.items():
+        setattr(solver.parameters, key, value)
+    if debug:
+        solver.parameters.fix_variables_to_their_hinted_value = True
+    status = solver.Solve(model)
+    found = status in (cp.OPTIMAL, cp.FEASIBLE)
+    return solver if found else None, solver.StatusName(status), solver.ResponseProto().deterministic_time
 
 
 class Statics:
@@ -307,24 +341,8 @@ class WindowModel:
 
     def solve(self, seconds: float, seed: int = 0, debug: bool = False) -> tuple[list[Order] | None, str]:
         """The window re-solved within `seconds` of deterministic time (the current schedule as the hint)."""
-        self.spent = 0.0
-        if not self.valid:
-            return None, "INVALID"
-        for var, value in self.hints:
-            self.model.AddHint(var, value)
-        solver = self.cp.CpSolver()
-        solver.parameters.max_deterministic_time = max(seconds, 0.001)
-        solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
-        solver.parameters.num_workers = 1
-        solver.parameters.random_seed = seed
-        for key, value in PARAMS.items():
-            setattr(solver.parameters, key, value)
-        if debug:
-            solver.parameters.fix_variables_to_their_hinted_value = True
-        status = solver.Solve(self.model)
-        name = solver.StatusName(status)
-        self.spent = solver.ResponseProto().deterministic_time
-        if status not in (self.cp.OPTIMAL, self.cp.FEASIBLE):
+        solver, name, self.spent = solve_window(self, seconds, seed, debug)
+        if solver is None:
             return None, name
         orders = []
         where = self.ctx.where

@@ -43,7 +43,7 @@ from ppdsl.synth.exact import KINDS, load_cp_model
 from ppdsl.synth.exact_actions import hold_pieces, stage_table
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Order
-from ppdsl.synth.window import GRADIENT, PARAMS, Statics
+from ppdsl.synth.window import GRADIENT, Statics, solve_window
 
 PREFIX, WINDOW, SUFFIX = 0, 1, 2
 
@@ -497,24 +497,8 @@ class ActionWindowModel:
 
     def solve(self, seconds: float, seed: int = 0, debug: bool = False) -> tuple[list[Order] | None, str]:
         """The window re-solved within `seconds` of deterministic time (the current schedule as the hint)."""
-        self.spent = 0.0
-        if not self.valid:
-            return None, "INVALID"
-        for var, value in self.hints:
-            self.model.AddHint(var, value)
-        solver = self.cp.CpSolver()
-        solver.parameters.max_deterministic_time = max(seconds, 0.001)
-        solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
-        solver.parameters.num_workers = 1
-        solver.parameters.random_seed = seed
-        for key, value in PARAMS.items():
-            setattr(solver.parameters, key, value)
-        if debug:
-            solver.parameters.fix_variables_to_their_hinted_value = True
-        status = solver.Solve(self.model)
-        name = solver.StatusName(status)
-        self.spent = solver.ResponseProto().deterministic_time
-        if status not in (self.cp.OPTIMAL, self.cp.FEASIBLE):
+        solver, name, self.spent = solve_window(self, seconds, seed, debug)
+        if solver is None:
             return None, name
         st, value = self.statics, solver.Value
         placed = [job for job in self.free if job not in self.lit or solver.BooleanValue(self.lit[job])]
