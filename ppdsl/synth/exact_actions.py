@@ -46,9 +46,9 @@ from ppdsl.analysis.timing import input_stage, link_delay
 from ppdsl.language.jobs import Job
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
-from ppdsl.synth.bounds import lower_bound
+from ppdsl.synth.bounds import memory_lower_bound
 from ppdsl.synth.exact import KINDS, ScheduleModel, Solution, transfers_never_queue
-from ppdsl.synth.problem import Problem
+from ppdsl.synth.problem import Problem, stage_table
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 
 GRADIENT = (BACKWARD, BACKWARD_B)
@@ -67,12 +67,6 @@ def model_is_exact(problem: Problem) -> bool:
     costs = [problem.cost[t][s] for t in KINDS for s in range(problem.nstages)]
     costs += [stage_table(problem, a.recompute)[s] for s in range(problem.nstages)]
     return transfers_never_queue(problem) and min(costs) > 0
-
-
-def stage_table(problem: Problem, t: int, of: str = "cost") -> list[float]:
-    """[stage] of an expansion table (`cost` or `mem_delta`) for a job type the problem's tables leave out."""
-    values = getattr(problem.expansion, of)[t]
-    return [values[problem.rank_of[s]][problem.chunk_of[s]] for s in range(problem.nstages)]
 
 
 def hold_pieces(
@@ -177,23 +171,22 @@ class ActionModel(ScheduleModel):
     def _job(self, t: int, s: int, mb: int, lit=None, cost: float | None = None) -> None:
         if cost is None:
             return super()._job(t, s, mb, lit)
-        model, d = self.model, self.ticks(cost)
-        st = model.NewIntVar(0, self.horizon, f"s{t}_{s}_{mb}")
-        en = model.NewIntVar(0, self.horizon, f"e{t}_{s}_{mb}")
-        iv = model.NewOptionalIntervalVar(st, d, en, lit, f"i{t}_{s}_{mb}")
-        self.present[(t, s, mb)] = lit
-        self.start[(t, s, mb)], self.end[(t, s, mb)] = st, en
-        self.intervals[self.problem.rank_of[s]].append(iv)
+        self.intervals[self.problem.rank_of[s]].append(self._optional(t, s, mb, lit, cost))
         return None
 
     def _copy(self, t: int, s: int, mb: int, lit, cost: float, stream: int) -> None:
+        self.copy_intervals[self.problem.rank_of[s]][stream].append((self._optional(t, s, mb, lit, cost), (t, s, mb)))
+
+    def _optional(self, t: int, s: int, mb: int, lit, cost: float):
+        """An action's job (a recompute on the rank's compute, or a copy): its start and end, in the schedule when
+        `lit` holds; returns its interval, for the caller's no-overlap."""
         model, d = self.model, self.ticks(cost)
         st = model.NewIntVar(0, self.horizon, f"s{t}_{s}_{mb}")
         en = model.NewIntVar(0, self.horizon, f"e{t}_{s}_{mb}")
         iv = model.NewOptionalIntervalVar(st, d, en, lit, f"i{t}_{s}_{mb}")
         self.present[(t, s, mb)] = lit
         self.start[(t, s, mb)], self.end[(t, s, mb)] = st, en
-        self.copy_intervals[self.problem.rank_of[s]][stream].append((iv, (t, s, mb)))
+        return iv
 
     def _chains(self) -> None:
         super()._chains()
@@ -484,27 +477,31 @@ def solve_with_actions(
     """Minimise the makespan with the allowed actions, from `start`; `proof`: a search that is to prove its
     result (`--exact`), not a short polish. Two models, each from the best schedule so far: micro-batches in
     order on every stage (as `exact`: a smaller search, which finds faster schedules sooner: 28 against 30 at
-    pp 4, 8 micro-batches, limit 2 in the same time), then, for a proof, every schedule (the class doc). The
-    solution's bound is the second's; without a proof it is 0, the first's holding only for schedules in order.
+    pp 4, 8 micro-batches, limit 2 in the same time), then, for a proof, every schedule (the class doc), unless
+    the best so far already meets `memory_lower_bound` (each model has it as the makespan's floor). The
+    solution's bound is the larger of the two; without a proof it is 0, the first's holding only for schedules
+    in order.
     Returns the solution (its orders: the best found, `start`'s if neither improved on it) and whether a model
     took up its start as its first solution."""
     t0 = time.perf_counter()
     timer = Evaluator(problem)
     best = start
+    floor = memory_lower_bound(problem, allowed)  # no schedule beats it, in order or not
     first, hinted = _solve(
-        problem, allowed, seconds * (ORDERED_SHARE if proof else 1.0), best, True, workers, seed, deterministic
+        problem, allowed, seconds * (ORDERED_SHARE if proof else 1.0), best, True, workers, seed, deterministic, floor
     )
     if first.orders is not None:
         ev = timer.evaluate(first.orders)
         if ev.feasible and (best is None or ev.makespan < best[1].makespan - 1e-9):
             best = (first.orders, ev)
     last = first
-    if proof:
+    # the model of every schedule only when the best so far is not already at the bound of every schedule
+    if proof and not (best is not None and best[1].makespan <= floor + 1e-9):
         left = seconds - (time.perf_counter() - t0)
-        last, hinted_free = _solve(problem, allowed, left, best, False, workers, seed, deterministic)
+        last, hinted_free = _solve(problem, allowed, left, best, False, workers, seed, deterministic, floor)
         hinted = hinted or hinted_free
     orders = last.orders if last.orders is not None else (best[0] if best is not None else None)
-    bound = last.bound if proof else 0.0
+    bound = max(last.bound, floor) if proof else 0.0
     return Solution(orders, bound, last.status, time.perf_counter() - t0), hinted
 
 
@@ -517,12 +514,13 @@ def _solve(
     workers: int,
     seed: int,
     deterministic: bool,
+    floor: float,
 ) -> tuple[Solution, bool]:
     t0 = time.perf_counter()
     horizon = start[1].makespan if start is not None else None
     model = ActionModel(problem, allowed, horizon=horizon, in_order=in_order)
-    # no schedule beats the bound of every schedule (actions only add work): the search stops when it gets there
-    model.model.Add(model.makespan >= math.floor(lower_bound(problem) * model.k + 1e-9))
+    # no schedule beats `floor` (`memory_lower_bound`): the search stops when it gets there
+    model.model.Add(model.makespan >= math.floor(floor * model.k + 1e-9))
     hinted = model.hint_schedule(*start) if start is not None else False
     left = max(seconds - (time.perf_counter() - t0), 0.1)
     # The budget is CP-SAT's deterministic time (as `exact`), but never more than the time left: on a loaded
