@@ -30,7 +30,8 @@ from ppdsl.synth.lns import lns, total_score
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
-from ppdsl.synth.vfill import fill_seeds
+from ppdsl.synth.vfill import fill_seeds, staircase_policies
+from ppdsl.synth.weights import placements
 
 EPS = 1e-9
 WORK_PER_SECOND = 1.0e6  # job evaluations per second on this kind of machine: turns a time limit into work
@@ -247,6 +248,19 @@ class Search:
         self.step("list scheduling", f"{len(candidates)} policies, best {ranked[0][1].label()}" if ranked else "")
         return ranked
 
+    def staircase(self) -> None:
+        """V shapes: the policies with in-flight caps falling by one rank after rank (`vfill.staircase_policies`),
+        starts of the policies' kind (the race runs the best of them and the portfolio's)."""
+        best = None
+        for policy in staircase_policies(self.problem):
+            got = self.run_policy(policy)
+            if got is not None and got[1].feasible:
+                self.offer(got[0], got[1], policy.label(), "policies")
+                if best is None or total_score(got[1]) < total_score(best):
+                    best = got[1]
+        if best is not None:
+            self.step("staircase in-flight caps", f"best {best.makespan:g}")
+
     def refine(self, ranked: list, top: int = 2, sweeps: int = 3, fraction: float = 0.35) -> None:
         """Coordinate descent over per-rank knobs of the best policies."""
         share = self.budget.used + fraction * self.budget.left()
@@ -299,6 +313,28 @@ class Search:
                     best = (name, ev)
         if found:
             self.step("V fill-first schedules", f"{len(found)}, best {best[1].makespan:g}" if best else "none fits")
+
+    def place_weights(self, starts: bool = True) -> None:
+        """Every start found so far (or, `starts` False, the best schedule) with its W's re-placed where they fit
+        (`weights`): the forwards and I's keep their order. Starts more than RACE_WITHIN slower than the best are
+        left out, as the race leaves them, and once the budget is spent only the best is re-placed (each placement
+        is a list schedule of every job)."""
+        if self.best is None:
+            return
+        chosen = list(self.starts.items()) if starts else [(None, self.best)]
+        limit = self.best[1].makespan * (1 + RACE_WITHIN)
+        offered = []
+        for family, (orders, ev, origin) in chosen:
+            if ev.makespan > limit or (starts and self.budget.out()):
+                continue
+            for name, placed in placements(self.problem, orders):
+                found = self.evaluator.evaluate(placed)
+                self.budget.spend(4 * self.jobs)
+                if found.feasible and total_score(found) < total_score(ev):
+                    self.offer(placed, found, f"{origin} + {name}", family)
+                    offered.append(f"{found.makespan:g}")
+        if offered:
+            self.step("W re-placed where they fit", ", ".join(offered))
 
     def periodic(self, fraction: float) -> None:
         """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points: as they
@@ -488,10 +524,12 @@ def synthesize(
     search = Search(problem, time_limit if not exact_search else min(time_limit, 10.0), seed, progress)
     ranked = search.portfolio()
     search.periodic(FRACTIONS["periodic"])
+    search.staircase()  # (after the periodic blocks, whose share of the budget is of what is left)
     if not search.reached_bound():
         search.refine(ranked, fraction=FRACTIONS["refine"])
     search.seeds([*seeds, ("one micro-batch at a time", problem.sequential())])
     search.fill_first()
+    search.place_weights()
     if not exact_search and search.jobs > CP_SAT_WHOLE_MAX_JOBS:  # (small: CP-SAT on the whole problem does more)
         search.race(FRACTIONS["race"])
     if search.best is None:
@@ -508,6 +546,7 @@ def synthesize(
         if whole:
             share = max(search.budget.left() / WORK_PER_SECOND, 0.5)
             status = search.cp_sat(share, whole=True)
+    search.place_weights(starts=False)
     search.merge_backwards()
     orders, ev, origin = search.best
     exact_model = exact.transfers_never_queue(problem)

@@ -163,3 +163,40 @@ class FillScheduler(ListScheduler):
         if weight is not None and (forward_waits_memory or forward is None):
             return weight, next_known
         return forward, next_known
+
+
+# The staircase policies' in-flight caps: rank r at its capacity less `top` less r, but not under half of it plus
+# `floor` (the values tried), with room kept for `reserve` later-chunk forwards and backwards deep or shallow first
+STAIR_TOPS = (0, 1, 2)
+STAIR_FLOORS = (0, 1, 2, 3)
+
+
+def staircase_caps(problem: Problem, top: int, floor: int) -> tuple[int, ...]:
+    """Per rank, the most micro-batches in flight: one fewer on each rank down the V (rank r keeps about r + 1
+    activations for chunk 1 in the warm-up, see the module's docstring), down to half the capacity plus `floor`."""
+    m = problem.microbatches
+    return tuple(
+        max(min(capacity(problem, r) - top - r, m), min(capacity(problem, r) // 2 + floor, m), 1)
+        for r in range(problem.pp)
+    )
+
+
+def staircase_policies(problem: Problem) -> list[Policy]:
+    """List-scheduling policies whose per-rank in-flight caps fall by one from each rank to the next (a
+    staircase), for V shapes. The cap on the first ranks keeps them from filling their memory with chunk-0
+    activations, so the chunk-1 forwards that come back up the V find room and flow two at a time (V-Half's
+    warm-up); the per-rank refinement changes one rank's cap at a time and does not reach such a profile from
+    the uncapped policies (every single step is slower)."""
+    if not applies(problem):
+        return []
+    out, seen = [], set()
+    for top in STAIR_TOPS:
+        for floor in STAIR_FLOORS:
+            caps = staircase_caps(problem, top, floor)
+            if caps in seen:
+                continue
+            seen.add(caps)
+            for reserve in (0, 1):
+                for deep_b in (True, False):
+                    out.append(Policy(split=problem.split != "no", deep_first_b=deep_b, reserve=reserve, inflight=caps))
+    return out
