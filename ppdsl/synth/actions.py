@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.memory import MemoryActions
@@ -32,6 +32,9 @@ from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 EPS = 1e-9
 KEEP, RECOMPUTE, OFFLOAD = "keep", RECOMPUTE_NAME, OFFLOAD_NAME
 ACTION_NAMES = (RECOMPUTE, OFFLOAD)
+# seconds: a base timed this fast gets every variant of PipeOffload's pattern even past the deadline (four
+# timings; a few milliseconds each at pp 8, m 32, seconds at pp 64, m 512)
+QUICK_TIMING = 0.05
 
 
 @dataclass
@@ -62,6 +65,11 @@ class ActionResult:
         for a in self.placement.action.values():
             out[a] += 1
         return out
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """`{"recompute": 2, "offload": 0}` -> "2 recompute", for a result's origin ("no action needed" for none)."""
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "no action needed"
 
 
 class ActionEngine:
@@ -235,7 +243,15 @@ class ActionEngine:
             return OFFLOAD
         return RECOMPUTE if RECOMPUTE in self.allowed else OFFLOAD
 
-    def _lead(self, orders: list[Order], ev: Evaluation, rank: int, key: tuple[int, int], early: bool = False) -> int:
+    def _lead(
+        self,
+        orders: list[Order],
+        ev: Evaluation,
+        rank: int,
+        key: tuple[int, int],
+        early: bool = False,
+        at: tuple[int, int] | None = None,
+    ) -> int:
         """How many compute jobs of the base order before its backward a reload is issued: as late as the backward
         allows, right after the last compute job between its forward and its backward that ends early enough for
         the copy to end by the backward's start (a copy starts when the rank reaches it, so one issued earlier
@@ -243,21 +259,29 @@ class ActionEngine:
         short), after the forward's next job: issued right after the offload, the reload would start as the
         offload ends and hold the rank's memory all along; one job later it holds it off for that job, and
         delays the backward the least of the places that do. `early`: before the last job in between that
-        starts early enough instead (one job sooner, where the copy stream is busy with offloads then)."""
+        starts early enough instead (one job sooner, where the copy stream is busy with offloads then). `at`: where
+        the forward and the backward are in the rank's order, when the caller knows (else a scan of the order)."""
         s, _ = key
         row = orders[rank]
-        f = next(i for i, job in enumerate(row) if job == (FORWARD, *key))
-        b = next(i for i, (t, ss, m) in enumerate(row) if t in (BACKWARD, BACKWARD_B) and (ss, m) == key)
-        # the base order's jobs in between (`materialize` counts the lead in those: no copy, no recompute)
-        between = [i for i in range(f + 1, b) if row[i][0] != self.types.recompute and not self.types.copies(row[i][0])]
+        if at is not None:
+            f, b = at
+        else:
+            f = next(i for i, job in enumerate(row) if job == (FORWARD, *key))
+            b = next(i for i, (t, ss, m) in enumerate(row) if t in (BACKWARD, BACKWARD_B) and (ss, m) == key)
+        # the base order's jobs in between count (`materialize` counts the lead in those: no copy, no recompute);
+        # from the backward back to the last that is early enough (a rank's compute jobs end in order)
         need = ev.start[rank][b] - self.reload_time[s]
-        if early:
-            starts = [n for n, i in enumerate(between) if ev.start[rank][i] <= need + EPS]
-            return len(between) - starts[-1] if starts else len(between)
-        in_time = [n for n, i in enumerate(between) if ev.end[rank][i] <= need + EPS]
-        if in_time:
-            return len(between) - 1 - in_time[-1]
-        return max(len(between) - 1, 0)
+        times = ev.start[rank] if early else ev.end[rank]
+        recompute, copies = self.types.recompute, self.types.copies
+        after = 0  # jobs in between after the one found
+        for i in range(b - 1, f, -1):
+            t = row[i][0]
+            if t == recompute or copies(t):
+                continue
+            if times[i] <= need + EPS:
+                return after + 1 if early else after
+            after += 1
+        return after if early else max(after - 1, 0)
 
     def insert(
         self,
@@ -266,14 +290,15 @@ class ActionEngine:
         must: bool = False,
         bound: float = float("inf"),
         until: float | None = None,
+        timed: tuple[list[Order], Evaluation] | None = None,
     ) -> tuple[Placement, list[Order], Evaluation] | None:
         """Add actions, one (stage, micro-batch) at a time on the rank furthest over its limit, until every rank
         and the host fit (None: nothing left to act on, slower than `bound` already (actions rarely make an order
         faster), or out of time (the deadline, or `until` when given) unless `must`: nothing found yet). Once the
         host is over its limit, the offloads it holds at its peak become recomputes (`_relieve_host`) and what a
-        rank still needs is recomputed."""
+        rank still needs is recomputed. `timed`: `base` already timed without actions (`evaluate`)."""
         plan = Placement()
-        orders, ev = self.evaluate(base, plan)
+        orders, ev = timed if timed is not None else self.evaluate(base, plan)
         limit = self.problem.limit
         host_limit = self.problem.expansion.host_limit if self.problem.expansion is not None else None
         barred: set[tuple[int, int]] = set()  # offloads the host could not hold: not offloaded again
@@ -386,7 +411,8 @@ class ActionEngine:
     ) -> tuple[Placement, list[Order], Evaluation]:
         """Local search over the plan: accept a move that keeps every limit and is faster, or as fast with fewer
         actions; stop when no move helps or time is up. It starts from the plan materialized, or from `orders`
-        (timed `ev`, the plan's actions placed otherwise: the list scheduler's) when given."""
+        (timed `ev`) when given: the plan materialized and timed already, or the list scheduler's orders, whose
+        actions are placed otherwise."""
         if orders is not None:
             best_plan, best_orders, best = plan, orders, ev
         else:
@@ -459,19 +485,20 @@ class ActionEngine:
             return None
         plan = Placement()
         for rank, row in enumerate(orders):
-            forward_end: dict[tuple[int, int], float] = {}
+            forward_at: dict[tuple[int, int], int] = {}  # (stage, micro-batch) -> its forward's step
             for i, (t, s, mb) in enumerate(row):
                 if t == FORWARD:
-                    forward_end[(s, mb)] = ev.end[rank][i]
-                elif t in (BACKWARD, BACKWARD_B) and (s, mb) in forward_end:
-                    gap = ev.start[rank][i] - forward_end[(s, mb)]
+                    forward_at[(s, mb)] = i
+                elif t in (BACKWARD, BACKWARD_B) and (s, mb) in forward_at:
+                    f = forward_at[(s, mb)]
+                    gap = ev.start[rank][i] - ev.end[rank][f]
                     if strict:  # (PipeOffload's code: the gap less the backward covers three round trips)
                         covers = gap - (ev.end[rank][i] - ev.start[rank][i]) > 3 * self.copy_time[s]
                     else:
                         covers = gap >= self.copy_time[s] - EPS
                     if covers:
                         plan.action[(s, mb)] = OFFLOAD
-                        plan.lead[(s, mb)] = self._lead(orders, ev, rank, (s, mb), early)
+                        plan.lead[(s, mb)] = self._lead(orders, ev, rank, (s, mb), early, at=(f, i))
         return plan if plan.action else None
 
     def search(
@@ -486,18 +513,32 @@ class ActionEngine:
         bases = list(bases)
         # PipeOffload's pattern on every base first (one evaluation each), the fastest one improved
         patterned: tuple[list[Order], Placement] | None = None
-        timed: dict[int, tuple[list[Order], Evaluation]] = {}  # base -> its timing without actions, once
+        timed: dict[int, tuple[list[Order], Evaluation]] = {}
+
+        spent: list[float] = []  # how long timing a base took
+
+        def unacted(n: int, base: list[Order]) -> tuple[list[Order], Evaluation]:
+            """Base `n` timed without actions, once: the start of its pattern and of each of its insertions."""
+            if n not in timed:
+                t0 = time.perf_counter()
+                timed[n] = self.evaluate(base, Placement())
+                spent.append(time.perf_counter() - t0)
+            return timed[n]
+
+        for n, (origin, base) in enumerate(bases):
+            # a base that fits as it is needs no action (the insertion finds nothing to act on in it, and drops it)
+            orders, ev = unacted(n, base)
+            if ev.feasible and (best is None or ev.makespan < best.evaluation.makespan - EPS):
+                best = ActionResult(orders, ev, Placement(), f"{origin} as it is")
         for (n, (origin, base)), early, strict in itertools.product(enumerate(bases), (False, True), (False, True)):
             # (the paper's rule on every base whatever the time, as an insertion that must end; the other variants
-            # only within the deadline's grace: at pp=64 m=512 one evaluation takes seconds)
+            # past the deadline's grace only where a timing is quick: at pp=64 m=512 one takes seconds)
             late = time.perf_counter() > self.deadline + grace and (best is not None or fallback)
-            if late and (early or strict):
+            if late and (early or strict) and max(spent, default=0.0) > QUICK_TIMING:
                 continue
             if OFFLOAD not in self.allowed:
                 break
-            if n not in timed:
-                timed[n] = self.evaluate(base, Placement())
-            pattern = self.offload_pattern(base, early, strict, timed[n])
+            pattern = self.offload_pattern(base, early, strict, unacted(n, base))
             if pattern is None:
                 continue
             orders, ev = self.evaluate(base, pattern)
@@ -505,20 +546,21 @@ class ActionEngine:
                 best = ActionResult(orders, ev, pattern, f"{origin} with PipeOffload's rule")
                 patterned = (base, pattern)
         if best is not None and patterned is not None:
-            plan, orders, ev = self.improve(*patterned, best.evaluation)
+            plan, orders, ev = self.improve(*patterned, best.evaluation, best.orders)
             best = ActionResult(orders, ev, plan, best.origin)
-        for origin, base in bases:
+        for n, (origin, base) in enumerate(bases):
             for prefer in policies:
                 if self.out_of_time() and best is not None:
                     break
                 bound = float("inf") if best is None else best.evaluation.makespan + self._slack(best)
                 until = self.deadline + grace if best is None else None
-                found = self.insert(base, prefer, must=best is None and not fallback, bound=bound, until=until)
+                must = best is None and not fallback
+                found = self.insert(base, prefer, must=must, bound=bound, until=until, timed=unacted(n, base))
                 if found is None:
                     continue
                 plan, orders, ev = found
                 if best is None or ev.makespan < best.evaluation.makespan + self._slack(best):
-                    plan, orders, ev = self.improve(base, plan, ev)
+                    plan, orders, ev = self.improve(base, plan, ev, orders)  # (insert timed the plan)
                 if best is None or ev.makespan < best.evaluation.makespan - EPS:
                     best = ActionResult(orders, ev, plan, origin)
         if best is not None:
