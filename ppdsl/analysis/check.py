@@ -270,7 +270,8 @@ def memory_diagnostics(exp: Expansion, ex: Execution) -> list[Diagnostic]:
             continue
         rank = stats.rank
         jobs = [(*exp.decode(code), ex.start[rank][i], ex.end[rank][i]) for i, code in enumerate(exp.jobs[rank])]
-        for lv in rank_levels(exp, rank, jobs):  # the accounting of the peak: copies counted when they happen
+        sent = ex.arrivals[rank] if ex.arrivals is not None else None
+        for lv in rank_levels(exp, rank, jobs, sent):  # the accounting of the peak: copies counted when they happen
             if lv.level > limit + 1e-9:
                 site = exp.sites[rank][lv.step]
                 over.setdefault(site, []).append((rank, lv.step, lv.time, lv.level, limit))

@@ -104,6 +104,8 @@ class Execution:
     transfers: list[Transfer] | None = None  # with record_comms
     host_peak: float = 0.0  # all ranks' offloaded memory at its highest (schedules with offloads)
     host_peak_time: float = 0.0
+    # [rank][step]: when what the job receives was sent, with a model counting values in transit (`rank_levels`)
+    arrivals: list[list[float]] | None = None
 
     def merged_order(self) -> list[tuple[int, int]]:
         """Every rank's jobs as one sequence that respects all dependencies: by start time, ties in visit
@@ -333,11 +335,34 @@ def execute(
         cursor[r] = i
         free[r] = t_free
 
-    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage)
+    arrivals = _sent_at(exp, start, cursor) if exp.mem_received is not None else None
+    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals)
     result.visits = visits
     if comms is not None:
         result.transfers = comms
     return result
+
+
+def _sent_at(exp: Expansion, start: list[list[float]], cursor: list[int]) -> list[list[float]]:
+    """[rank][step]: when the job computing what this job receives from another stage started (its own start when it
+    receives nothing): a forward's input is the forward's of the stage before, a backward's gradient the backward's
+    (or backward_b's) of the stage after. By the jobs themselves, not the signals: an auxiliary job that receives for
+    its anchor or sends for it does not move the value's life (`analysis.memory`)."""
+    began: dict[tuple[int, int, int], float] = {}  # (flow, stage, micro-batch) -> start of the job computing it
+    for r, codes in enumerate(exp.jobs):
+        for i in range(cursor[r]):
+            t, c, mb = exp.decode(codes[i])
+            if t in FLOW:
+                began.setdefault((FLOW[t], exp.stage_of[r][c], mb), start[r][i])
+    out = []
+    for r, codes in enumerate(exp.jobs):
+        row = []
+        for i in range(cursor[r]):
+            t, c, mb = exp.decode(codes[i])
+            frm = input_stage(t, exp.stage_of[r][c], exp.nstages)  # (None for a kind that reads no other stage)
+            row.append(start[r][i] if frm is None else began.get((FLOW[t], frm, mb), start[r][i]))
+        out.append(row)
+    return out
 
 
 # What a job is to the copy stream (`_copy_roles`); the copies themselves are the lowest
@@ -372,7 +397,7 @@ def _copy_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[
     return roles, deps
 
 
-def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage) -> Execution:
+def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals) -> Execution:
     pp = exp.pp
     signals = Signals(exp.microbatches)
     blocked: list[Wait] = []
@@ -410,8 +435,8 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
             cycle = [by_rank[x] for x in seen[seen.index(r) :]]
 
     actions = MemoryActions.of(exp)
-    if actions is not None:
-        return _summarise_actions(exp, actions, start, end, cursor, cycle, blocked)
+    if actions is not None or arrivals is not None:
+        return _summarise_actions(exp, actions, start, end, cursor, cycle, blocked, arrivals)
     ends = [row[cursor[r] - 1] if cursor[r] else 0.0 for r, row in enumerate(end)]
     makespan = max(ends) if ends else 0.0
     stats = []
@@ -438,25 +463,27 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
     return Execution(makespan, bubble, stats, start, end, cycle, blocked)
 
 
-def _summarise_actions(exp, actions: MemoryActions, start, end, cursor, cycle, blocked) -> Execution:
-    """`_summarise` for a schedule with memory actions: copies are not the rank's busy time (they run beside its
-    compute), a copy may end after the rank's last job, and memory is counted at every instant
-    (`analysis.memory`), on each rank and on the host."""
+def _summarise_actions(exp, actions: MemoryActions | None, start, end, cursor, cycle, blocked, arrivals) -> Execution:
+    """`_summarise` for a schedule with memory actions or a model counting values in transit (`arrivals`): copies are
+    not the rank's busy time (they run beside its compute), a copy may end after the rank's last job, and memory is
+    counted at every instant (`analysis.memory`), on each rank and on the host."""
     pp = exp.pp
     ends = [max(row[: cursor[r]], default=0.0) for r, row in enumerate(end)]
     makespan = max(ends) if ends else 0.0
     stats = []
     for r in range(pp):
         jobs = [exp.decode(code) for code in exp.jobs[r][: cursor[r]]]
-        busy = sum(exp.cost[t][r][c] for t, c, _ in jobs if not actions.copies(t))
+        busy = sum(exp.cost[t][r][c] for t, c, _ in jobs if actions is None or not actions.copies(t))
         times = [(t, c, mb, start[r][i], end[r][i]) for i, (t, c, mb) in enumerate(jobs)]
-        peak = peak_level(rank_levels(exp, r, times))
+        peak = peak_level(rank_levels(exp, r, times, arrivals[r][: cursor[r]] if arrivals is not None else None))
         level, at = (peak.level, peak.time) if peak else (0.0, 0.0)
         stats.append(RankStats(r, busy, makespan - busy, level, at, len(exp.jobs[r])))
     total_idle = sum(s.idle for s in stats)
     bubble = total_idle / (pp * makespan) if makespan > 0 else 0.0
-    result = Execution(makespan, bubble, stats, start, end, cycle, blocked)
-    host = max(host_levels(exp, start, end), key=lambda lv: lv.level, default=None) if not blocked else None
+    result = Execution(makespan, bubble, stats, start, end, cycle, blocked, arrivals=arrivals)
+    host = None
+    if actions is not None and not blocked:
+        host = max(host_levels(exp, start, end), key=lambda lv: lv.level, default=None)
     if host is not None:
         result.host_peak, result.host_peak_time = host.level, host.time
     return result

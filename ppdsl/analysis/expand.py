@@ -228,6 +228,7 @@ def _build(
         memory_limit_given=memory_limit is not None,
         host_limit=host_limit,
         copy_duplex=bool(copy[2]),
+        mem_received=None if memory is None else memory.received_table(names, stage_of),
     )
 
 

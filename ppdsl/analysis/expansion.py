@@ -40,6 +40,9 @@ class Expansion:
     memory_limit_given: bool = False  # the limit came from outside the schedule (`--memory-limit`)
     host_limit: float | None = None  # `memory host limit`: all ranks' offloaded memory together
     copy_duplex: bool = False  # `comm offload duplex`: a copy stream per direction, else one copy at a time
+    # [type][rank][chunk]: what a job receives from another job (a stage's input, a gradient), held on its rank from
+    # its sender's start to its own end (`analysis.memory`); None: nothing counted (a declared memory model)
+    mem_received: list[list[list[float]]] | None = None
 
     @property
     def ntypes(self) -> int:

@@ -12,12 +12,20 @@ Memory actions (`MemoryActions`) change this in three ways, each counted at the 
   holds them from when its copy *starts*: copies run beside compute, so these changes fall between compute jobs;
 - the host holds what an offload moves from its copy's start to its reload's end (`host_levels`, all ranks).
 At one instant, frees of finished offloads count first, then compute jobs in their order, then reloads starting.
+
+A memory model measured on a real program also counts what is in transit (`MemoryModel.received`): the value a job
+receives from another job (its stage's input from the forward before, the gradient from the backward after) is held
+on the receiving rank from the start of the job that sends it to the end of the job that reads it, where the
+reader's own change takes over (what it keeps of it is in its `mem_delta`). From the sender's start, not its end: on
+one machine `ppdsl run` runs the ranks' jobs one after another in the order they start, so the value exists from
+there, and on a cluster that bounds the receive from above. A declared model has no such term: its units are
+activations.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.language.jobtypes import FORWARD, MEMORY_NAMES, OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME
@@ -31,6 +39,8 @@ class MemoryModel:
 
     delta: Mapping[int, Mapping[str, float]]  # stage -> job type name -> bytes
     unit: str = "bytes"
+    # stage -> job type name -> bytes a job of that type receives from another job (held from its sender's start)
+    received: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
     def table(
         self,
@@ -53,6 +63,16 @@ class MemoryModel:
             return -amount if name == OFFLOAD_NAME else amount
 
         return [[[value(s, name) for s in row] for row in stage_of] for name in type_names]
+
+    def received_table(self, type_names: Sequence[str], stage_of: Sequence[Sequence[int]]) -> list | None:
+        """[type][rank][chunk] of `received` (the form of `Expansion.mem_received`); None when nothing is."""
+        if not any(any(v for v in row.values()) for row in self.received.values()):
+            return None
+        nothing: Mapping[str, float] = {}
+        return [
+            [[float(self.received.get(s, nothing).get(name, 0)) for s in row] for row in stage_of]
+            for name in type_names
+        ]
 
 
 # How a memory model is measured for a scenario: on the program as an expansion's orders cut it (which job
@@ -110,13 +130,18 @@ class Level:
     step: int
 
 
-def rank_levels(exp: Expansion, rank: int, jobs: Sequence[JobTimes]) -> list[Level]:
+def rank_levels(
+    exp: Expansion, rank: int, jobs: Sequence[JobTimes], arrivals: Sequence[float] | None = None
+) -> list[Level]:
     """The rank's level after every job that changes it, in time order (see the module's rules): the one
-    accounting of peaks, limits and memory panels."""
+    accounting of peaks, limits and memory panels. `arrivals[i]`: when the job that sends job i its input started,
+    for a model that counts values in transit (`Expansion.mem_received`); without them none is counted."""
     deltas = job_deltas(exp, rank, [(t, c, mb) for t, c, mb, _, _ in jobs])
     actions = MemoryActions.of(exp)
     level, out = 0.0, []
-    if actions is None or not any(actions.copies(j[0]) for j in jobs):
+    copies = actions is not None and any(actions.copies(j[0]) for j in jobs)
+    received = exp.mem_received if arrivals is not None else None
+    if not copies and received is None:
         for i, (job, change) in enumerate(zip(jobs, deltas, strict=True)):
             if change:
                 level += change
@@ -124,12 +149,17 @@ def rank_levels(exp: Expansion, rank: int, jobs: Sequence[JobTimes]) -> list[Lev
         return out
     events = []
     for i, (job, change) in enumerate(zip(jobs, deltas, strict=True)):
-        if not change:
+        t, c, start, end = job[0], job[1], job[3], job[4]
+        held = received[t][rank][c] if received is not None else 0.0
+        if held:
+            # from its sender's start (after this rank's own changes at that instant) to its reader's end
+            events.append((arrivals[i], 1, i, held))
+            change -= held
+        if not change and not held:
             continue
-        t, start, end = job[0], job[3], job[4]
-        if t == actions.offload:
+        if copies and t == actions.offload:
             events.append((end, 0, i, change))
-        elif t == actions.reload:
+        elif copies and t == actions.reload:
             events.append((start, 2, i, change))
         else:
             events.append((end, 1, i, change))
@@ -149,10 +179,12 @@ def peak_level(levels: Sequence[Level]) -> Level | None:
     return best
 
 
-def memory_curve(exp: Expansion, rank: int, jobs: Iterable[JobTimes]) -> list[tuple[float, float]]:
+def memory_curve(
+    exp: Expansion, rank: int, jobs: Iterable[JobTimes], arrivals: Sequence[float] | None = None
+) -> list[tuple[float, float]]:
     """(time, level) after each change, from (type index, chunk, micro-batch, start, end) of `rank`'s jobs in
-    order: a step function starting at (0, 0)."""
-    return [(0.0, 0.0), *((lv.time, lv.level) for lv in rank_levels(exp, rank, list(jobs)))]
+    order (and, counting values in transit, when each job's input was sent): a step function starting at (0, 0)."""
+    return [(0.0, 0.0), *((lv.time, lv.level) for lv in rank_levels(exp, rank, list(jobs), arrivals))]
 
 
 @dataclass(frozen=True)

@@ -177,13 +177,14 @@ def plot_cmd(
         makespan, bubble = summary(jobs, ranks)
         unit = profile.time_unit
         source = f"measured ({measured.name})"
+        memory_curves = memory_timelines(jobs, exp, ranks)
     else:
         sim = diagnosed(simulate_expansion, exp, rendezvous)
         jobs, ranks = list(sim.jobs()), pp
         makespan, bubble = sim.makespan, sim.bubble_ratio
         unit = unit_name(spec.costs.us_per_unit) if spec.costs.measured else "cost units"
         source = "simulated"
-    memory_curves = memory_timelines(jobs, exp, ranks)
+        memory_curves = [sim.memory_timeline(r) for r in range(pp)]  # (with what is in transit, when measured)
     peak = max((level for points in memory_curves for _, level in points), default=0.0)
     title = (
         f"{exp.defn.name} ({source})   pp={pp}  vpp={vpp}  microbatches={microbatches}   "

@@ -49,9 +49,10 @@ class Simulation:
     def memory_timeline(self, rank: int) -> list[tuple[float, float]]:
         """(time, in-flight activations) after each change of `rank`'s level (a job's end; a copy's end or start
         for offloads and reloads): a step function starting at (0, 0)."""
-        exp, start, end = self.expansion, self.execution.start[rank], self.execution.end[rank]
+        exp, ex = self.expansion, self.execution
+        start, end = ex.start[rank], ex.end[rank]
         steps = ((t, c, mb, start[i], end[i]) for i, (t, c, mb) in enumerate(map(exp.decode, exp.jobs[rank])))
-        return memory_curve(exp, rank, steps)
+        return memory_curve(exp, rank, steps, ex.arrivals[rank] if ex.arrivals is not None else None)
 
 
 def simulate(scenario: Scenario) -> Simulation:

@@ -12,7 +12,9 @@ last backward reader. So
     backward_w@s  frees the rest
 
 which is the language's `memory` model (forward allocates, backward_b frees a part, backward_w the rest), with
-sizes measured instead of declared.
+sizes measured instead of declared. What a job reads from a job of another stage (the stage's input, the gradient of
+its output) is in transit (`StageMemory.received`): held on this stage's rank from its sender's start to the reader's
+end; what backward_w reads of it, backward_b keeps for it (a weight's gradient needs the output's).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
+from ppdsl.analysis.timing import FLOW
+from ppdsl.language.jobtypes import BUILTIN_NAMES
 from ppdsl.runtime.activations import BACKWARD_SIDE, classify, publishers, reads_from_earlier_jobs
 from ppdsl.runtime.memory_jobs import OFFLOAD, RECOMPUTE, MemoryJob, written_or_copied
 
@@ -35,6 +39,7 @@ class StageMemory:
     delta: dict[str, int]
     saved_for_backward: int  # what the forward keeps until the backward (the classic activation memory)
     activations: dict[str, int] = field(default_factory=dict)  # what makes it up: value name -> bytes
+    received: dict[str, int] = field(default_factory=dict)  # job type -> bytes it reads from another stage's jobs
 
 
 def stage_memory(
@@ -61,10 +66,47 @@ def stage_memory(
             "backward_w": -freed_by_w - handed,
         }
         result[stage] = StageMemory(stage, delta, saved, dict(from_forward))
+    _count_received(programs, result)
     for name, acted in _acted_bytes(programs, result, memory_jobs or {}).items():
         job_type, _, stage = name.partition("@")
         result[int(stage)].delta[job_type] = -acted if memory_jobs[job_type].kind == OFFLOAD else acted
     return result
+
+
+# the jobs that receive from another stage (the timing rule's data flow): a forward its input, a backward (or
+# backward_b) the output's gradient
+RECEIVERS = tuple(BUILTIN_NAMES[t] for t in FLOW)
+
+
+def _count_received(programs: Mapping[str, object], stages: dict[int, StageMemory]) -> None:
+    """Fill each stage's `received` and make backward_b keep what backward_w reads of it, from the values each job
+    program reads that only programs of other stages compute."""
+    made_by = publishers(programs)
+
+    def foreign(name: str, stage: str) -> dict[str, int]:
+        """What program `name` reads that only other stages' programs on its side compute: a forward's input, a
+        backward-side job's gradient (a backward-side job also reads the forward's values: activations, kept)."""
+        side = ("forward",) if name.startswith("forward@") else BACKWARD_SIDE
+        reads = reads_from_earlier_jobs(programs[name])
+        return {
+            v: size
+            for v, size in reads.items()
+            if made_by.get(v) and all(p.partition("@")[2] != stage and p.partition("@")[0] in side for p in made_by[v])
+        }
+
+    for stage, mem in stages.items():
+        where = str(stage)
+        got = {t: foreign(f"{t}@{where}", where) for t in (*RECEIVERS, "backward_w") if f"{t}@{where}" in programs}
+        for t in RECEIVERS:
+            if got.get(t):
+                mem.received[t] = sum(got[t].values())
+        kept = got.get("backward_w", {})
+        if kept and "backward_b" in got:
+            late = {v: size for v, size in kept.items() if v not in got["backward_b"]}
+            if late:  # received by backward_b all the same: the gradient arrives with its signal
+                mem.received["backward_b"] = mem.received.get("backward_b", 0) + sum(late.values())
+            mem.delta["backward_b"] += sum(kept.values())
+            mem.delta["backward_w"] -= sum(kept.values())
 
 
 def _acted_bytes(
@@ -92,7 +134,10 @@ def model_memory(model_spec: str | None, batch_size: int) -> MeasureMemory:
 
 def memory_model(stages: dict[int, StageMemory]) -> MemoryModel:
     """The activation table in bytes of measured stages (what `ppdsl.analysis.expand.expand` builds with)."""
-    return MemoryModel({s: dict(mem.delta) for s, mem in stages.items()})
+    return MemoryModel(
+        {s: dict(mem.delta) for s, mem in stages.items()},
+        received={s: dict(mem.received) for s, mem in stages.items() if mem.received},
+    )
 
 
 def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> dict[int, StageMemory]:

@@ -45,8 +45,8 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
 from ppdsl.language.jobtypes import COPY_NAMES, MEMORY_NAMES, OFFLOAD_NAME
 from ppdsl.synth import exact
-from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement
-from ppdsl.synth.bounds import lower_bound
+from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement, describe_counts
+from ppdsl.synth.bounds import memory_lower_bound
 from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
 from ppdsl.synth.exact import available as exact_available
 from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
@@ -254,30 +254,69 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
     if request.memory is not None and not isinstance(request.memory, MemoryModel):
         request = replace(request, memory=measure_probe(request))
     problem = build(request)
-    block = None
+    searched = problem
+    for _ in range(TRANSIT_ROUNDS):
+        result, block = _search(request, searched, progress)
+        text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
+        check = checked_text(text, checked_request, result)
+        short = _transit_over_limit(problem, check)
+        if short is None:
+            break
+        # the engines count activations, not what is in transit between jobs (the check does): plan with less
+        searched = replace(searched, limit=[x - over for x, over in zip(searched.limit, short, strict=True)])
+    if searched is not problem:
+        # a bound proven at the lowered limits is none at the asked ones: only what the asked limits force holds
+        bound = min(result.lower_bound, memory_lower_bound(problem, request.memory_actions))
+        result = replace(result, problem=problem, lower_bound=bound, optimal=result.makespan <= bound + EPS)
+        text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
+    check = verify(text, checked_request, result, checked=check)
+    if block is not None:
+        # the periodic form claims every number of micro-batches: prove one more, beyond the warm-up's length
+        verify(text, checked_request, result, microbatches=2 * request.microbatches + problem.nstages)
+    return SynthOutcome(result, text, check, checked_request)
+
+
+# A model measured on a program counts the values in transit between jobs (`Expansion.mem_received`), which the
+# search's engines do not: a schedule the check finds over the limit by them is searched again with the limit less
+# what it went over, this many times at most (each round rarely needs more than one more: a gradient per rank)
+TRANSIT_ROUNDS = 4
+
+
+def _search(
+    request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None
+) -> tuple[SynthResult, Block | None]:
+    """The search the request asks for; raises DiagnosticError (S114) when nothing fits."""
     try:
         if request.periodic:
-            result, block = periodic_search(problem, request.time_limit, request.seed, request.memory_actions)
-        elif request.memory_actions:
-            result = search_with_actions(request, problem, progress)
-        else:
-            seeds = list(library_seeds(problem)) if request.library else []
-            result = synthesize(
-                problem, request.time_limit, request.exact, request.seed, seeds, request.workers, progress=progress
-            )
+            return periodic_search(problem, request.time_limit, request.seed, request.memory_actions)
+        if request.memory_actions:
+            return search_with_actions(request, problem, progress), None
+        seeds = list(library_seeds(problem)) if request.library else []
+        found = synthesize(
+            problem, request.time_limit, request.exact, request.seed, seeds, request.workers, progress=progress
+        )
+        return found, None
     except Infeasible:  # (the one-at-a-time seed fits whatever `build` accepts; a periodic block may not)
         message = "no periodic block fits the memory limit" if request.periodic else "no schedule fits the memory limit"
         hint = "raise --time-limit, or drop --periodic to search every schedule" if request.periodic else None
         if request.memory_actions:
             message += f" with {' and '.join(request.memory_actions)}"
             hint = "raise --memory-limit (or --host-limit), or allow both actions: --memory-actions recompute,offload"
+        if problem.expansion is not None and problem.expansion.mem_received is not None:
+            message += " and the values in transit between jobs (measured on the model)"
         raise DiagnosticError([Diagnostic("S114", message, help=hint)]) from None
-    text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
-    check = verify(text, checked_request, result)
-    if block is not None:
-        # the periodic form claims every number of micro-batches: prove one more, beyond the warm-up's length
-        verify(text, checked_request, result, microbatches=2 * request.microbatches + problem.nstages)
-    return SynthOutcome(result, text, check, checked_request)
+
+
+def _transit_over_limit(problem: Problem, check: CheckResult) -> list[float] | None:
+    """[rank]: how far the checked schedule goes over each rank's limit, when only what is in transit takes it
+    there (None: it fits, or the model counts nothing in transit, or it fails otherwise: `verify` says how)."""
+    exp = check.expansion
+    if exp is None or exp.mem_received is None or check.execution is None or not check.execution.completed:
+        return None
+    if any(d.code != "S106" for d in check.diagnostics):
+        return None
+    over = [max(0.0, r.peak_activations - limit) for r, limit in zip(check.execution.ranks, problem.limit, strict=True)]
+    return over if any(x > 1e-9 for x in over) else None
 
 
 def measure_probe(request: SynthRequest) -> MemoryModel:
@@ -297,9 +336,9 @@ def measure_probe(request: SynthRequest) -> MemoryModel:
     )
 
 
-def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: int | None = None) -> CheckResult:
-    """Check the written schedule with the same costs and memory; it must be valid with the search's makespan
-    (at other `microbatches`, for a periodic schedule: valid within the limit)."""
+def checked_text(text: str, request: SynthRequest, result: SynthResult, microbatches: int | None = None) -> CheckResult:
+    """`ppdsl check` of the written schedule with the request's costs and memory (at other `microbatches`, for a
+    periodic schedule)."""
     m = microbatches or request.microbatches
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "synthesized.sched"
@@ -310,7 +349,21 @@ def verify(text: str, request: SynthRequest, result: SynthResult, microbatches: 
         scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
-        checked = check(scenario)
+        return check(scenario)
+
+
+def verify(
+    text: str,
+    request: SynthRequest,
+    result: SynthResult,
+    microbatches: int | None = None,
+    checked: CheckResult | None = None,
+) -> CheckResult:
+    """Check the written schedule with the same costs and memory (`checked`: its check, when already run); it must
+    be valid with the search's makespan (at other `microbatches`, for a periodic schedule: valid within the limit)."""
+    m = microbatches or request.microbatches
+    if checked is None:
+        checked = checked_text(text, request, result, microbatches)
     wrong_makespan = microbatches is None and abs(checked.makespan - result.makespan) > EPS * max(1.0, result.makespan)
     if not checked.valid or wrong_makespan:
         found = "; ".join(f"{d.code}: {d.message}" for d in checked.diagnostics) or f"makespan {checked.makespan}"
@@ -454,11 +507,12 @@ def search_with_actions(
 def actions_taken(problem: Problem, orders: list) -> str:
     """How many (stage, micro-batch)s the orders recompute and offload, for the origin of a result."""
     a = MemoryActions.of(problem.expansion)
-    did = {
-        name: sum(job[0] == t for row in orders for job in row)
-        for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
-    }
-    return ", ".join(f"{n} {name}" for name, n in did.items() if n) or "no action needed"
+    return describe_counts(
+        {
+            name: sum(job[0] == t for row in orders for job in row)
+            for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
+        }
+    )
 
 
 def windows_with_actions(
@@ -549,12 +603,33 @@ def action_search(
         seeds = list(library_seeds(p)) if request.library else []
         found = synthesize(p, seconds, request.exact, request.seed, seeds, request.workers, progress=progress)
         return replace(found, problem=problem, origin=f"{found.origin} (no memory limit: no action needed)")
+    bound = memory_lower_bound(problem, request.memory_actions)
+
+    def result(best: ActionResult) -> SynthResult:
+        did = describe_counts(best.counts())
+        return SynthResult(
+            problem,
+            best.orders,
+            best.evaluation,
+            bound,
+            best.evaluation.makespan <= bound + EPS,
+            seconds=time.perf_counter() - t0,
+            origin=f"{best.origin} ({did}; {best.candidates} candidates timed)",
+        )
+
+    def at_bound(found: ActionResult | None) -> bool:
+        """Is `found` optimal (no later start can beat it)?"""
+        return found is not None and found.evaluation.makespan <= bound + EPS
+
     # first the list scheduler's own schedules, which take the actions while they schedule (greedy.py)
     engine = ActionEngine(problem, request.memory_actions, t0 + seconds)
     policies = action_policies(problem, request.memory_actions)
     scheduled = engine.scheduled(policies, t0 + SCHEDULED_SHARE * seconds)
     if scheduled is not None and progress is not None:
         progress(f"{scheduled.origin}: makespan {number(round(scheduled.evaluation.makespan, 6))}")
+    if at_bound(scheduled):
+        scheduled.candidates = engine.evaluator.calls
+        return result(scheduled)
     low = max(need, limit)
     bases: list[tuple[float, str, list]] = []
     # first a periodic block that chooses the actions itself, in a bounded share of the time (the order searches
@@ -572,6 +647,8 @@ def action_search(
             bases.append((Evaluator(plain).evaluate(planned).makespan, f"{periodic.origin}, planned", planned))
         if progress is not None:
             progress(f"{periodic.origin}: makespan {number(round(periodic.evaluation.makespan, 6))}")
+        if at_bound(periodic):
+            return result(replace(periodic, candidates=max(engine.evaluator.calls, 1)))
 
     def add(x: float | None, split: str, seconds: float) -> SynthResult | None:
         try:
@@ -623,18 +700,7 @@ def action_search(
         best = replace(periodic, candidates=best.candidates if best is not None else 1)
     if best is None:
         raise Infeasible(problem)
-    counts = best.counts()
-    did = ", ".join(f"{n} {a}" for a, n in counts.items() if n) or "no action needed"
-    bound = lower_bound(problem)
-    return SynthResult(
-        problem,
-        best.orders,
-        best.evaluation,
-        bound,
-        best.evaluation.makespan <= bound + EPS,
-        seconds=time.perf_counter() - t0,
-        origin=f"{best.origin} ({did}; {best.candidates} candidates timed)",
-    )
+    return result(best)
 
 
 def periodic_plan(found: ActionResult) -> dict[tuple[int, int, int], float]:

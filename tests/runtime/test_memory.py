@@ -70,10 +70,13 @@ def test_check_reports_bytes_and_checks_the_limit(monkeypatch):
     one = tensor_bytes(batch // m)
     ok = check(Scenario(library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch)))
     assert ok.valid
-    # FThenB keeps every micro-batch's activations: rank 0 peaks at m * (2 tensors)
-    assert ok.execution.ranks[0].peak_activations == m * 2 * one
+    # FThenB keeps every micro-batch's activations: rank 0 holds m * (2 tensors), and the gradients of its output (one
+    # tensor each) of micro-batches 0 and 1: rank 1's backward of the second starts as rank 0's first does, and a
+    # value counts from its sender's start (`analysis.memory`)
+    held = m * 2 * one + 2 * one
+    assert ok.execution.ranks[0].peak_activations == held
     tight = check(
-        Scenario(library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch), memory_limit=m * 2 * one - 1)
+        Scenario(library_dir() / "fthenb.sched", pp, m, memory=model_memory(MODEL, batch), memory_limit=held - 1)
     )
     assert [d.code for d in tight.errors] and all(d.code == "S106" for d in tight.errors)
     assert "KiB" in tight.errors[0].message or " B" in tight.errors[0].message
@@ -100,7 +103,8 @@ def test_compare_and_plot_report_bytes(tmp_path, monkeypatch, in_repo):
     one = tensor_bytes(batch // m)
     # Per micro-batch stage 0 keeps 2 tensors (x, tanh out), the last stage 3 (its input, tanh out, t - y for
     # pow_grad; not y, which subtract_grad reads for its shape) and a few scalars of the loss. FThenB's last rank
-    # holds all m micro-batches; 1F1B's rank 0 holds pp = 2 micro-batches of 2 tensors, its last rank one of 3.
+    # holds all m micro-batches; 1F1B's rank 0 holds pp = 2 micro-batches of 2 tensors and, during its first backward,
+    # the gradients of both (one tensor each: rank 1 starts the second's backward then), its last rank one of 3.
     limit = f"{m * 2 * one}"  # above 1F1B's peak, below FThenB's
     args = ["compare", "fthenb", "1f1b", "--pp", str(pp), "-m", str(m), "--model", MODEL, "--batch-size", str(batch)]
     result = runner.invoke(app, [*args, "--memory-limit", limit, "--format", "json"])
@@ -109,7 +113,7 @@ def test_compare_and_plot_report_bytes(tmp_path, monkeypatch, in_repo):
     f, o = rows["FThenB"], rows["1F1B"]
     assert (f["peak_rank"], o["peak_rank"]) == (pp - 1, 0)
     assert m * 3 * one <= f["peak_activations"] < m * (3 * one + 64)
-    assert o["peak_activations"] == 2 * 2 * one
+    assert o["peak_activations"] == 2 * 2 * one + 2 * one
     assert (f["over_limit"], o["over_limit"], o["memory_unit"]) == (True, False, "bytes")
     out = tmp_path / "t.png"
     result = runner.invoke(
@@ -197,3 +201,32 @@ def test_run_measures_held_bytes_near_the_estimate(tmp_path, in_repo):
     assert {e["pid"] for e in counters} == set(range(pp)) and {e["name"] for e in counters} == {"held bytes"}
     assert max(e["args"]["bytes"] for e in counters if e["pid"] == 0) == measured[0]
     assert len(read_trace(profile).jobs) == len(counters) // pp  # one sample per rank at every job's end
+
+
+def test_synth_plans_for_the_values_in_transit_the_check_counts(monkeypatch):
+    """At the built-in model's bytes, a limit at 1F1B's activations alone (the search's engines count only those):
+    1F1B's rank 0 then holds a gradient more than the limit. Synth searches again with the limit less what it went
+    over, so the file it writes fits with what is in transit; one round only is the finding: the check refuses it."""
+    from dataclasses import replace
+
+    import ppdsl.synth as synth
+    from ppdsl.common.diagnostics import DiagnosticError
+    from ppdsl.runtime.memory import model_memory
+    from ppdsl.synth import SynthRequest, synthesize_file
+
+    pp, m, batch = 4, 8, 16
+    model = model_memory(None, batch)(Scenario(library_dir() / "1f1b.sched", pp, m).expansion())
+    activations_only = replace(model, received={})
+    limit = check(Scenario(library_dir() / "1f1b.sched", pp, m, memory=activations_only)).execution.ranks[0]
+    limit = limit.peak_activations
+    # measured as `ppdsl synth --model builtin` measures: on the search's probe, then on the written file
+    request = SynthRequest(pp, m, memory=model_memory(None, batch), memory_limit=limit, time_limit=1.0)
+    monkeypatch.setattr(synth, "TRANSIT_ROUNDS", 1)
+    with pytest.raises(DiagnosticError) as found:
+        synthesize_file(request)
+    assert "S106" in found.value.diagnostics[0].message
+    monkeypatch.undo()
+    out = synthesize_file(request)
+    assert out.check.valid and max(r.peak_activations for r in out.check.ranks) <= limit
+    plain = check(Scenario(library_dir() / "1f1b.sched", pp, m, memory=model))
+    assert plain.execution.ranks[0].peak_activations > limit  # (what the first round's schedule ran into)

@@ -1,12 +1,8 @@
 """A schedule `ppdsl synth --memory-actions recompute,offload` writes runs in `ppdsl run` (issue 18, 3): synthesized
 on the built-in model's bytes at a limit where an order alone is slow, it recomputes on one rank and offloads on another,
 the written file (checked before it is written) trains to the parameters of the same order without the actions,
-and the bytes each rank holds, measured at job boundaries, are what the checker predicted for it.
-
-What the checker does not count (docs/runtime.md, "Memory measured, and predicted"): a gradient a later stage's
-backward hands to this rank, and a few KiB of the run's own. So the measured peaks are held to the checker's own
-prediction within the tolerance the runtime's memory tests use (10%), and the checker's to the limit; the raw
-figures of a run are in the report of the branch that added this test.
+and the bytes each rank holds, measured at job boundaries, are within the limit: the checker's prediction (which
+counts the values in transit between jobs, `analysis.memory`) bounds them from above and is within LEAST of them.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ COSTS = {
     "costs": {"forward": 1, "backward": 2, "offload": 0.25, "reload": 0.25},
     "stages": {"0": {"offload": 20, "reload": 20}},
 }
-TOLERANCE = 0.10  # measured against the checker's model (tests/runtime/test_memory_jobs.py)
+LEAST = 0.95  # the measured peak is at least this share of the checker's (the checker's rank 0 is a little above)
 TRIES = 4  # the profiler's attribution of a free can only overcount (a lagging collector thread): least of a few
 
 
@@ -111,7 +107,7 @@ def test_a_synthesized_schedule_with_recompute_and_offload_runs_as_checked_and_t
 
     measured = least_held_bytes(acting)
     for rank, (m, c) in enumerate(zip(measured, checked, strict=True)):
-        assert abs(m - c) <= TOLERANCE * c, f"rank {rank}: measured {m} B, the checker {c:g} B (limit {limit:g})"
+        assert LEAST * c <= m <= c <= limit, f"rank {rank}: measured {m} B, the checker {c:g} B (limit {limit:g})"
     assert len(summary["peak_bytes"]) == PP  # (`ppdsl run`'s own figure: one measured step, see least_held_bytes)
     # the offloading rank's copies are in its host store, as many bytes as the checker moved there
     if jobs["offload"]:
