@@ -175,10 +175,8 @@ def staircase_caps(problem: Problem, top: int, floor: int) -> tuple[int, ...]:
     """Per rank, the most micro-batches in flight: one fewer on each rank down the V (rank r keeps about r + 1
     activations for chunk 1 in the warm-up, see the module's docstring), down to half the capacity plus `floor`."""
     m = problem.microbatches
-    return tuple(
-        max(min(capacity(problem, r) - top - r, m), min(capacity(problem, r) // 2 + floor, m), 1)
-        for r in range(problem.pp)
-    )
+    held = [capacity(problem, r) for r in range(problem.pp)]
+    return tuple(max(min(held[r] - top - r, m), min(held[r] // 2 + floor, m), 1) for r in range(problem.pp))
 
 
 def staircase_policies(problem: Problem) -> list[Policy]:
