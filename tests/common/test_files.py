@@ -403,3 +403,10 @@ def test_check_output_tries_the_directory_and_names_the_flag(tmp_path, monkeypat
     monkeypatch.undo()
     check_output(tmp_path / "summary.json")
     assert list(tmp_path.iterdir()) == [], "the probe left a file behind"
+
+
+def test_an_owned_directory_ignores_names_with_other_digits(tmp_path):
+    """`launch-²` is `isdigit()` but no int: a planted one made every multi-process run a traceback."""
+    (tmp_path / "launch-²").mkdir()
+    (tmp_path / "launch-٣").mkdir()  # an Arabic-Indic three
+    assert new_owned_directory(tmp_path, "launch-").name == "launch-1"
