@@ -46,6 +46,9 @@ from typing import BinaryIO
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# the directories on the way are opened only to be walked through: O_PATH needs no read permission (a home
+# directory of mode 0711), as the kernel's own lookup does not
+_WALK_FLAGS = _DIR_FLAGS | getattr(os, "O_PATH", 0)
 _MAX_LINKS = 40  # the kernel's own limit on the symlinks one lookup follows
 _FD_LINK = re.compile(r"^/(?:proc/(?P<pid>self|thread-self|\d+)/fd|dev/fd)/(?P<fd>\d+)$|^/dev/std(?P<std>in|out|err)$")
 _STD_FDS = {"in": 0, "out": 1, "err": 2}
@@ -206,7 +209,7 @@ def open_directory(
     ELOOP, EACCES...)."""
     absolute = os.path.join(os.getcwd(), os.fspath(path))
     names = deque(p for p in absolute.split("/") if p)
-    stack = [(os.open("/", _DIR_FLAGS), "/")]
+    stack = [(os.open("/", _WALK_FLAGS), "/")]
     follows = 0
     try:
         while names:
@@ -238,7 +241,7 @@ def open_directory(
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), _join(real, name))
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            child = os.open(name, _WALK_FLAGS, dir_fd=fd)
             stack.append((child, _join(real, name)))
         statuses = [os.fstat(fd) for fd, _ in stack]
         checked = range(len(stack)) if ancestors else [len(stack) - 1]
@@ -247,6 +250,10 @@ def open_directory(
             if problem is not None:
                 raise _untrusted_directory(purpose, stack[i][1], problem, parent=i != len(stack) - 1)
         fd, real = stack.pop()
+        with contextlib.suppress(OSError):  # readable too where it may be (to list it, for stale temporaries)
+            readable = os.open(".", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = readable
         return Directory(fd, real, statuses[-1])
     finally:
         for fd, _ in stack:
