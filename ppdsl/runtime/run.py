@@ -211,8 +211,10 @@ def _check_outputs(request: RunRequest) -> None:
         path = getattr(request, name)
         if path is None or request.dry_run or (name == "run_dir" and not request.clustered):
             continue
-        try:  # made now if missing, as the run would; refused if another user can change it (E054)
-            trusted_directory(path, what).close()
+        if not os.path.lexists(path):  # made later (with the same check), once the port and the rest are known good
+            continue
+        try:  # refused now if another user can change it or a directory above it (E054)
+            trusted_directory(path, what, create=False).close()
         except DiagnosticError as e:
             problems += e.diagnostics
     if problems:
