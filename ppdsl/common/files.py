@@ -35,6 +35,7 @@ from typing import BinaryIO
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.regular_files import NotRegular, TooLarge, kind, read_regular
+from ppdsl.common.text import ascii_number
 
 MiB = 2**20
 # How much ppdsl reads of each kind of input: far above any real file of the kind, far below what would hurt.
@@ -526,10 +527,13 @@ def new_owned_directory(parent: str | Path, prefix: str) -> Path:
 
 
 def next_owned_number(parent: str | Path, prefix: str) -> int:
-    """The n `new_owned_directory` would use now: one more than any `<prefix><n>` in `parent`."""
+    """The n `new_owned_directory` would use now: one more than any `<prefix><n>` in `parent`, n an ASCII numeral of
+    at most 9 digits; another name (`launch-²`, which `int()` refuses, `launch-٣`, or 300 digits) is not ppdsl's
+    and is ignored."""
     numbers = [0]
     with contextlib.suppress(OSError):
         for name in os.listdir(parent):
-            if name.startswith(prefix) and name[len(prefix) :].isdigit():
-                numbers.append(int(name[len(prefix) :]))
+            n = ascii_number(name[len(prefix) :]) if name.startswith(prefix) else None
+            if n is not None:
+                numbers.append(n)
     return max(numbers) + 1

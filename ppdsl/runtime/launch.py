@@ -32,6 +32,7 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import new_owned_directory, next_owned_number, write_output
+from ppdsl.common.text import ascii_number, shortened
 from ppdsl.runtime.lifeline import PARENT_PID, STOP_SIGNALS, RankStatus, status_path
 from ppdsl.runtime.request import MASTER_HELP, RunRequest
 
@@ -369,25 +370,22 @@ def parse_failure(text: str | None, pp: int) -> dict | None:
             fields = {}
             break
         fields[key] = value.strip()
-    numbers_ok = all(fields.get(k, "0").isdecimal() for k in ("rank", "job", "step"))
+    # ASCII numerals of at most 9 digits: `int()` refuses 5000 digits with a traceback, and reads `٣` as 3
+    numbers = {k: ascii_number(fields.get(k, "0")) for k in ("rank", "job", "step")}
     if (
         not {"rank", "job"} <= fields.keys()
-        or not numbers_ok
+        or None in numbers.values()
         or fields.get("mode", "raise") not in FAILURE_MODES
-        or int(fields["rank"]) >= pp
+        or numbers["rank"] >= pp
     ):
         raise DiagnosticError(
             [
                 Diagnostic(
                     "E007",
-                    f"{FAILURE_VARIABLE}={text!r} is not `rank=R,job=J[,step=S][,mode=M]` with R < {pp}",
+                    f"{FAILURE_VARIABLE}={shortened(repr(text), 80)} is not `rank=R,job=J[,step=S][,mode=M]` with "
+                    f"R < {pp} (numbers of at most 9 digits)",
                     help=f"modes: {', '.join(FAILURE_MODES)}; unset the variable to run without a failure",
                 )
             ]
         )
-    return {
-        "rank": int(fields["rank"]),
-        "job": int(fields["job"]),
-        "step": int(fields.get("step", "0")),
-        "mode": fields.get("mode", "raise"),
-    }
+    return {**numbers, "mode": fields.get("mode", "raise")}
