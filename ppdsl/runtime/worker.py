@@ -180,10 +180,10 @@ class RankProcess:
         self.mb_scopes = [self.root.new_scope() for _ in range(plan.microbatches)]
 
     def _state_names(self) -> dict[str, str]:
-        """Canonical name -> variable, for everything the startup program initialises (see train.canonical_name)."""
-        from ppdsl.runtime.train import canonical_name, startup_state_names
+        """Canonical name -> variable of what a checkpoint holds (train.state_variables: never the learning rate)."""
+        from ppdsl.runtime.train import state_variables
 
-        return {canonical_name(n, self.program.param_stage): n for n in startup_state_names(self.program.startup)}
+        return state_variables(self.program.startup, self.program.param_stage)
 
     def _resume(self) -> int:
         """Load this rank's checkpoint, which the command line chose and checked (`resume_files`: the newest step
