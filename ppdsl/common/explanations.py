@@ -645,6 +645,21 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("python own.py", files=(("own.py", OWN_PROGRAM),), paddle=True),
         cmd("python own.py", files=(("own.py", OWN_PROGRAM.replace("# set_op_roles", "set_op_roles")),), paddle=True),
     ),
+    "E045": Explanation(
+        "`ppdsl run --nproc-per-node` binds the files of a launch to it: each rank gets the sha256 of the launch's "
+        "`spec.json` on its command line, and the spec holds the sha256 of `plan.json`. A rank reads each file once "
+        "(never through a symlink, a regular file only) and compares its bytes before it parses them, so a file "
+        "changed after the launcher wrote it (by anyone who can write the run directory) is refused rather than "
+        "obeyed: the spec names the model module every rank runs. Run `ppdsl run` again, with a `--run-dir` only "
+        "you can write.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2",
+            note="while its ranks start, `spec.json` of the launch is rewritten",
+            setting="a launch's spec.json replaced while its ranks start",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2", paddle=True),
+    ),
     "E046": Explanation(
         "`ppdsl run --model module:function` calls the function once, with the model context (`ctx`: sizes, "
         "`ctx.data`, `ctx.stage`, `ctx.layers`, `ctx.pipeline`), inside the program it builds; it must take that "
@@ -678,6 +693,22 @@ EXPLANATIONS: dict[str, Explanation] = {
             paddle=True,
         ),
         cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E049": Explanation(
+        "A rank of `ppdsl run --nproc-per-node` runs the `--model` module from the source bytes its launcher "
+        "read, not by importing it again: the launch's spec holds the sha256 of the module's file (and of each "
+        "package `__init__.py` above it), the rank reads each file once, compares and runs those bytes. A file "
+        "edited or replaced between the launch and a rank's start is refused; so is a module that is not Python "
+        "source (a compiled extension), whose bytes a rank could not run this way. Start the run again once the "
+        "model's files are as you want them.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build",
+            files=(MODEL,),
+            note="`mymodel.py` is edited while the ranks start",
+            setting="a model file edited while the ranks start",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build", files=(MODEL,), paddle=True),
     ),
     "E050": Explanation(
         "An output (`-o`, `--summary-json`, `--profile`) names a file the command reads: its schedule, a file the "

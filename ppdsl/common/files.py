@@ -44,6 +44,8 @@ COSTS_BYTES = 1 * MiB  # a cost file (`--costs`, written by `ppdsl calibrate`)
 CSV_BYTES = 64 * MiB  # a PyTorch schedule CSV (`ppdsl import`)
 PROFILE_BYTES = 64 * MiB  # a Chrome trace (`ppdsl calibrate`, `plot --measured`)
 PLAN_BYTES = 256 * MiB  # a plan specification (`plan.json` of a launch, which every rank reads)
+SPEC_BYTES = 16 * MiB  # a launch's spec (`spec.json`: the run's options and where the rest is)
+MODEL_SOURCE_BYTES = 16 * MiB  # each source file of a `--model` module, as a rank runs it (runtime/launch_spec.py)
 
 # A temporary file that had to be named (no O_TMPFILE on this file system, or the short moment between linking
 # it and renaming it over the target): `.<name>.ppdsl-<host>-<pid>-<random>.tmp`, so a later write of the same
