@@ -151,3 +151,23 @@ def test_own_program_through_a_plan_module_trains_as_the_full_batch(paddle, tmp_
     np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
     for name, value in want.items():
         np.testing.assert_allclose(params[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_hand_placed_model_that_leaves_stages_empty_is_refused_naming_them(tmp_path, monkeypatch):
+    """Before: ops on stages 0 and 3 only trained at pp 4 without a word (ranks 1 and 2 only passed values on),
+    where `ctx.pipeline` refuses such a split (E039)."""
+    from typer.testing import CliRunner
+
+    from ppdsl.cli import app
+    from ppdsl.common.explanations import ENDS_ONLY
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ENDS_ONLY[0]).write_text(ENDS_ONLY[1])
+    args = ["run", "1f1b", "-m", "4", "--batch-size", "4", "--steps", "1", "--model", "ends:build"]
+    refused = CliRunner().invoke(app, [*args, "--pp", "4"])
+    assert refused.exit_code == 2, refused.output
+    assert (
+        "error[E064]: stages 1-2 of 4 hold no op of the model: every op it builds is on stages 0, 3" in refused.stderr
+    )
+    assert "Traceback" not in refused.output
+    assert CliRunner().invoke(app, [*args, "--pp", "2"]).exit_code == 0  # every stage holds ops
