@@ -32,6 +32,7 @@ from typing import Any
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import MODEL_SOURCE_BYTES, PLAN_BYTES, SPEC_BYTES, write_output
 from ppdsl.common.regular_files import TooLarge, kind, read_capped
+from ppdsl.common.text import ascii_number
 
 SPEC_NAME, PLAN_NAME = "spec.json", "plan.json"
 FAILURE_MODES = ("raise", "hang", "exit", "kill")
@@ -161,9 +162,10 @@ def _launch_spec(data: Any) -> LaunchSpec:
         )
     resume = {}
     for rank, path in _field(data, "resume_files", dict).items():
-        if not (rank.isascii() and rank.isdigit() and len(rank) <= 9) or not isinstance(path, str):
+        number = ascii_number(rank)
+        if number is None or not isinstance(path, str):
             raise _Bad(f"`resume_files` has `{rank}`")
-        resume[int(rank)] = path
+        resume[number] = path
     fail = _field(data, "fail", (dict, type(None)))
     if fail is not None:
         mode = _field(fail, "mode", str)
