@@ -65,7 +65,8 @@ def rank_checkpoint_name(step: int, rank: int) -> str:
 # State the startup program initialises from a flag rather than from training: Paddle's optimizer keeps `--lr` in
 # a persistable `learning_rate_<n>`. Restored, a file's value would override the flag (with 0 there nothing trains,
 # while the run reports its --lr); the identity check compares metadata only, not this array.
-FLAG_STATE = frozenset({"learning_rate"})
+LEARNING_RATE = "learning_rate"  # the canonical name of the variable Paddle's optimizer keeps `--lr` in
+FLAG_STATE = frozenset({LEARNING_RATE})
 
 
 def checkpointed(canonical: str, parameters) -> bool:

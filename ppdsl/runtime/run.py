@@ -178,8 +178,10 @@ class _Context:
     sim: Any  # the checker's Execution
     observer: RunObserver
 
-    def report(self, model: str | None, **measured: Any) -> RunReport:
+    def report(self, model: str | None, lr: float | None = None, **measured: Any) -> RunReport:
+        """`lr`: the learning rate the run trained with, as its scope held it (None: the flag's, unread)."""
         exp, sim, request = self.exp, self.sim, self.request
+        config = request.train_config if lr is None else dataclasses.replace(request.train_config, lr=lr)
         return RunReport(
             schedule=exp.defn.name,
             file=self.file,
@@ -188,7 +190,7 @@ class _Context:
             microbatches=exp.microbatches,
             params=dict(exp.params),
             model=model,
-            config=request.train_config,
+            config=config,
             simulated_bubble=sim.bubble_ratio,
             simulated_makespan=sim.makespan,
             peak_activations=[s.peak_activations for s in sim.ranks],
@@ -287,6 +289,7 @@ def _train_one_process(context: _Context, model, resume) -> RunReport:
         )
     report = context.report(
         model.name,
+        lr=trainer.learning_rate(),  # what it trained with, not what the flag asked for
         processes=1,
         first_step=run.started_at_step,
         losses=[[float(x) for x in step] for step in run.losses],

@@ -23,6 +23,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import count, numbered
 from ppdsl.runtime.checkpoint import (
     CHECKPOINT,
+    LEARNING_RATE,
     Checkpoint,
     checkpointed,
     non_finite,
@@ -139,6 +140,20 @@ class PipelineTrainer:
         return {
             n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names if n in self.program.param_stage
         }
+
+    def learning_rate(self) -> float:
+        """The learning rate the optimizer runs with: its variable in the scope (what a restore could have set), not
+        the flag. Written as `--lr` when the two agree at the variable's precision (0.01 is not exact in float32)."""
+        values = {
+            float(np.array(self.scope.find_var(n).get_tensor()).reshape(-1)[0])
+            for n in self.state_names
+            if n not in self.program.param_stage and canonical_name(n, self.program.param_stage) == LEARNING_RATE
+        }
+        flag = self.config.lr
+        if len(values) != 1:  # no optimizer variable of its own (or several): the flag is what it was given
+            return flag
+        (value,) = values
+        return flag if np.float32(value) == np.float32(flag) else value
 
     def set_state(self, values: dict[str, np.ndarray], source: str = "the checkpoint") -> None:
         variables = state_variables(self.program.startup, self.program.param_stage)

@@ -134,6 +134,22 @@ def test_a_checkpoint_restores_state_never_the_learning_rate_flag(saved, tmp_pat
     assert tampered_run["losses"] == plain["losses"]
 
 
+def test_the_summary_states_the_learning_rate_the_run_trained_with(saved, tmp_path, monkeypatch):
+    """The summary's `lr` is read from the optimizer's variable, not copied from the flag. Before, with the learning
+    rate restored from a file again (as before FLAG_STATE), a 0 there trained nothing and the summary said 0.01."""
+    from ppdsl.runtime import checkpoint
+
+    with np.load(saved) as data:
+        names = sorted({*data.files, "learning_rate"} - {"__meta__"})
+    listed = {"arrays": len(names), "arrays_sha256": hashlib.sha256("\n".join(names).encode()).hexdigest()}
+    tampered = _rewritten(saved, tmp_path, meta=listed, arrays={"learning_rate": np.array(0.0, dtype=np.float32)})
+    monkeypatch.setattr(checkpoint, "FLAG_STATE", frozenset())  # a restore that sets the learning rate again
+    summary = tmp_path / "summary.json"
+    result = _run(*_steps(3), "--resume", str(tampered), "--summary-json", str(summary))
+    assert result.exit_code == 0, result.output
+    assert json.loads(summary.read_text())["lr"] == 0.0
+
+
 def test_a_checkpoint_of_an_edited_schedule_is_refused_naming_both_fingerprints(saved, tmp_path):
     """Same name, same sizes, but another text: the job order, and so the sums, may differ (E090)."""
     from ppdsl.analysis.plan_spec import source_fingerprint
