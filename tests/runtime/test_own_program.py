@@ -174,6 +174,7 @@ def test_a_hand_placed_model_that_leaves_stages_empty_is_refused_naming_them(tmp
     assert CliRunner().invoke(app, [*args, "--pp", "2"]).exit_code == 0  # every stage holds ops
 
 
+@pytest.mark.e2e
 def test_the_seed_reaches_the_generator_a_static_dropout_draws_from(tmp_path, monkeypatch):
     """tests/models/dropout_mlp.py's dropouts have no fixed seed: their masks come from Paddle's global generator,
     which the program seed does not reach. Before, two runs with one --seed trained differently (each went on from
