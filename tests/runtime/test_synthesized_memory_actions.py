@@ -47,6 +47,7 @@ def _run(path, tmp_path, name: str) -> tuple[dict, dict[str, np.ndarray]]:
     return json.loads(summary.read_text()), read_checkpoint(saved / CHECKPOINT).arrays
 
 
+@pytest.mark.e2e
 def test_a_synthesized_schedule_with_recompute_and_offload_runs_as_checked_and_trains_like_its_order(tmp_path):
     from ppdsl.runtime.memory import model_memory
 
