@@ -53,6 +53,7 @@ def _run_summary(tmp_path, name: str) -> dict:
     return json.loads(summary.read_text())
 
 
+@pytest.mark.e2e
 def test_identical_runs_on_a_busy_machine_report_the_same_held_peak(tmp_path):
     """Two identical `ppdsl run interleaved1f1b_offload --vpp 2` runs, each while a process spins on a core (the case
     that varied 1.47x): their peaks agree within 2% on every rank, on the device and in the host store."""
@@ -68,6 +69,7 @@ def test_identical_runs_on_a_busy_machine_report_the_same_held_peak(tmp_path):
         assert all(abs(x / y - 1) <= AGREE for x, y in zip(a, b, strict=True)), (key, a, b)
 
 
+@pytest.mark.e2e
 def test_the_account_agrees_with_the_allocator():
     """The account against the allocator's figures (`profile.held_memory`, the least of 3 profiled steps: a lagging
     collector thread can only make a step overcount), within 10% on every rank, on the device and in the host store;
@@ -84,6 +86,7 @@ def test_the_account_agrees_with_the_allocator():
         assert all(w > 0 and abs(g / w - 1) <= ALLOCATOR for g, w in zip(got, want, strict=True)), (got, want)
 
 
+@pytest.mark.e2e
 def test_the_checker_bounds_the_held_peak_of_every_library_memory_schedule():
     """`ppdsl check --model builtin`'s bytes per rank bound the held peak of one run of each library schedule with
     memory actions (device per rank; the host store of all ranks together, the checker's one host), as the docs say."""
