@@ -111,9 +111,10 @@ class RunReport:
     trainer_seconds: float | None  # one process: program, plan and startup until the first step could run
     jobs_per_step: int
     parameters: dict[str, dict[str, float]]  # per parameter its sum and sum of squares (this node's, per rank)
-    # activation bytes each rank holds at its fullest, measured at job boundaries (see ppdsl/runtime/profile.py),
-    # with a summary or profile asked for; not measured per rank: a rank process moves values through its own
-    # buffers, not the plan's skip-GC
+    # activation bytes each rank holds at its fullest job boundary: the named variables the plan keeps alive
+    # between jobs, each at numel x itemsize (ppdsl/runtime/held.py: an account of the plan the steps ran, the same
+    # every run, not the allocator's figures), with a summary or profile asked for; not per rank process: a rank
+    # process moves values through its own buffers, not the plan's skip-GC
     peak_bytes: list[int] | None
     # what offload jobs copied out, apart from peak_bytes (None: nothing offloaded, or not measured); on CPU one
     # allocator holds both, so the device / host split is counted, not real (docs/runtime.md)
@@ -332,8 +333,8 @@ def _write_profile(context: _Context, run) -> None:
 
 
 def _held_track(run) -> list[tuple[int, float, int]]:
-    """(rank, seconds, bytes) at the end of every profiled job: the held bytes measured at the same job of the
-    memory step (every step runs the plan's jobs in one order)."""
+    """(rank, seconds, bytes) at the end of every profiled job: the held bytes at the same job of the plan's step
+    (`held.plan_held_bytes`; every step runs the plan's jobs in one order)."""
     if run.memory is None or not run.profile or not run.memory.samples:
         return []
     per_step = len(run.memory.samples)
@@ -341,7 +342,7 @@ def _held_track(run) -> list[tuple[int, float, int]]:
     return [
         (rank, end, held[rank])
         for k, end in enumerate(ends)
-        for held in [run.memory.samples[k % per_step][1]]
+        for held in [run.memory.samples[k % per_step]]
         for rank in range(len(held))
     ]
 
@@ -379,7 +380,7 @@ HOST_STORE_ON_CPU = "emulated on CPU: the copies are real, the device / host spl
 
 
 def held_figures(memory) -> dict[str, Any]:
-    """A run's measured memory (`profile.HeldMemory`, or None when not measured) as the report's figures: the
+    """A run's held memory (`held.HeldMemory`, or None when not asked for) as the report's figures: the
     device-resident peak per rank, and what offloads held in the host store, apart (None when nothing was)."""
     if memory is None:
         return {"peak_bytes": None, "host_peak_bytes": None, "host_store": None}

@@ -279,7 +279,7 @@ class RunResult:
     started_at_step: int = 0
     profile: list | None = None  # JobRecords of the profiled steps (seconds), with profile_steps
     profiled_seconds: float = 0.0  # wall time of the profiled steps
-    memory: object | None = None  # ppdsl.runtime.profile.HeldMemory of the memory step, with memory=True
+    memory: object | None = None  # ppdsl.runtime.held.HeldMemory of the plan's steps, with memory=True
 
 
 def train(
@@ -292,33 +292,27 @@ def train(
     memory: bool = False,
 ) -> RunResult:
     """Train until the trainer has done `steps` steps in all (a resumed trainer does the rest). The last
-    `profile_steps` of them run under Paddle's host profiler (job timings). With `memory`, the bytes each rank
-    holds at each job boundary are measured on the step before those (on the first of them when every step is
-    profiled: the memory recorder slows the jobs it watches)."""
+    `profile_steps` of them run under Paddle's host profiler (job timings). With `memory` (and a step to run), the
+    bytes each rank holds at every job boundary of a step, accounted from the plan the steps ran
+    (`held.plan_held_bytes`: the same for every step and every run of the plan, unlike the allocator's figures)."""
     from contextlib import ExitStack
 
-    from ppdsl.runtime.memory_jobs import host_job_types
-    from ppdsl.runtime.profile import held_memory, host_profiler, job_records
+    from ppdsl.runtime.held import plan_held_bytes
+    from ppdsl.runtime.profile import host_profiler, job_records
 
     losses, times = [], []
     first = trainer.step_index
     todo = max(steps - first, 0)
     timed_from = steps - min(profile_steps, todo)  # steps from here on are timing-profiled
-    memory_at = (timed_from - 1 if timed_from > first else timed_from) if memory and todo else None
-    events, memory_events = None, None
+    events = None
     with ExitStack() as stack:
         while trainer.step_index < steps:
             index = trainer.step_index
-            with ExitStack() as this_step:
-                if profile_steps and events is None and index >= timed_from:
-                    events = stack.enter_context(host_profiler(memory=index == memory_at))
-                    if index == memory_at:
-                        memory_events = events
-                elif index == memory_at:
-                    memory_events = this_step.enter_context(host_profiler(memory=True))
-                t = time.perf_counter()
-                loss = trainer.step()
-                times.append(time.perf_counter() - t)
+            if profile_steps and events is None and index >= timed_from:
+                events = stack.enter_context(host_profiler())
+            t = time.perf_counter()
+            loss = trainer.step()
+            times.append(time.perf_counter() - t)
             check_finite(trainer.step_index, loss, trainer.parameters(), steps)
             losses.append(loss)
             if save_dir and save_every and trainer.step_index % save_every == 0:
@@ -333,8 +327,13 @@ def train(
     if events is not None:
         result.profile = job_records(trainer.exp, events)
         result.profiled_seconds = sum(times[-min(profile_steps, todo) :])
-    if memory_events is not None:
-        result.memory = held_memory(trainer.exp, memory_events, host_job_types(trainer.built.memory_jobs))
+    if memory and todo:
+        try:
+            result.memory = plan_held_bytes(
+                trainer.built, trainer.exp.stage_of, trainer.program.inputs, trainer.exp.microbatches
+            )
+        except ValueError:  # a variable held between jobs has a dynamic shape: the figures are null, not guessed
+            result.memory = None
     return result
 
 
