@@ -165,8 +165,12 @@ def _build(
     names = [jt.name for jt in defn.job_types]
     cost = _job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn))
     _check_declared_numbers(defn, cost, "the cost of", cost_value_problem, defn.costs)
+    declared_memory = {k: fn for k, (_, fn) in defn.memory.items()}
+    amounts = _job_table(
+        defn, env, pp, vpp, stage_of, {jt.name: declared_memory.get(jt.name, 0.0) for jt in defn.job_types}
+    )
+    _check_declared_numbers(defn, amounts, "the memory of", _amount_problem, declared_memory)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
-    _check_declared_numbers(defn, mem, "the memory of", _finite_problem, {k: fn for k, (_, fn) in defn.memory.items()})
     _check_memory_actions(defn, mem)
     latency = _call(defn, defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
     bandwidth = _call(defn, defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
@@ -180,13 +184,14 @@ def _build(
         else [None] * pp
     )
     for r, value in enumerate(limit):
-        if value is not None and not math.isfinite(value):
+        problem = None if value is None else _amount_problem(value)
+        if problem is not None:
             raise DiagnosticError(
                 [
                     _bad_number(
-                        f"the memory limit of rank {r} {_finite_problem(value)}",
+                        f"the memory limit of rank {r} {problem}",
                         defn.memory_limit,
-                        "a finite number",
+                        AMOUNT_RANGE,
                         defn.memory_limit.span,
                     )
                 ]
@@ -194,10 +199,9 @@ def _build(
     host_limit = (
         _call(defn, defn.host_limit, {**env, "rank": 0}, defn.host_limit.span, real=True) if defn.host_limit else None
     )
-    if host_limit is not None and not math.isfinite(host_limit):
-        raise DiagnosticError(
-            [_bad_number(f"the host memory limit {_finite_problem(host_limit)}", defn.host_limit, "a finite number")]
-        )
+    problem = None if host_limit is None else _amount_problem(host_limit)
+    if problem is not None:
+        raise DiagnosticError([_bad_number(f"the host memory limit {problem}", defn.host_limit, AMOUNT_RANGE)])
     copy = _copy_link(defn, env)
     rules = [
         replace(rule, priority=None if prio is None else int(_call(defn, prio, env, rule.span)))
@@ -303,6 +307,17 @@ def _finite_problem(value: float) -> str | None:
     return None if math.isfinite(value) else "is not a number (NaN)" if math.isnan(value) else "is infinite"
 
 
+# What every memory number a schedule declares is: an amount (`allocates`, `frees`, `keeps`, `moves`, a limit, the
+# host limit). The verb carries the sign, so a negative amount has no meaning: `memory forward allocates -3` would
+# make forwards free memory and prove any order within any limit.
+AMOUNT_RANGE = "a finite amount of 0 or more (the verb says which way memory goes)"
+
+
+def _amount_problem(value: float) -> str | None:
+    """Why `value` is not an amount of memory (None if it is one): NaN, infinite or negative."""
+    return _finite_problem(value) or (f"is negative ({value:g})" if value < 0 else None)
+
+
 def _check_declared_numbers(defn: ScheduleDef, table, what: str, problem_of, declared: dict) -> None:
     """Every value a `cost` (or `memory`) declaration gives is a cost (a finite amount): a NaN, infinite or
     negative cost would make every measure after it meaningless ("makespan nan", "bubble 400%")."""
@@ -315,7 +330,7 @@ def _check_declared_numbers(defn: ScheduleDef, table, what: str, problem_of, dec
                 problem = problem_of(value)
                 if problem is not None:
                     where = f"rank {r}" + (f", chunk {c}" if len(row) > 1 else "")
-                    expected = COST_RANGE if problem_of is cost_value_problem else "a finite number"
+                    expected = COST_RANGE if problem_of is cost_value_problem else AMOUNT_RANGE
                     raise DiagnosticError([_bad_number(f"{what} `{jt.name}` {problem} at {where}", fn, expected)])
 
 

@@ -114,9 +114,38 @@ def test_memory_setting_words_stay_free_as_names():
     assert set(defn.params) == {"fraction", "limit", "keeps"}
 
 
-@pytest.mark.parametrize("decl", ["memory recompute keeps 2", "memory offload moves 1.5", "memory offload moves -1"])
+@pytest.mark.parametrize("decl", ["memory recompute keeps 2", "memory offload moves 1.5"])
 def test_an_action_cannot_keep_or_move_more_than_the_forward_allocates(decl):
     with pytest.raises(DiagnosticError) as err:
         expand(resolve_text(decl + "\n" + RECOMPUTE, "t.sched"), 1, 1)
     (found,) = err.value.diagnostics
     assert found.code == "E075" and "outside 0 .. the forward's 1" in found.message
+
+
+OFFLOAD = "order { forward * microbatches  offload * microbatches  reload * microbatches  backward * microbatches  optimizer }"
+
+
+@pytest.mark.parametrize(
+    ("decl", "order", "number", "what"),
+    [
+        ("memory forward allocates -3", PLAIN, "-3", "the memory of `forward` is negative (-3)"),
+        ("memory backward_b frees 0 - 0.5", PLAIN, "0 - 0.5", "the memory of `backward_b` is negative (-0.5)"),
+        ("memory recompute keeps -0.1", RECOMPUTE, "-0.1", "the memory of `recompute` is negative (-0.1)"),
+        ("memory offload moves -1", OFFLOAD, "-1", "the memory of `offload` is negative (-1)"),
+        ("memory limit = 0 - 1", PLAIN, "0 - 1", "the memory limit of rank 0 is negative (-1)"),
+        ("memory host limit = -2", OFFLOAD, "-2", "the host memory limit is negative (-2)"),
+    ],
+)
+def test_every_declared_amount_of_memory_is_refused_when_negative_at_the_number(decl, order, number, what):
+    """The verb gives memory its direction; the number after it is an amount. A negative one made a forward free
+    memory, so `check --memory-limit 2` proved an order holding 8 activations within the limit."""
+    defn = resolve_text(decl + "\n" + order, "t.sched")
+    with pytest.raises(DiagnosticError) as err:
+        expand(defn, 1, 2)
+    (found,) = err.value.diagnostics
+    assert found.code == "E075" and what in found.message, found.message
+    assert found.span is not None and found.span.line == 1 and decl[found.span.col - 1 :] == number
+
+
+def test_a_zero_amount_is_an_amount():
+    expand(resolve_text("memory forward allocates 0\nmemory limit = 0\n" + PLAIN, "t.sched"), 1, 2)
