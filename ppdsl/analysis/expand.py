@@ -22,7 +22,7 @@ from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import Expr, ScheduleDef
 from ppdsl.language.jobs import JobCodec
-from ppdsl.language.jobtypes import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost
+from ppdsl.language.jobtypes import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost, recompute_share
 from ppdsl.language.runnable import compiled
 
 DEFAULT_BACKWARD_B_FREES = 0.5
@@ -284,10 +284,11 @@ def _named_from_outside(costs: CostSpec | None) -> set[str]:
 
 
 def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[str]) -> None:
-    """Fill in the costs of memory actions nobody gave: a recompute takes what its forward takes (after the costs
-    from outside: `--cost forward=3` makes recomputes 3 too); with a host link (`comm offload bandwidth`), an
-    offload or reload takes the link's latency plus the bytes it moves over the bandwidth (else its type's
-    default). Called while the expansion is built, on tables nothing else holds yet."""
+    """Fill in the costs of memory actions nobody gave: a recompute takes its fraction of what its forward takes
+    (after the costs from outside: `--cost forward=3` makes full recomputes 3 too, those of `fraction = 0.5` 1.5);
+    with a host link (`comm offload bandwidth`), an offload or reload takes the link's latency plus the bytes it
+    moves over the bandwidth (else its type's default). Called while the expansion is built, on tables nothing
+    else holds yet."""
     names = [jt.name for jt in defn.job_types]
     if RECOMPUTE_NAME not in names:
         return
@@ -296,8 +297,9 @@ def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[st
         if name in defn.costs or name in given:
             continue
         t = names.index(name)
-        if name == RECOMPUTE_NAME:
-            cost[t] = [list(row) for row in cost[0]]
+        if name == RECOMPUTE_NAME:  # a recompute of a fraction f of the forward re-runs f of its work
+            part = 1.0 if defn.job_types[t].fraction is None else defn.job_types[t].fraction
+            cost[t] = [[part * x for x in row] for row in cost[0]]
         elif bandwidth is not None:
             moved = mem_delta[names.index(OFFLOAD_NAME)]
             cost[t] = [[latency + abs(m) / bandwidth for m in row] for row in moved]
@@ -621,12 +623,13 @@ def _memory_fns(defn: ScheduleDef):
     alloc = signed.get("forward", (1.0, 1.0))
     b_frees = signed.get("backward_b", (-1.0, DEFAULT_BACKWARD_B_FREES))
     fraction = {jt.name: 1.0 if jt.fraction is None else jt.fraction for jt in defn.job_types}
+    rebuilt = recompute_share(next((jt.fraction for jt in defn.job_types if jt.name == RECOMPUTE_NAME), None))
     declared = {name: defn.memory[name][1] for name in (RECOMPUTE_NAME, OFFLOAD_NAME) if name in defn.memory}
 
-    def kept(env):  # what the forward of a recomputed (chunk, micro-batch) keeps (its stage input)
+    def kept(env):  # what the forward of a recomputed (chunk, micro-batch) keeps (at least its stage input)
         if RECOMPUTE_NAME in declared:
             return amount((1.0, declared[RECOMPUTE_NAME]), env)
-        return (1.0 - fraction[RECOMPUTE_NAME]) * amount(alloc, env)
+        return (1.0 - rebuilt) * amount(alloc, env)
 
     def moved(env):  # what an offload copies to the host (and its reload back)
         if OFFLOAD_NAME in declared:

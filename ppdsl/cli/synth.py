@@ -46,7 +46,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import check_output
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import MEMORY_NAMES
+from ppdsl.language.jobtypes import DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES
 from ppdsl.language.library import library_files
 
 
@@ -132,10 +132,11 @@ def synth_cmd(
         float,
         typer.Option(
             "--recompute-fraction",
-            help="With recompute: the part of a forward's activations a recompute rebuilds (the rest is kept).",
+            help="With recompute: the part a recompute rebuilds of what its forward does not keep as the stage "
+            "input (1: a full recompute, as `check` reads one without a fraction); it costs that part of the forward.",
             callback=in_range("--recompute-fraction", 0.01, 1),
         ),
-    ] = 0.9,
+    ] = DEFAULT_RECOMPUTE_FRACTION,
     host_limit: Annotated[
         str | None,
         typer.Option(
