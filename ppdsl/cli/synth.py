@@ -283,6 +283,7 @@ def _base_report(outcome, rows, output) -> dict:
         "optimal": result.optimal,
         "gap": result.gap,
         "bubble_ratio": check.bubble_ratio,
+        "recompute_ratio": check.recompute_ratio,
         "peak_activations": [r.peak_activations for r in check.ranks],
         "memory_unit": check.expansion.memory_unit,
         "memory_limit": outcome.request.memory_limit,
@@ -316,9 +317,11 @@ def _print(outcome, rows, output) -> None:
     shown = format_bytes if in_bytes else (lambda x: f"{x:g}")
     where = "stdout" if output == "-" else f"`{escaped(output)}`"
     verdict = "optimal" if result.optimal else f"{result.gap:.1%} above the lower bound"
+    overhead = f", recompute {check.recompute_ratio:.1%}" if check.has_recompute else ""
     out.print(
         styled(
-            ("wrote", "green"), f" {where}: makespan {result.makespan:g} ({verdict}), bubble {check.bubble_ratio:.1%}"
+            ("wrote", "green"),
+            f" {where}: makespan {result.makespan:g} ({verdict}), bubble {check.bubble_ratio:.1%}{overhead}",
         )
     )
     out.print(
