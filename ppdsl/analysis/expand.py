@@ -196,6 +196,8 @@ def _build(
                     )
                 ]
             )
+    if memory is not None and memory.unit == "bytes" and defn.memory_limit and memory_limit is None:
+        raise DiagnosticError([_limit_in_activations(defn.memory_limit, limit[0])])
     host_limit = (
         _call(defn, defn.host_limit, {**env, "rank": 0}, defn.host_limit.span, real=True) if defn.host_limit else None
     )
@@ -343,6 +345,21 @@ def _bad_number(message: str, expr: Expr, expected: str, span: Span | None = Non
         span or expr.span,
         label=f"`{expr.text}`",
         help=f"make it {expected} for these sizes",
+    )
+
+
+def _limit_in_activations(expr: Expr, value: float | None) -> Diagnostic:
+    """A schedule's `memory limit` counts activations (a forward holds 1); a model's memory is measured in bytes,
+    and no one factor turns one into the other (a stage's forward bytes differ by stage, chunk and batch size), so
+    the limit is refused with the reason, not read as bytes (`memory limit = 2` was "limit of 2 B" on every rank)."""
+    return Diagnostic(
+        "E088",
+        f"the schedule's `memory limit` ({number_text(value)} on rank 0) counts activations, but --model measures "
+        "memory in bytes",
+        expr.span,
+        label=f"`{expr.text}`",
+        help="give the limit in bytes on the command line (`--memory-limit 2GiB`, which replaces this one), or check "
+        "without --model to count activations",
     )
 
 

@@ -273,7 +273,10 @@ def compare_cmd(
     library: Annotated[bool, typer.Option("--library", help="Compare every shipped schedule too.")] = False,
     memory_limit: Annotated[
         str | None,
-        typer.Option("--memory-limit", help="Mark schedules over it: activations, or `2GiB` with --model."),
+        typer.Option(
+            "--memory-limit",
+            help="Mark schedules over it: activations (`4`), or bytes with a unit (`2GiB`) with --model.",
+        ),
     ] = None,
     param: Params = None,
     cost: CostPairs = None,
@@ -310,7 +313,7 @@ def compare_cmd(
     actions = parse_actions(memory_actions)
     if actions and not synth:
         usage_error("--memory-actions chooses what --synth may do", help="add --synth, or drop --memory-actions")
-    limit = memory_size(memory_limit)
+    limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     named = [find_schedule(f) for f in files or []]
     shipped = [p for p in library_files() if p.resolve() not in {n.resolve() for n in named}] if library else []

@@ -76,12 +76,15 @@ def check_cmd(
     model: ModelOption = None,
     batch_size: BatchOption = 32,
     memory_limit: Annotated[
-        str | None, typer.Option("--memory-limit", help="Per-rank limit: `2GiB` with --model, else activations.")
+        str | None,
+        typer.Option(
+            "--memory-limit", help="Per-rank limit: bytes with a unit (`2GiB`) with --model, else activations (`4`)."
+        ),
     ] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
-    limit = memory_size(memory_limit)
+    limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     result = check(scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs))
     if fmt is TextOrJson.json:

@@ -77,7 +77,9 @@ def synth_cmd(
     memory_limit: Annotated[
         str | None,
         typer.Option(
-            "--memory-limit", help="Per-rank limit: activations as `check` counts them, or `2GiB` with --model."
+            "--memory-limit",
+            help="Per-rank limit: activations as `check` counts them (`4`), or bytes with a unit (`2GiB`) with "
+            "--model.",
         ),
     ] = None,
     model: ModelOption = None,
@@ -163,7 +165,7 @@ def synth_cmd(
     spec = cost_spec(cost, costs)
     actions = parse_actions(memory_actions)
     diagnosed(refuse_unused_action_costs, spec, actions)  # (before --model loads paddle)
-    limit = memory_size(memory_limit)
+    limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     diagnosed(check_output, output)  # a bad output is refused now, not after the search
     cost_options = " ".join(([f"--cost {shlex.quote(cost)}"] if cost else []) + ([f"--costs {costs}"] if costs else []))
@@ -196,7 +198,7 @@ def synth_cmd(
         max_jobs=max_jobs,
         memory_actions=actions,
         recompute_fraction=recompute_fraction,
-        host_limit=memory_size(host_limit),
+        host_limit=memory_size(host_limit, model is not None, "--host-limit"),
     )
     quiet = fmt is TextOrJson.json or not err.is_terminal
     with err.status("searching", spinner="dots") if not quiet else _nothing():
