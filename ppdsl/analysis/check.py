@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from ppdsl.analysis.checks import MAX_NOTES, check_ranks, used_types
 from ppdsl.analysis.execution import Execution, Wait, execute
+from ppdsl.analysis.execution import bubble_ratio as idle_share
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.grid import text_grid
 from ppdsl.analysis.memory import MemoryActions, host_levels, rank_levels
@@ -35,6 +36,8 @@ class RankReport:
     peak_activations: float  # in the expansion's memory unit (activations, or bytes when measured)
     peak_time: float
     memory_limit: float | None
+    recompute: float = 0.0  # of `busy`, the time spent recomputing: overhead beside the bubble (`idle`)
+    recompute_ratio: float = 0.0  # `recompute` over the makespan (`bubble_ratio`: `idle` over the makespan less it)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,7 +80,19 @@ class CheckResult:
 
     @property
     def bubble_ratio(self) -> float | None:
+        """Idle time over the ranks' time less their recomputes (`execution.bubble_ratio`; `recompute_ratio` reports
+        recomputing beside it)."""
         return self.execution.bubble_ratio if self.completed else None
+
+    @property
+    def recompute_ratio(self) -> float | None:
+        """Recompute time over pp x makespan: the overhead of recomputing, beside the bubble."""
+        return self.execution.recompute_ratio if self.completed else None
+
+    @property
+    def has_recompute(self) -> bool:
+        """Does the schedule run recomputes (reports show their column only then)?"""
+        return self.completed and any(s.recompute > 0 for s in self.execution.ranks)
 
     @property
     def ranks(self) -> list[RankReport]:
@@ -90,10 +105,12 @@ class CheckResult:
                 s.jobs,
                 s.busy,
                 s.idle,
-                s.idle / ex.makespan if ex.makespan else 0.0,
+                idle_share(s.idle, s.recompute, ex.makespan) if ex.makespan else 0.0,
                 s.peak_activations,
                 s.peak_time,
                 limits[s.rank],
+                s.recompute,
+                s.recompute / ex.makespan if ex.makespan else 0.0,
             )
             for s in ex.ranks
         ]
@@ -122,6 +139,7 @@ class CheckResult:
             "memory_unit": self.expansion.memory_unit if self.expansion else None,
             "makespan": self.makespan,
             "bubble_ratio": self.bubble_ratio,
+            "recompute_ratio": self.recompute_ratio,
             "ranks": [r.to_dict() for r in self.ranks],
             **(
                 {"host_peak": self.host_peak, "host_limit": self.expansion.host_limit}

@@ -22,7 +22,7 @@ from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import Expr, ScheduleDef
 from ppdsl.language.jobs import JobCodec
-from ppdsl.language.jobtypes import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost
+from ppdsl.language.jobtypes import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost, recompute_share
 from ppdsl.language.runnable import compiled
 
 DEFAULT_BACKWARD_B_FREES = 0.5
@@ -165,8 +165,12 @@ def _build(
     names = [jt.name for jt in defn.job_types]
     cost = _job_table(defn, env, pp, vpp, stage_of, _cost_fns(defn))
     _check_declared_numbers(defn, cost, "the cost of", cost_value_problem, defn.costs)
+    declared_memory = {k: fn for k, (_, fn) in defn.memory.items()}
+    amounts = _job_table(
+        defn, env, pp, vpp, stage_of, {jt.name: declared_memory.get(jt.name, 0.0) for jt in defn.job_types}
+    )
+    _check_declared_numbers(defn, amounts, "the memory of", _amount_problem, declared_memory)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
-    _check_declared_numbers(defn, mem, "the memory of", _finite_problem, {k: fn for k, (_, fn) in defn.memory.items()})
     _check_memory_actions(defn, mem)
     latency = _call(defn, defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
     bandwidth = _call(defn, defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
@@ -180,24 +184,26 @@ def _build(
         else [None] * pp
     )
     for r, value in enumerate(limit):
-        if value is not None and not math.isfinite(value):
+        problem = None if value is None else _amount_problem(value)
+        if problem is not None:
             raise DiagnosticError(
                 [
                     _bad_number(
-                        f"the memory limit of rank {r} {_finite_problem(value)}",
+                        f"the memory limit of rank {r} {problem}",
                         defn.memory_limit,
-                        "a finite number",
+                        AMOUNT_RANGE,
                         defn.memory_limit.span,
                     )
                 ]
             )
+    if memory is not None and memory.unit == "bytes" and defn.memory_limit and memory_limit is None:
+        raise DiagnosticError([_limit_in_activations(defn.memory_limit, limit[0])])
     host_limit = (
         _call(defn, defn.host_limit, {**env, "rank": 0}, defn.host_limit.span, real=True) if defn.host_limit else None
     )
-    if host_limit is not None and not math.isfinite(host_limit):
-        raise DiagnosticError(
-            [_bad_number(f"the host memory limit {_finite_problem(host_limit)}", defn.host_limit, "a finite number")]
-        )
+    problem = None if host_limit is None else _amount_problem(host_limit)
+    if problem is not None:
+        raise DiagnosticError([_bad_number(f"the host memory limit {problem}", defn.host_limit, AMOUNT_RANGE)])
     copy = _copy_link(defn, env)
     rules = [
         replace(rule, priority=None if prio is None else int(_call(defn, prio, env, rule.span)))
@@ -280,10 +286,11 @@ def _named_from_outside(costs: CostSpec | None) -> set[str]:
 
 
 def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[str]) -> None:
-    """Fill in the costs of memory actions nobody gave: a recompute takes what its forward takes (after the costs
-    from outside: `--cost forward=3` makes recomputes 3 too); with a host link (`comm offload bandwidth`), an
-    offload or reload takes the link's latency plus the bytes it moves over the bandwidth (else its type's
-    default). Called while the expansion is built, on tables nothing else holds yet."""
+    """Fill in the costs of memory actions nobody gave: a recompute takes its fraction of what its forward takes
+    (after the costs from outside: `--cost forward=3` makes full recomputes 3 too, those of `fraction = 0.5` 1.5);
+    with a host link (`comm offload bandwidth`), an offload or reload takes the link's latency plus the bytes it
+    moves over the bandwidth (else its type's default). Called while the expansion is built, on tables nothing
+    else holds yet."""
     names = [jt.name for jt in defn.job_types]
     if RECOMPUTE_NAME not in names:
         return
@@ -292,8 +299,9 @@ def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[st
         if name in defn.costs or name in given:
             continue
         t = names.index(name)
-        if name == RECOMPUTE_NAME:
-            cost[t] = [list(row) for row in cost[0]]
+        if name == RECOMPUTE_NAME:  # a recompute of a fraction f of the forward re-runs f of its work
+            part = 1.0 if defn.job_types[t].fraction is None else defn.job_types[t].fraction
+            cost[t] = [[part * x for x in row] for row in cost[0]]
         elif bandwidth is not None:
             moved = mem_delta[names.index(OFFLOAD_NAME)]
             cost[t] = [[latency + abs(m) / bandwidth for m in row] for row in moved]
@@ -301,6 +309,17 @@ def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[st
 
 def _finite_problem(value: float) -> str | None:
     return None if math.isfinite(value) else "is not a number (NaN)" if math.isnan(value) else "is infinite"
+
+
+# What every memory number a schedule declares is: an amount (`allocates`, `frees`, `keeps`, `moves`, a limit, the
+# host limit). The verb carries the sign, so a negative amount has no meaning: `memory forward allocates -3` would
+# make forwards free memory and prove any order within any limit.
+AMOUNT_RANGE = "a finite amount of 0 or more (the verb says which way memory goes)"
+
+
+def _amount_problem(value: float) -> str | None:
+    """Why `value` is not an amount of memory (None if it is one): NaN, infinite or negative."""
+    return _finite_problem(value) or (f"is negative ({value:g})" if value < 0 else None)
 
 
 def _check_declared_numbers(defn: ScheduleDef, table, what: str, problem_of, declared: dict) -> None:
@@ -315,7 +334,7 @@ def _check_declared_numbers(defn: ScheduleDef, table, what: str, problem_of, dec
                 problem = problem_of(value)
                 if problem is not None:
                     where = f"rank {r}" + (f", chunk {c}" if len(row) > 1 else "")
-                    expected = COST_RANGE if problem_of is cost_value_problem else "a finite number"
+                    expected = COST_RANGE if problem_of is cost_value_problem else AMOUNT_RANGE
                     raise DiagnosticError([_bad_number(f"{what} `{jt.name}` {problem} at {where}", fn, expected)])
 
 
@@ -326,6 +345,21 @@ def _bad_number(message: str, expr: Expr, expected: str, span: Span | None = Non
         span or expr.span,
         label=f"`{expr.text}`",
         help=f"make it {expected} for these sizes",
+    )
+
+
+def _limit_in_activations(expr: Expr, value: float | None) -> Diagnostic:
+    """A schedule's `memory limit` counts activations (a forward holds 1); a model's memory is measured in bytes,
+    and no one factor turns one into the other (a stage's forward bytes differ by stage, chunk and batch size), so
+    the limit is refused with the reason, not read as bytes (`memory limit = 2` was "limit of 2 B" on every rank)."""
+    return Diagnostic(
+        "E088",
+        f"the schedule's `memory limit` ({number_text(value)} on rank 0) counts activations, but --model measures "
+        "memory in bytes",
+        expr.span,
+        label=f"`{expr.text}`",
+        help="give the limit in bytes on the command line (`--memory-limit 2GiB`, which replaces this one), or check "
+        "without --model to count activations",
     )
 
 
@@ -606,12 +640,13 @@ def _memory_fns(defn: ScheduleDef):
     alloc = signed.get("forward", (1.0, 1.0))
     b_frees = signed.get("backward_b", (-1.0, DEFAULT_BACKWARD_B_FREES))
     fraction = {jt.name: 1.0 if jt.fraction is None else jt.fraction for jt in defn.job_types}
+    rebuilt = recompute_share(next((jt.fraction for jt in defn.job_types if jt.name == RECOMPUTE_NAME), None))
     declared = {name: defn.memory[name][1] for name in (RECOMPUTE_NAME, OFFLOAD_NAME) if name in defn.memory}
 
-    def kept(env):  # what the forward of a recomputed (chunk, micro-batch) keeps (its stage input)
+    def kept(env):  # what the forward of a recomputed (chunk, micro-batch) keeps (at least its stage input)
         if RECOMPUTE_NAME in declared:
             return amount((1.0, declared[RECOMPUTE_NAME]), env)
-        return (1.0 - fraction[RECOMPUTE_NAME]) * amount(alloc, env)
+        return (1.0 - rebuilt) * amount(alloc, env)
 
     def moved(env):  # what an offload copies to the host (and its reload back)
         if OFFLOAD_NAME in declared:

@@ -26,7 +26,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, r
 from ppdsl.common.files import write_output, write_stdout
 from ppdsl.common.sizes import MAX_SIZE, check_batch_size, parse_params
 from ppdsl.common.text import number_text
-from ppdsl.common.units import parse_size
+from ppdsl.common.units import parse_memory_limit
 from ppdsl.language.library import find_schedule
 
 
@@ -237,8 +237,9 @@ def measured_memory(model: str | None, batch_size: int, microbatches: int) -> Me
     return model_memory(None if model == "builtin" else model, batch_size)
 
 
-def memory_size(text: str | None) -> float | None:
-    return diagnosed(parse_size, text) if text is not None else None
+def memory_size(text: str | None, measured: bool, option: str = "--memory-limit") -> float | None:
+    """A limit option in the unit memory is counted in: bytes with --model (`measured`), else activations."""
+    return diagnosed(parse_memory_limit, text, measured, option) if text is not None else None
 
 
 def scenario(

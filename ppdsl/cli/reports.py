@@ -228,7 +228,9 @@ def rows_table(
     )
     for col in first:
         table.add_column(col, justify="left" if col == "schedule" else "right", no_wrap=col == "schedule")
-    for col in ("makespan", "bubble", "peak act."):
+    # the bubble is idle time; a schedule's recomputes are overhead of their own, in a column beside it
+    recomputes = any(row.recompute_ratio for row in rows)
+    for col in ("makespan", "bubble", *(("recompute",) if recomputes else ()), "peak act."):
         table.add_column(col, justify="right")
     if limit is not None:
         in_bytes = any(r.memory_unit == "bytes" for r in rows)
@@ -238,12 +240,13 @@ def rows_table(
         cells: list[str | Text] = [escaped(column[i]) for column in first.values()]
         if row.status == "ok":
             peak = format_bytes(row.peak_activations) if row.memory_unit == "bytes" else f"{row.peak_activations:.4g}"
-            cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", peak]
+            overhead = [f"{row.recompute_ratio or 0.0:.1%}"] if recomputes else []
+            cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", *overhead, peak]
             if limit is not None:
                 cells.append(Text("OVER", "bold red") if row.over_limit else Text("ok", "green"))
             cells.append("")
         else:
-            cells += ["-", "-", "-"] + (["-"] if limit is not None else [])
+            cells += ["-"] * (4 if recomputes else 3) + (["-"] if limit is not None else [])
             status = (row.status, "yellow" if row.status == "rejected" else "red")
             if footnotes is None:
                 cells.append(styled(status, f": {escaped(row.reason)}"))
@@ -270,7 +273,10 @@ def compare_cmd(
     library: Annotated[bool, typer.Option("--library", help="Compare every shipped schedule too.")] = False,
     memory_limit: Annotated[
         str | None,
-        typer.Option("--memory-limit", help="Mark schedules over it: activations, or `2GiB` with --model."),
+        typer.Option(
+            "--memory-limit",
+            help="Mark schedules over it: activations (`4`), or bytes with a unit (`2GiB`) with --model.",
+        ),
     ] = None,
     param: Params = None,
     cost: CostPairs = None,
@@ -307,7 +313,7 @@ def compare_cmd(
     actions = parse_actions(memory_actions)
     if actions and not synth:
         usage_error("--memory-actions chooses what --synth may do", help="add --synth, or drop --memory-actions")
-    limit = memory_size(memory_limit)
+    limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     named = [find_schedule(f) for f in files or []]
     shipped = [p for p in library_files() if p.resolve() not in {n.resolve() for n in named}] if library else []
@@ -404,6 +410,7 @@ def synthesized_rows(
         check = outcome.check
         peak = max(r.peak_activations for r in check.ranks)
         row.status, row.makespan, row.bubble_ratio = "ok", check.makespan, check.bubble_ratio
+        row.recompute_ratio = check.recompute_ratio
         row.peak_activations = peak * (scale if in_units else 1.0)
         row.peak_rank = max(check.ranks, key=lambda r: r.peak_activations).rank
         row.memory_unit = check.expansion.memory_unit

@@ -76,12 +76,15 @@ def check_cmd(
     model: ModelOption = None,
     batch_size: BatchOption = 32,
     memory_limit: Annotated[
-        str | None, typer.Option("--memory-limit", help="Per-rank limit: `2GiB` with --model, else activations.")
+        str | None,
+        typer.Option(
+            "--memory-limit", help="Per-rank limit: bytes with a unit (`2GiB`) with --model, else activations (`4`)."
+        ),
     ] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
 ) -> None:
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
-    limit = memory_size(memory_limit)
+    limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     result = check(scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs))
     if fmt is TextOrJson.json:
@@ -99,10 +102,13 @@ def print_report(result: CheckResult) -> None:
     exp = result.expansion
     size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}"
     out.print(styled(("ok", "green"), f": `{escaped(exp.defn.name)}` is complete, ordered and deadlock-free at {size}"))
-    out.print(f"makespan {result.makespan:g}, bubble {result.bubble_ratio:.1%}")
+    recomputes = result.has_recompute  # the bubble is idle time; what recomputing costs is shown beside it
+    overhead = f", recompute {result.recompute_ratio:.1%}" if recomputes else ""
+    out.print(f"makespan {result.makespan:g}, bubble {result.bubble_ratio:.1%}{overhead}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     in_bytes = exp.memory_unit == "bytes"
-    for col in ("rank", "jobs", "busy", "idle", "bubble", "peak memory" if in_bytes else "peak activations", "limit"):
+    columns = ("rank", "jobs", "busy", "idle", "bubble", *(("recompute",) if recomputes else ()))
+    for col in (*columns, "peak memory" if in_bytes else "peak activations", "limit"):
         table.add_column(col, justify="right")
     for r in result.ranks:
         table.add_row(
@@ -111,6 +117,7 @@ def print_report(result: CheckResult) -> None:
             f"{r.busy:g}",
             f"{r.idle:g}",
             f"{r.bubble_ratio:.1%}" if result.makespan else "-",
+            *((f"{r.recompute_ratio:.1%}" if result.makespan else "-",) if recomputes else ()),
             format_bytes(r.peak_activations) if in_bytes else f"{r.peak_activations:g}",
             "-" if r.memory_limit is None else (format_bytes(r.memory_limit) if in_bytes else f"{r.memory_limit:g}"),
         )

@@ -48,7 +48,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import check_output
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import MEMORY_NAMES
+from ppdsl.language.jobtypes import DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES
 from ppdsl.language.library import library_files
 
 
@@ -77,7 +77,9 @@ def synth_cmd(
     memory_limit: Annotated[
         str | None,
         typer.Option(
-            "--memory-limit", help="Per-rank limit: activations as `check` counts them, or `2GiB` with --model."
+            "--memory-limit",
+            help="Per-rank limit: activations as `check` counts them (`4`), or bytes with a unit (`2GiB`) with "
+            "--model.",
         ),
     ] = None,
     model: ModelOption = None,
@@ -134,10 +136,11 @@ def synth_cmd(
         float,
         typer.Option(
             "--recompute-fraction",
-            help="With recompute: the part of a forward's activations a recompute rebuilds (the rest is kept).",
+            help="With recompute: the part a recompute rebuilds of what its forward does not keep as the stage "
+            "input (1: a full recompute, as `check` reads one without a fraction); it costs that part of the forward.",
             callback=in_range("--recompute-fraction", 0.01, 1),
         ),
-    ] = 0.9,
+    ] = DEFAULT_RECOMPUTE_FRACTION,
     host_limit: Annotated[
         str | None,
         typer.Option(
@@ -162,7 +165,7 @@ def synth_cmd(
     spec = cost_spec(cost, costs)
     actions = parse_actions(memory_actions)
     diagnosed(refuse_unused_action_costs, spec, actions)  # (before --model loads paddle)
-    limit = memory_size(memory_limit)
+    limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     diagnosed(check_output, output)  # a bad output is refused now, not after the search
     cost_options = " ".join(([f"--cost {shlex.quote(cost)}"] if cost else []) + ([f"--costs {costs}"] if costs else []))
@@ -195,7 +198,7 @@ def synth_cmd(
         max_jobs=max_jobs,
         memory_actions=actions,
         recompute_fraction=recompute_fraction,
-        host_limit=memory_size(host_limit),
+        host_limit=memory_size(host_limit, model is not None, "--host-limit"),
     )
     quiet = fmt is TextOrJson.json or not err.is_terminal
     with err.status("searching", spinner="dots") if not quiet else _nothing():
@@ -284,6 +287,7 @@ def _base_report(outcome, rows, output) -> dict:
         "optimal": result.optimal,
         "gap": result.gap,
         "bubble_ratio": check.bubble_ratio,
+        "recompute_ratio": check.recompute_ratio,
         "peak_activations": [r.peak_activations for r in check.ranks],
         "memory_unit": check.expansion.memory_unit,
         "memory_limit": outcome.request.memory_limit,
@@ -317,9 +321,11 @@ def _print(outcome, rows, output) -> None:
     shown = format_bytes if in_bytes else (lambda x: f"{x:g}")
     where = "stdout" if output == "-" else f"`{escaped(output)}`"
     verdict = "optimal" if result.optimal else f"{result.gap:.1%} above the lower bound"
+    overhead = f", recompute {check.recompute_ratio:.1%}" if check.has_recompute else ""
     out.print(
         styled(
-            ("wrote", "green"), f" {where}: makespan {result.makespan:g} ({verdict}), bubble {check.bubble_ratio:.1%}"
+            ("wrote", "green"),
+            f" {where}: makespan {result.makespan:g} ({verdict}), bubble {check.bubble_ratio:.1%}{overhead}",
         )
     )
     out.print(

@@ -118,6 +118,8 @@ _SUMMARIES = {
     "E081": "an unknown `memory <subject> <setting>` (host limit, recompute / offload fraction)",
     "E082": "a memory action's fraction is not a literal number in (0, 1]",
     "E083": "synth was given a schedule with memory actions, which its engines do not time yet",
+    "E088": "a memory limit is in another unit than memory is counted in: bytes (`2GiB`) without --model, a bare "
+    "number or a schedule's activation limit with --model",
     "E084": "`ppdsl synth --memory-actions` names an action synth does not know (recompute, offload)",
     "E110": "`ppdsl synth --cost` gives a recompute, offload or reload cost without --memory-actions",
     "E111": "a cost file's real times with `--memory-actions offload`, but no time for the copies (offload, reload)",

@@ -991,8 +991,10 @@ EXPLANATIONS: dict[str, Explanation] = {
     "E075": Explanation(
         "A `cost` or `comm` declaration must give every job (each rank and chunk) a time from 0 to 1e15: a "
         "negative, infinite or undefined (NaN) cost makes the makespan and the bubble meaningless. A `memory` "
-        "declaration and the `memory limit` must be finite. Zero is a time: a job that takes none (the "
-        "optimizer's default), no latency, or no bandwidth term. The message names the rank where it goes wrong.",
+        "declaration, the `memory limit` and the host limit must be finite and not negative: the verb "
+        "(`allocates`, `frees`, `keeps`, `moves`) says which way memory goes, the number how much. Zero is a time: "
+        "a job that takes none (the optimizer's default), no latency, or no bandwidth term. The message names the "
+        "rank where it goes wrong.",
         sched(
             """
             cost forward = 1 - rank
@@ -1116,6 +1118,15 @@ EXPLANATIONS: dict[str, Explanation] = {
             setting="a plan built from Python with memory jobs",
             paddle=True,
         ),
+    ),
+    "E088": Explanation(
+        "A memory limit is read in the unit memory is counted in, and says which one it is: without --model memory is "
+        "counted in activations (a forward holds 1), so the limit is a bare number; with --model it is measured in "
+        "bytes, so the limit carries a unit (`2GiB`, `4096B`). A limit in the other unit is refused rather than "
+        "read as a number of this one (`2GiB` is not 2147483648 activations). A schedule's own `memory limit` "
+        "counts activations: under --model, give the limit in bytes with --memory-limit, which replaces it.",
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --memory-limit 2GiB"),
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --memory-limit 4"),
     ),
     "E090": Explanation(
         "A plan specification (`ppdsl.analysis.plan_spec.PlanSpec`) records the fingerprint of the schedule it was "

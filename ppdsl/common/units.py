@@ -45,6 +45,38 @@ def parse_size(text: str) -> float:
     return size
 
 
+def parse_memory_limit(text: str, measured: bool, option: str = "--memory-limit") -> float:
+    """A memory limit from the command line, in the unit memory is counted in: bytes when a model is measured
+    (`--model`: the text must carry its unit, `2GiB` or `4096B`), activations otherwise (a bare number). A limit in
+    the other unit is refused (E088), not read as a number of this one: `2GiB` would be 2147483648 activations, a
+    bare `2` under --model 2 bytes."""
+    size = parse_size(text)
+    unit = _SIZE.match(text).group(2)
+    if unit and not measured:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E088",
+                    f"`{option} {shortened(text)}` is a size in bytes, but without --model memory is counted in "
+                    "activations (a forward holds 1)",
+                    help=f"measure bytes with `--model M --batch-size B`, or give the limit in activations "
+                    f"(`{option} 4`)",
+                )
+            ]
+        )
+    if not unit and measured:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E088",
+                    f"`{option} {shortened(text)}` has no unit, but with --model memory is measured in bytes",
+                    help=f"write the unit: `{option} {shortened(text)}B`, or e.g. `2GiB`, `512MiB`",
+                )
+            ]
+        )
+    return size
+
+
 def format_bytes(n: float) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= size:

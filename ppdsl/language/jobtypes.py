@@ -45,6 +45,27 @@ MEMORY_TYPES: tuple[BuiltinJobType, ...] = (
     BuiltinJobType(RELOAD_NAME, "reload", "L", 0.5, 3, "bold black on light_salmon1", "#c8642a"),
 )
 MEMORY_NAMES = tuple(jt.name for jt in MEMORY_TYPES)
+# What a recompute's forward keeps for it, in activation units of a whole stage, when no `memory recompute keeps`
+# says: its stage input. A recompute re-runs the forward from the values it reads, so the forward before it keeps
+# at least its input, as the field's full recompute does (Megatron's `--recompute-granularity full` checkpoints each
+# layer's input, Paddle's recompute keeps its segment's inputs) and as the library's 1f1b_recompute declares
+# (`stage_input = 0.1`). `check` and `synth` both read it (one default: synth's `--recompute-fraction 0.9` and the
+# checker's "keeps nothing" used to disagree); on a model (`--model`) the bytes the forward keeps are measured.
+RECOMPUTE_STAGE_INPUT = 0.1
+# A recompute's fraction when nothing declares one (a schedule's `memory recompute fraction`, synth's
+# `--recompute-fraction`): a full recompute, which rebuilds all but the stage input.
+DEFAULT_RECOMPUTE_FRACTION = 1.0
+
+
+def recompute_share(fraction: float | None) -> float:
+    """The share of a forward's activations a recompute of this `fraction` rebuilds (activation units): the
+    fraction of what its forward does not keep as the stage input (`fraction` None, or 1: all of that, a full
+    recompute). The runtime means the same: a fraction picks among the values the recompute writes again, which the
+    stage input is not (`ppdsl.runtime.memory_jobs.select`). The recompute's default cost is this fraction of the
+    forward's (`ppdsl.analysis.expand`)."""
+    return (DEFAULT_RECOMPUTE_FRACTION if fraction is None else fraction) * (1.0 - RECOMPUTE_STAGE_INPUT)
+
+
 COPY_NAMES = (OFFLOAD_NAME, RELOAD_NAME)  # the jobs that run on the copy stream, not on the rank's compute
 BUILTIN = {jt.name: jt for jt in (*BUILTIN_TYPES, *MEMORY_TYPES)}
 BUILTIN_NAMES = tuple(BUILTIN)

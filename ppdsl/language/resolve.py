@@ -473,7 +473,7 @@ class _Resolver:
                     NUMBER,
                     "an amount of memory",
                     text=self._snippet(item.value.span),
-                    span=item.span,
+                    span=item.value.span,  # a wrong amount is reported at the number, not the statement
                     extra=PER_JOB,
                 )
                 out[name] = (item.verb, amount)
@@ -487,7 +487,7 @@ class _Resolver:
         scope = env.scope(what, "rank")
         text = self._snippet(limit.value.span)
         return self.exprs.checked(
-            limit.value, scope, NUMBER, "a memory limit", text=text, span=limit.span, extra=("rank",)
+            limit.value, scope, NUMBER, "a memory limit", text=text, span=limit.value.span, extra=("rank",)
         )
 
     def _compile_rules(self, rules: list[ast.Rule], env: _Environment) -> tuple[list[StreamRule], list[Expr | None]]:

@@ -52,7 +52,8 @@ class Row:
     microbatches: int
     status: str
     makespan: float | None = None
-    bubble_ratio: float | None = None
+    bubble_ratio: float | None = None  # idle time over pp x makespan
+    recompute_ratio: float | None = None  # recompute time over pp x makespan: overhead beside the bubble
     peak_activations: float | None = None  # max over ranks (divided by vpp when normalised)
     peak_rank: int | None = None
     over_limit: bool | None = None
@@ -112,6 +113,7 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
     row.status = "ok"
     row.makespan = ex.makespan
     row.bubble_ratio = ex.bubble_ratio
+    row.recompute_ratio = ex.recompute_ratio
     row.peak_activations = peak.peak_activations * (1.0 if row.memory_unit == "bytes" else scale)
     row.peak_rank = peak.rank
     if memory_limit is not None:
@@ -263,6 +265,7 @@ FIELDS = [
     "status",
     "makespan",
     "bubble_ratio",
+    "recompute_ratio",
     "peak_activations",
     "peak_rank",
     "over_limit",

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ppdsl.analysis.execution import bubble_ratio
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import memory_curve
 from ppdsl.analysis.records import JobRecord
-from ppdsl.language.jobtypes import BUILTIN, COPY_NAMES, USER_COLOURS
+from ppdsl.language.jobtypes import BUILTIN, COPY_NAMES, RECOMPUTE_NAME, USER_COLOURS
 
 # One colour per built-in job type (`ppdsl show`'s hues); a schedule's own job types get greys.
 PALETTE = {jt.name: jt.colour for jt in BUILTIN.values()}
@@ -87,13 +88,15 @@ def _span(jobs: Sequence[JobRecord]) -> tuple[float, float]:
 
 
 def summary(jobs: Sequence[JobRecord], ranks: int) -> tuple[float, float]:
-    """(makespan, bubble ratio) of job records: idle is what each rank does not spend in its jobs."""
+    """(makespan, bubble ratio) of job records: idle is what each rank does not spend in its jobs, measured as the
+    simulator measures it (recomputes are neither work nor bubble: `execution.bubble_ratio`)."""
     lo, hi = _span(jobs)
     makespan = hi - lo
     if makespan <= 0 or ranks == 0:
         return makespan, 0.0
     busy = sum(j.end - j.start for j in jobs if j.type not in COPY_NAMES)  # copies run beside the compute
-    return makespan, 1.0 - busy / (ranks * makespan)
+    recompute = sum(j.end - j.start for j in jobs if j.type == RECOMPUTE_NAME)
+    return makespan, bubble_ratio(ranks * makespan - busy, recompute, ranks * makespan)
 
 
 def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 100, fmt: str | None = None) -> None:

@@ -156,6 +156,7 @@ def build_trace(sim: Simulation, us: float = US_PER_COST_UNIT, measured_units: b
             "microbatches": exp.microbatches,
             "makespan": sim.makespan,
             "bubble_ratio": sim.bubble_ratio,
+            "recompute_ratio": sim.execution.recompute_ratio,  # beside the bubble, which is idle time only
             "us_per_unit": us,
             "time_unit": unit_name(us) if measured_units else "cost unit (drawn as 1 ms)",
         },

@@ -43,7 +43,7 @@ from ppdsl.analysis.memory import MeasureMemory, MemoryActions, MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import COPY_NAMES, MEMORY_NAMES, OFFLOAD_NAME
+from ppdsl.language.jobtypes import COPY_NAMES, DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES, OFFLOAD_NAME
 from ppdsl.synth import exact
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement, describe_counts
 from ppdsl.synth.bounds import memory_lower_bound
@@ -53,7 +53,7 @@ from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_
 from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.lns import lns
 from ppdsl.synth.periodic import Block, periodic_schedules
-from ppdsl.synth.problem import DEFAULT_RECOMPUTE_FRACTION, Problem, build_problem, measured_problem_memory
+from ppdsl.synth.problem import Problem, build_problem, measured_problem_memory
 from ppdsl.synth.schedule import COMPUTE, Evaluator
 from ppdsl.synth.search import (
     PERIODIC_SECONDS_PER_DET,
@@ -116,7 +116,9 @@ class SynthRequest:
     output: str = "OUT.sched"  # where the file goes (named in the docstring's commands)
     cost_options: str = ""  # `--cost ...` / `--costs FILE` as given (for the docstring)
     memory_actions: tuple[str, ...] = ()  # of "recompute", "offload": the search may choose them (actions.py)
-    recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION  # what a recompute rebuilds of a forward's activations
+    # what a recompute rebuilds of what its forward does not keep as the stage input (1: a full recompute, as `check`
+    # reads a recompute without a fraction); it costs that fraction of the forward (`jobtypes.recompute_share`)
+    recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION
     host_limit: float | None = None  # all ranks' offloaded memory together (with offload)
 
 

@@ -19,7 +19,15 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, MEMORY_NAMES, OPTIMIZER
+from ppdsl.language.jobtypes import (
+    BACKWARD,
+    BACKWARD_B,
+    BACKWARD_W,
+    DEFAULT_RECOMPUTE_FRACTION,
+    FORWARD,
+    MEMORY_NAMES,
+    OPTIMIZER,
+)
 from ppdsl.language.resolve import resolve_text
 
 PLACEMENTS = ("looped", "vshape")
@@ -31,11 +39,11 @@ placement {placement}
 memory backward_b frees {frees}
 {actions}order {{ optimizer }}
 """
-# With `--memory-actions` the probe names the actions, so its expansion has their job types, costs and memory
-# (a recomputed forward keeps `1 - fraction` of its activations: its stage input, as the library's schedules).
+# With `--memory-actions` the probe names the actions, so its expansion has their job types, costs and memory as
+# `check` reads them (`jobtypes.recompute_share`: a recomputed forward keeps its stage input, and the rest a partial
+# recompute leaves; a recompute costs its fraction of the forward).
 _ACTIONS = "memory recompute fraction = {fraction}\n"
 _HOST = "memory host limit = {limit}\n"
-DEFAULT_RECOMPUTE_FRACTION = 0.9
 # Bytes measured on a model (`--model`) are read off the program as an expansion's orders cut it, so the probe whose
 # tables the search uses is measured with an order that runs every job type it may place: one micro-batch at a time,
 # each micro-batch forward through a rank's chunks and back (with the actions: micro-batch 0 offloaded, reloaded

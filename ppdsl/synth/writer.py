@@ -22,7 +22,16 @@ from decimal import Decimal
 
 from ppdsl.common.text import escaped
 from ppdsl.language.format import format_text
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, BUILTIN_TYPES, FORWARD, MEMORY_NAMES, letter_of
+from ppdsl.language.jobtypes import (
+    BACKWARD,
+    BACKWARD_B,
+    BACKWARD_W,
+    BUILTIN_TYPES,
+    DEFAULT_RECOMPUTE_FRACTION,
+    FORWARD,
+    MEMORY_NAMES,
+    letter_of,
+)
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
@@ -114,7 +123,8 @@ def _action_lines(problem: Problem, used: set[int]) -> list[str]:
     exp = problem.expansion
     names = {type_name(problem, t) for t in used}
     lines = []
-    if MEMORY_NAMES[0] in names and problem.recompute_fraction is not None:
+    full = problem.recompute_fraction in (None, DEFAULT_RECOMPUTE_FRACTION)  # (a full recompute needs no line)
+    if MEMORY_NAMES[0] in names and not full:
         lines.append(f"memory recompute fraction = {number(problem.recompute_fraction)}")
     if exp is not None and exp.host_limit is not None and names & set(MEMORY_NAMES[1:]):
         lines.append(f"memory host limit = {number(exp.host_limit)}")

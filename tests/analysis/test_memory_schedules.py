@@ -74,3 +74,27 @@ def test_offload_whose_copies_outlast_the_compute_is_slower():
         _run("interleaved1f1b_offload", vpp=2, costs={"offload": 4, "reload": 4}).makespan
         > _run("interleaved1f1b", vpp=2).makespan
     )
+
+
+def test_the_bubble_is_idle_time_and_recomputing_is_reported_beside_it():
+    """1F1B with recompute is slower than 1F1B and idles as long: counted as work, its recomputes made its bubble
+    smaller (22% against 27%). The bubble is idle over the time not spent recomputing, and recomputing is reported as
+    its own overhead, beside it."""
+    plain, recompute = _run("1f1b"), _run("1f1b_recompute")
+    exp = recompute.expansion
+    t = exp.type_names.index("recompute")
+    for report, order in zip(recompute.ranks, exp.jobs, strict=True):
+        spent = sum(exp.cost[t][report.rank][c] for t_, c, _ in map(exp.decode, order) if t_ == t)
+        assert spent > 0 and report.recompute == pytest.approx(spent)
+        assert report.recompute_ratio == pytest.approx(spent / recompute.makespan)
+        assert report.idle == pytest.approx(recompute.makespan - report.busy)
+        assert report.bubble_ratio == pytest.approx(report.idle / (recompute.makespan - spent))
+    assert recompute.makespan > plain.makespan
+    assert recompute.bubble_ratio >= plain.bubble_ratio  # the same idle time is not a smaller bubble
+    assert recompute.recompute_ratio == pytest.approx(
+        sum(r.recompute for r in recompute.ranks) / (PP * recompute.makespan)
+    )
+    assert plain.recompute_ratio == 0 and all(r.recompute == 0 for r in plain.ranks)
+    assert plain.bubble_ratio == pytest.approx(sum(r.idle for r in plain.ranks) / (PP * plain.makespan))
+    data = recompute.to_dict()
+    assert data["recompute_ratio"] == recompute.recompute_ratio and "recompute" in data["ranks"][0]

@@ -143,3 +143,21 @@ def test_check_takes_costs_like_the_other_commands(in_repo, tmp_path):
     costs.write_text(json.dumps({"costs": {"forward": 1, "backward": 1}}))
     filed = invoke("check", "1f1b", "--pp", "4", "-m", "8", "--format", "json", "--costs", str(costs))
     assert json.loads(filed.stdout)["makespan"] == 22  # (m + p - 1)(F + B)
+
+
+def test_check_and_compare_show_recomputing_beside_the_bubble():
+    text = runner.invoke(app, ["check", "1f1b_recompute", "--pp", "4", "-m", "8"])
+    assert text.exit_code == 0, text.output
+    # on every rank: idle 9 of the 33 units not spent recomputing (as 1F1B's 9 of 33), recompute 8 of 41
+    assert "bubble 27.3%, recompute 19.5%" in text.stdout
+    header = text.stdout.splitlines()[2].split()
+    assert header[header.index("bubble") + 1] == "recompute"
+    plain = runner.invoke(app, ["check", "1f1b", "--pp", "4", "-m", "8"])
+    assert "recompute" not in plain.stdout  # no recomputes: no column of zeros
+    rows = json.loads(
+        runner.invoke(app, ["compare", "1f1b", "1f1b_recompute", "--pp", "4", "-m", "8", "--format", "json"]).stdout
+    )["rows"]
+    ratios = {r["schedule"]: r["recompute_ratio"] for r in rows}
+    assert ratios == {"1F1B": 0.0, "1F1B-Recompute": pytest.approx(8 / 41)}
+    table = runner.invoke(app, ["compare", "1f1b", "1f1b_recompute", "--pp", "4", "-m", "8"]).stdout
+    assert "recompute" in table and "19.5%" in table

@@ -7,8 +7,9 @@ import pytest
 
 from ppdsl.analysis.expand import expand
 from ppdsl.common.diagnostics import DiagnosticError
-from ppdsl.language.jobtypes import BUILTIN_TYPES, MEMORY_NAMES
+from ppdsl.language.jobtypes import BUILTIN_TYPES, MEMORY_NAMES, RECOMPUTE_STAGE_INPUT
 from ppdsl.language.resolve import resolve_text
+from ppdsl.synth.problem import build_problem
 
 PLAIN = "order { forward * microbatches  backward * microbatches  optimizer }"
 RECOMPUTE = "order { forward * microbatches  recompute * microbatches  backward * microbatches  optimizer }"
@@ -74,9 +75,35 @@ def test_memory_declarations_set_what_a_recompute_keeps_and_an_offload_moves():
 
 
 def test_without_declarations_a_fraction_sets_the_amounts():
+    """A recompute's fraction is of what its forward does not keep as the stage input (what the runtime's fraction
+    picks among); an offload's of the whole forward."""
     exp = expand(resolve_text("memory recompute fraction = 0.25\nmemory offload fraction = 0.5\n" + RECOMPUTE), 1, 1)
     names = exp.type_names
-    assert [exp.mem_delta[names.index(n)][0][0] for n in ("recompute", "offload", "reload")] == [0.25, -0.5, 0.5]
+    rebuilt = 0.25 * (1 - RECOMPUTE_STAGE_INPUT)
+    got = [exp.mem_delta[names.index(n)][0][0] for n in ("recompute", "offload", "reload")]
+    assert got == pytest.approx([rebuilt, -0.5, 0.5])
+
+
+def test_a_recompute_without_a_fraction_keeps_its_stage_input_as_synth_counts_it():
+    """One default: `check` read a recompute without a fraction as keeping nothing of its forward, synth's
+    `--recompute-fraction 0.9` as keeping a tenth; both now keep the stage input, with the same tables."""
+    exp = expand(resolve_text(RECOMPUTE), 1, 1)
+    names = exp.type_names
+    forward, recompute = (exp.mem_delta[names.index(n)][0][0] for n in ("forward", "recompute"))
+    assert forward - recompute == pytest.approx(RECOMPUTE_STAGE_INPUT)
+    problem = build_problem(1, 1, memory_actions=True)
+    probe = problem.expansion
+    assert probe.mem_delta[probe.type_names.index("recompute")][0][0] == pytest.approx(recompute)
+    assert probe.cost[probe.type_names.index("recompute")] == exp.cost[names.index("recompute")]
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 1.0])
+def test_a_partial_recompute_costs_its_fraction_of_the_forward_in_check_and_in_synth(fraction):
+    text = f"cost forward = 3\nmemory recompute fraction = {fraction}\n" + RECOMPUTE
+    exp = expand(resolve_text(text), 1, 1)
+    assert exp.cost[exp.type_names.index("recompute")][0][0] == pytest.approx(3 * fraction)
+    probe = build_problem(1, 1, costs={"forward": 3}, memory_actions=True, recompute_fraction=fraction).expansion
+    assert probe.cost[probe.type_names.index("recompute")][0][0] == pytest.approx(3 * fraction)
 
 
 def test_a_recompute_costs_its_forward_unless_declared_and_a_host_link_times_the_copies():
@@ -114,9 +141,38 @@ def test_memory_setting_words_stay_free_as_names():
     assert set(defn.params) == {"fraction", "limit", "keeps"}
 
 
-@pytest.mark.parametrize("decl", ["memory recompute keeps 2", "memory offload moves 1.5", "memory offload moves -1"])
+@pytest.mark.parametrize("decl", ["memory recompute keeps 2", "memory offload moves 1.5"])
 def test_an_action_cannot_keep_or_move_more_than_the_forward_allocates(decl):
     with pytest.raises(DiagnosticError) as err:
         expand(resolve_text(decl + "\n" + RECOMPUTE, "t.sched"), 1, 1)
     (found,) = err.value.diagnostics
     assert found.code == "E075" and "outside 0 .. the forward's 1" in found.message
+
+
+OFFLOAD = "order { forward * microbatches  offload * microbatches  reload * microbatches  backward * microbatches  optimizer }"
+
+
+@pytest.mark.parametrize(
+    ("decl", "order", "number", "what"),
+    [
+        ("memory forward allocates -3", PLAIN, "-3", "the memory of `forward` is negative (-3)"),
+        ("memory backward_b frees 0 - 0.5", PLAIN, "0 - 0.5", "the memory of `backward_b` is negative (-0.5)"),
+        ("memory recompute keeps -0.1", RECOMPUTE, "-0.1", "the memory of `recompute` is negative (-0.1)"),
+        ("memory offload moves -1", OFFLOAD, "-1", "the memory of `offload` is negative (-1)"),
+        ("memory limit = 0 - 1", PLAIN, "0 - 1", "the memory limit of rank 0 is negative (-1)"),
+        ("memory host limit = -2", OFFLOAD, "-2", "the host memory limit is negative (-2)"),
+    ],
+)
+def test_every_declared_amount_of_memory_is_refused_when_negative_at_the_number(decl, order, number, what):
+    """The verb gives memory its direction; the number after it is an amount. A negative one made a forward free
+    memory, so `check --memory-limit 2` proved an order holding 8 activations within the limit."""
+    defn = resolve_text(decl + "\n" + order, "t.sched")
+    with pytest.raises(DiagnosticError) as err:
+        expand(defn, 1, 2)
+    (found,) = err.value.diagnostics
+    assert found.code == "E075" and what in found.message, found.message
+    assert found.span is not None and found.span.line == 1 and decl[found.span.col - 1 :] == number
+
+
+def test_a_zero_amount_is_an_amount():
+    expand(resolve_text("memory forward allocates 0\nmemory limit = 0\n" + PLAIN, "t.sched"), 1, 2)

@@ -97,3 +97,16 @@ def test_check_reports_the_hosts_peak_for_schedules_that_offload(in_repo):
     assert "host_peak" not in json.loads(invoke("check", "1f1b", "--pp", 2, "-m", 2, "--format", "json").stdout)
     text = invoke("check", "interleaved1f1b_offload", "--pp", 2, "-m", 2, "--vpp", 2).stdout
     assert "host memory (all ranks' offloads): peak 4 at time" in text
+
+
+def test_a_measured_timeline_and_the_trace_measure_the_bubble_as_the_simulator_does():
+    """A timeline read back (a profile, `plot --measured`) gets the bubble the simulator reports, recomputes left
+    out of it, and the trace carries the recompute share beside the bubble."""
+    from ppdsl.reports.plot import summary
+
+    sim = ppdsl.simulate("1f1b_recompute", pp=4, microbatches=8)
+    plain = ppdsl.simulate("1f1b", pp=4, microbatches=8)
+    assert summary(list(sim.jobs()), 4) == (sim.makespan, sim.bubble_ratio)
+    assert sim.bubble_ratio >= plain.bubble_ratio  # slower and as idle: not a smaller bubble
+    other = build_trace(sim)["otherData"]
+    assert other["bubble_ratio"] == sim.bubble_ratio and other["recompute_ratio"] == sim.execution.recompute_ratio > 0

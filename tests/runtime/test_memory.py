@@ -105,7 +105,7 @@ def test_compare_and_plot_report_bytes(tmp_path, monkeypatch, in_repo):
     # pow_grad; not y, which subtract_grad reads for its shape) and a few scalars of the loss. FThenB's last rank
     # holds all m micro-batches; 1F1B's rank 0 holds pp = 2 micro-batches of 2 tensors and, during its first backward,
     # the gradients of both (one tensor each: rank 1 starts the second's backward then), its last rank one of 3.
-    limit = f"{m * 2 * one}"  # above 1F1B's peak, below FThenB's
+    limit = f"{m * 2 * one}B"  # above 1F1B's peak, below FThenB's (a limit in bytes says so)
     args = ["compare", "fthenb", "1f1b", "--pp", str(pp), "-m", str(m), "--model", MODEL, "--batch-size", str(batch)]
     result = runner.invoke(app, [*args, "--memory-limit", limit, "--format", "json"])
     assert result.exit_code == 0, result.output
