@@ -122,9 +122,10 @@ def print_report(result: CheckResult) -> None:
             "-" if r.memory_limit is None else (format_bytes(r.memory_limit) if in_bytes else f"{r.memory_limit:g}"),
         )
     out.print(table)
-    if result.host_peak is not None:  # a schedule with memory actions: what its offloads hold on the host
+    limit = exp.host_limit
+    # What offloads hold on the host, for a schedule that offloads or bounds the host; a recompute alone holds none.
+    if result.host_peak is not None and (result.host_peak or limit is not None):
         amount = format_bytes if in_bytes else "{:g}".format
-        limit = exp.host_limit
         out.print(
             f"host memory (all ranks' offloads): peak {amount(result.host_peak)} at time "
             f"{result.execution.host_peak_time:g}" + ("" if limit is None else f", limit {amount(limit)}")

@@ -97,6 +97,8 @@ def test_check_reports_the_hosts_peak_for_schedules_that_offload(in_repo):
     assert "host_peak" not in json.loads(invoke("check", "1f1b", "--pp", 2, "-m", 2, "--format", "json").stdout)
     text = invoke("check", "interleaved1f1b_offload", "--pp", 2, "-m", 2, "--vpp", 2).stdout
     assert "host memory (all ranks' offloads): peak 4 at time" in text
+    recomputing = invoke("check", "1f1b_recompute", "--pp", 2, "-m", 2)
+    assert recomputing.exit_code == 0 and "host memory" not in recomputing.stdout  # nothing offloaded: no line
 
 
 def test_a_measured_timeline_and_the_trace_measure_the_bubble_as_the_simulator_does():
