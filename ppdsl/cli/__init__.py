@@ -35,6 +35,12 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Console entry point: usage errors exit 2, never a traceback for bad input."""
+    # messages go through rich in the streams' own encoding; one that cannot hold a character of a schedule's name
+    # or of a quoted source line (PYTHONIOENCODING=ascii, a C locale) shows it escaped, not as a UnicodeEncodeError
+    # traceback (issue 26). Data written to stdout is UTF-8 bytes whatever the encoding (files.write_stdout).
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and (stream.errors or "strict") == "strict":
+            stream.reconfigure(errors="backslashreplace")
     try:
         app()
     except DiagnosticError as e:

@@ -126,3 +126,29 @@ def test_a_hostile_width_in_the_environment_of_the_process(value):
     assert widths and max(widths) <= MAX_TERMINAL_COLUMNS
     if value == "\u0663":
         assert max(widths) > MIN_TERMINAL_COLUMNS  # not read as 3 columns
+
+
+# ---------------------------------------------------------------- messages in a stream that cannot hold them
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["check", "{file}", "--pp", "2", "-m", "2"], ["compare", "{file}", "1f1b", "--pp", "2", "-m", "2"]],
+)
+def test_messages_in_an_ascii_stream_are_escaped_not_a_traceback(tmp_path, args):
+    """Before: `PYTHONIOENCODING=ascii ppdsl check` of a schedule named `café①` was a UnicodeEncodeError traceback
+    in rich (exit 1); the data writers (`-o -`, `fmt -`) already wrote UTF-8, the messages did not."""
+    source = (ROOT / "schedules" / "1f1b.sched").read_text(encoding="utf-8")
+    named = re.sub(r'^schedule "[^"]*"', 'schedule "café①"', source, count=1, flags=re.M)
+    assert named != source
+    path = tmp_path / "u.sched"
+    path.write_text(named, encoding="utf-8")
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ppdsl.cli", *(a.format(file=path) for a in args)],
+        capture_output=True,
+        env=environ,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr.decode()
+    assert "caf\\xe9\\u2460" in proc.stdout.decode("ascii")
