@@ -178,8 +178,10 @@ class _Context:
     sim: Any  # the checker's Execution
     observer: RunObserver
 
-    def report(self, model: str | None, **measured: Any) -> RunReport:
+    def report(self, model: str | None, lr: float | None = None, **measured: Any) -> RunReport:
+        """`lr`: the learning rate the run trained with, as its scope held it (None: the flag's, unread)."""
         exp, sim, request = self.exp, self.sim, self.request
+        config = request.train_config if lr is None else dataclasses.replace(request.train_config, lr=lr)
         return RunReport(
             schedule=exp.defn.name,
             file=self.file,
@@ -188,7 +190,7 @@ class _Context:
             microbatches=exp.microbatches,
             params=dict(exp.params),
             model=model,
-            config=request.train_config,
+            config=config,
             simulated_bubble=sim.bubble_ratio,
             simulated_makespan=sim.makespan,
             peak_activations=[s.peak_activations for s in sim.ranks],
@@ -287,6 +289,7 @@ def _train_one_process(context: _Context, model, resume) -> RunReport:
         )
     report = context.report(
         model.name,
+        lr=trainer.learning_rate(),  # what it trained with, not what the flag asked for
         processes=1,
         first_step=run.started_at_step,
         losses=[[float(x) for x in step] for step in run.losses],
@@ -361,13 +364,15 @@ def _run_cluster(context: _Context) -> RunReport:
             launch_dir=None,
         )
     from ppdsl.runtime.builtin_models import load_model
+    from ppdsl.runtime.launch_spec import model_sources
 
     model = load_model(request.model)  # a bad model path fails here, before any process starts
+    sources = model_sources(request.model)  # what the ranks run of it: these bytes, checked (launch_spec.py)
     # and so does a checkpoint that cannot continue this run; the ranks read it again, the arrays are not kept here
     points = _resume_point(request, context.plan, model.name, request.local_ranks)
     resume = {r: (c.path, c.step) for r, c in points.items()}
     with _save_dir_lock(request):
-        return _train_cluster(context, model.name, resume)
+        return _train_cluster(context, model.name, sources, resume)
 
 
 HOST_STORE_ON_CPU = "emulated on CPU: the copies are real, the device / host split is counted (one memory)"
@@ -402,7 +407,9 @@ def _nothing_measured(request: RunRequest) -> dict[str, Any]:
     }
 
 
-def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[Path, int]]) -> RunReport:
+def _train_cluster(
+    context: _Context, model_name: str, sources: tuple, resume: dict[int, tuple[Path, int]]
+) -> RunReport:
     from ppdsl.runtime.launch import (
         FAILURE_VARIABLE,
         check_master_port,
@@ -410,21 +417,23 @@ def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[P
         parse_failure,
         run_cluster,
     )
+    from ppdsl.runtime.launch_spec import LaunchSpec
     from ppdsl.runtime.train import checksum
 
     request, exp, observer = context.request, context.exp, context.observer
-    spec = {
-        **request.to_spec(),  # every option, as each rank rebuilds the request (RunRequest.from_spec)
-        # where the command was typed: each rank finds a `--model` module there (runtime/model.py: load_model)
-        "model_dir": os.getcwd(),
+    spec = LaunchSpec(
+        options=request.to_spec(),  # every option, as each rank rebuilds the request (RunRequest.from_spec)
+        # where the command was typed: what the `--model` module's own imports find there (builtin_models.py)
+        model_dir=os.getcwd(),
+        model_sources=sources,
         # each rank resumes from the file checked above: its own of the newest step all saved, or a checkpoint.npz
-        "resume_files": {str(r): str(path.resolve()) for r, (path, _) in resume.items()},
-        "resume_step": next(iter(resume.values()))[1] if resume else 0,
+        resume_files={r: str(path.resolve()) for r, (path, _) in resume.items()},
+        resume_step=next(iter(resume.values()))[1] if resume else 0,
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
-        "fail": parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
-    }
+        fail=parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
+    )
     if resume:
-        observer.resumed(request.resume, spec["resume_step"], request.steps)
+        observer.resumed(request.resume, spec.resume_step, request.steps)
     check_master_port(request)  # before the launch's directory is made
     launch_dir = new_launch_directory(request.run_dir)
     start = RunStart(
@@ -433,7 +442,7 @@ def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[P
         vpp=exp.vpp,
         microbatches=exp.microbatches,
         steps=request.steps,
-        first_step=spec["resume_step"],
+        first_step=spec.resume_step,
         model=model_name,
         batch_size=request.batch_size,
         jobs_per_step=sum(map(len, exp.jobs)),
@@ -448,7 +457,7 @@ def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[P
         model_name,
         **{
             **_nothing_measured(request),
-            "first_step": spec["resume_step"],
+            "first_step": spec.resume_step,
             "losses": result.losses,
             "step_seconds": result.step_seconds,
             "parameters": checksum(result.parameters),

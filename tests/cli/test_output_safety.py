@@ -204,6 +204,7 @@ def test_a_dry_run_names_a_new_launch_directory_and_touches_nothing(inputs):
     assert sorted(p.name for p in run_dir.iterdir()) == sorted([*USERS, "launch-1"])
 
 
+@pytest.mark.e2e
 def test_a_launch_keeps_the_users_files_in_the_run_directory(inputs):
     """A real two-process run: every file it writes is in run/launch-1, and the user's `ranking.json`,
     `launch.log`, `spec.json`, `rank0.npz` are byte-identical afterwards."""
