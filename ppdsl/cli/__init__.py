@@ -15,19 +15,32 @@ unless a command needs the runtime (`run`, or `--model`).
 
 from __future__ import annotations
 
+import os
 import sys
 
-from ppdsl.cli import codegen, fmt, lsp, reports, schedule, synth, training  # noqa: F401  (each registers its commands on `app`)
-from ppdsl.cli.app import app
-from ppdsl.cli.common import err
-from ppdsl.common.codes import EXIT_USAGE
-from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
+from ppdsl.common.text import sane_terminal_environment
+
+# before any console is made: rich reads COLUMNS and LINES when a console is created, typer TERMINAL_WIDTH when its
+# help module is imported, and a hostile value there hangs or crashes every command (issue 26)
+sane_terminal_environment(os.environ)
+
+from ppdsl.cli import codegen, fmt, lsp, reports, schedule, synth, training  # noqa: E402, F401  (each registers its commands on `app`)
+from ppdsl.cli.app import app  # noqa: E402  (after the terminal size is made sane)
+from ppdsl.cli.common import err  # noqa: E402  (after the terminal size is made sane)
+from ppdsl.common.codes import EXIT_USAGE  # noqa: E402  (after the terminal size is made sane)
+from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all  # noqa: E402  (after the terminal size is made sane)
 
 __all__ = ["app", "main"]
 
 
 def main() -> None:
     """Console entry point: usage errors exit 2, never a traceback for bad input."""
+    # messages go through rich in the streams' own encoding; one that cannot hold a character of a schedule's name
+    # or of a quoted source line (PYTHONIOENCODING=ascii, a C locale) shows it escaped, not as a UnicodeEncodeError
+    # traceback (issue 26). Data written to stdout is UTF-8 bytes whatever the encoding (files.write_stdout).
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and (stream.errors or "strict") == "strict":
+            stream.reconfigure(errors="backslashreplace")
     try:
         app()
     except DiagnosticError as e:

@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from ppdsl.cli.common import out
 from ppdsl.common.codes import EXIT_VALID
 from ppdsl.common.files import forget_inputs
+from ppdsl.common.text import sane_terminal_environment
 from ppdsl.common.version import __version__
+
+
+class PpdslGroup(TyperGroup):
+    """The `ppdsl` command group: each invocation first makes the terminal size in the environment sane, before
+    click parses (and `--help` draws) anything. (`ppdsl.cli` does it once more at import, before its consoles.)"""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        sane_terminal_environment(os.environ)
+        return super().main(*args, **kwargs)
+
 
 app = typer.Typer(
     name="ppdsl",
+    cls=PpdslGroup,
     help="Pipeline-parallel training schedules as declarative .sched files.",
     no_args_is_help=True,
     add_completion=False,

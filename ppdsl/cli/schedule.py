@@ -15,7 +15,7 @@ from rich.text import Text
 from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.checks import used_types
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
-from ppdsl.analysis.grid import abbreviations, grid_label, text_grid
+from ppdsl.analysis.grid import abbreviations, grid_label, legend, text_grid
 from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
@@ -200,9 +200,9 @@ def show_cmd(
     if not out.is_terminal:  # a pipe or a file: plain text, every cell whole, blocks that fit COLUMNS (or 80)
         grid = text_grid(exp, width=steps, columns=terminal_columns())
         used = used_types(exp)
-        legend = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
+        letters = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
         text = "\n\n".join([f"{escaped(exp.defn.name)}  pp={pp} vpp={vpp} microbatches={microbatches}", grid])
-        emit(text + (f"\n{legend}" if legend else ""), None)
+        emit(text + (f"\n{letters}" if letters else ""), None)
         return
     out.print(styled((escaped(exp.defn.name), "bold"), f"  pp={pp} vpp={vpp} microbatches={microbatches}"))
     # every cell whole: long names abbreviated (a legend follows), as many steps a block as the terminal holds

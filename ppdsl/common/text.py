@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 
 
 def number_text(value: object) -> str:
@@ -108,6 +108,40 @@ def show(value: object) -> str:
         except ValueError:  # over Python's 4300-digit limit
             return f"<a {value.bit_length()}-bit integer>"
     return repr(value) if isinstance(value, float) else str(value)
+
+
+# The terminal's size as the environment states it, read by rich (`COLUMNS`, `LINES`, and `JUPYTER_*` in a notebook),
+# typer's help (`TERMINAL_WIDTH`) and `shutil.get_terminal_size`. They read it with `str.isdigit()` and `int()`,
+# which take `²` (and raise) or an Arabic-Indic `٣` (3), and they pad lines to whatever width it says: 10^8
+# columns hangs `--help`, 10^21 is an OverflowError. No terminal is wider than a thousand columns; below twenty
+# nothing fits (rich prints nothing at all at 0).
+WIDTH_VARIABLES = ("COLUMNS", "TERMINAL_WIDTH", "JUPYTER_COLUMNS")
+HEIGHT_VARIABLES = ("LINES", "JUPYTER_LINES")
+MIN_TERMINAL_COLUMNS, MAX_TERMINAL_COLUMNS = 20, 1000
+MAX_TERMINAL_LINES = 1000
+_MAX_SIZE_DIGITS = 12  # more digits than this is over the cap anyway; int() is not asked to read 5000 of them
+
+
+def sane_terminal_environment(environ: MutableMapping[str, str]) -> None:
+    """Make the terminal size `environ` states one the libraries can use: a width from MIN_TERMINAL_COLUMNS to
+    MAX_TERMINAL_COLUMNS, a height from 1 to MAX_TERMINAL_LINES (a larger one capped, a smaller width raised); a
+    value that is not a positive number in ASCII digits is dropped, so the real terminal's size (or the default)
+    is used instead. The command line calls this before any console is made."""
+    for names, low, high in (
+        (WIDTH_VARIABLES, MIN_TERMINAL_COLUMNS, MAX_TERMINAL_COLUMNS),
+        (HEIGHT_VARIABLES, 1, MAX_TERMINAL_LINES),
+    ):
+        for name in names:
+            raw = environ.get(name)
+            if raw is None:
+                continue
+            text = raw.strip()
+            digits = text.lstrip("0")
+            if not (text.isascii() and text.isdigit()) or not digits:  # not a number, or zero
+                del environ[name]
+            else:
+                size = high if len(digits) > _MAX_SIZE_DIGITS else min(max(int(digits), low), high)
+                environ[name] = str(size)
 
 
 def terminal_columns(default: int = 80) -> int:

@@ -8,14 +8,19 @@ time. The simulated makespan with the same costs is then the prediction for pp r
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ppdsl.analysis.costs import CostSpec
+from ppdsl.analysis.costs import MAX_COST, CostSpec, cost_file_problems
+from ppdsl.analysis.expand import MAX_SIZE
 from ppdsl.analysis.scenario import Scenario
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.reports.simulate import simulate
 from ppdsl.reports.trace import Profile
+
+MAX_SHOWN = 20  # diagnostics shown of a cost file that would be refused
 
 
 def calibrate(profile: Profile) -> dict:
@@ -27,8 +32,9 @@ def calibrate(profile: Profile) -> dict:
     for job in profile.jobs:
         seconds = (job.end - job.start) * scale
         by_type[job.type].append(seconds)
-        by_stage[job.stage][job.type].append(seconds)
-    return {
+        if job.stage >= 0:  # -1: the profile did not record the job's stage
+            by_stage[job.stage][job.type].append(seconds)
+    costs = {
         "unit": "s",
         "costs": {t: statistics.fmean(v) for t, v in sorted(by_type.items())},
         "stages": {
@@ -37,6 +43,17 @@ def calibrate(profile: Profile) -> dict:
         "latency": 0.0,
         "samples": sum(len(v) for v in by_type.values()),
     }
+    # what is written is read back by `--costs`: checked by that reader here, so calibrate never writes a file that
+    # ppdsl then refuses (read_trace bounds every figure, so this is a last guard, not the check)
+    problems = cost_file_problems(costs)
+    if problems:
+        raise DiagnosticError(
+            [
+                Diagnostic("E009", f"the profile's timings do not make a cost file: {message}", help=help_text)
+                for message, help_text in problems[:MAX_SHOWN]
+            ]
+        )
+    return costs
 
 
 @dataclass
@@ -58,19 +75,53 @@ class Comparison:
         return (self.simulated_serial_seconds - self.measured_step_seconds) / self.measured_step_seconds
 
 
+def _meta_problems(meta: dict) -> list[tuple[str, str, str]]:
+    """(key, value as JSON, what it should be) of each run figure in a profile's `otherData` that is not one."""
+    problems = []
+
+    def shown(value: object) -> str:
+        text = json.dumps(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    if not isinstance(meta["schedule_file"], str) or not meta["schedule_file"]:
+        problems.append(("schedule_file", shown(meta["schedule_file"]), "not the path of a schedule"))
+    for key in ("pp", "vpp", "microbatches", "steps"):
+        value = meta[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+            problems.append((key, shown(value), f"not an integer from 1 to {MAX_SIZE}"))
+    wall = meta["wall_seconds"]
+    if isinstance(wall, bool) or not isinstance(wall, int | float) or not 0 < wall <= MAX_COST:
+        problems.append(("wall_seconds", shown(wall), f"not a time in seconds above 0 and at most {MAX_COST:g}"))
+    return problems
+
+
 def against_simulation(profile: Profile, costs: dict) -> Comparison | None:
     """Simulate the profiled schedule with `costs`; None when the profile does not say which schedule ran."""
     meta = profile.meta
     needed = ("schedule_file", "pp", "vpp", "microbatches", "steps", "wall_seconds")
     if not all(k in meta for k in needed):
         return None
-    scenario = Scenario(meta["schedule_file"], meta["pp"], meta["microbatches"], meta["vpp"], meta.get("params"))
+    problems = _meta_problems(meta)
+    if problems:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E009",
+                    f"the profile's `otherData.{key}` is {shown}: {what}",
+                    help="give a profile written by `ppdsl run --profile`, or drop `otherData` to calibrate without "
+                    "the comparison",
+                )
+                for key, shown, what in problems
+            ]
+        )
+    params = meta.get("params") if isinstance(meta.get("params"), dict) else None
+    scenario = Scenario(meta["schedule_file"], meta["pp"], meta["microbatches"], meta["vpp"], params)
     sim = simulate(scenario.with_(costs=CostSpec(file=costs)))
-    steps = int(meta["steps"]) or 1
+    steps = meta["steps"]
     scale = profile.us_per_unit / 1e6
     jobs = sum(j.end - j.start for j in profile.jobs) * scale / steps
     return Comparison(
-        measured_step_seconds=float(meta["wall_seconds"]) / steps,
+        measured_step_seconds=meta["wall_seconds"] / steps,
         measured_jobs_seconds=jobs,
         simulated_serial_seconds=sum(r.busy for r in sim.execution.ranks),
         simulated_makespan_seconds=sim.makespan,

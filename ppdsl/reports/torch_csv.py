@@ -9,6 +9,7 @@ an explicit table of stages.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
@@ -28,13 +29,15 @@ MAX_DIGITS = 9
 _ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d+)$")
 
 
-def _cells(line: str) -> list[tuple[int, str]]:
-    """(1-based column, text) of each comma-separated cell; torch never quotes its cells."""
-    out, col = [], 1
-    for raw in line.split(","):
-        out.append((col + len(raw) - len(raw.lstrip()), raw.strip()))
-        col += len(raw) + 1
-    return out
+# A pipeline's size: more ranks (rows) or a larger stage number than this is not a schedule anyone runs, and the
+# bounds keep what the import holds (one entry per stage and per rank) small whatever the file says
+MAX_RANKS = 4096
+MAX_STAGES = 65536
+# torch never quotes its cells; an empty cell is an idle step. The cells of a row are read one at a time: a row can
+# hold millions of them, and a list of them costs tens of times the row's size (issue 26: a 64 MiB file needed 7.5 GB)
+_CELL = re.compile(r"[^,]+")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_PLAIN = re.compile(r"\s*([0-9]{1,9})([FBIW])([0-9]{1,9})\s*")  # `0F3`: the cell nearly every cell is
 
 
 def _compute_action(token: str) -> Job | None:
@@ -46,59 +49,75 @@ def _compute_action(token: str) -> Job | None:
     return job if job.letter is not None else None
 
 
-def parse_torch_csv(text: str, file: str) -> list[list[tuple[int, str, int, Span]]]:
-    """Rows of (stage, letter, micro-batch, span); raises DiagnosticError naming row and column."""
-    rows: list[list[tuple[int, str, int, Span]]] = []
-    errors: list[Diagnostic] = []
+def _rows(text: str, file: str) -> list[str]:
+    """The CSV's rows (one per rank); more than MAX_RANKS is refused before the text is split."""
     text = text.removeprefix("\ufeff")  # a byte-order mark (spreadsheets write one) is not part of the first cell
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for row_no, line in enumerate(lines, start=1):
-        actions = []
-        for col, cell in _cells(line):
-            if not cell:
-                continue  # an idle step
-            span = Span(file, row_no, col, row_no, col + len(cell))
-            overlap = _OVERLAP.match(cell)
-            parts = [overlap.group(1), overlap.group(2)] if overlap else [cell]
-            for part in parts:
-                m = _ACTION.match(part)
-                if m and max(len(m.group(1)), len(m.group(3))) > MAX_DIGITS:
-                    errors.append(
-                        Diagnostic(
-                            "E020",
-                            f"row {row_no}, column {col}: `{shortened(cell)}` has a number too large for a stage or a "
-                            "micro-batch",
-                            span,
-                            label="too large",
-                            help=f"stages and micro-batches have at most {MAX_DIGITS} digits",
-                        )
-                    )
-                    continue
+    if text.count("\n") + text.count("\r") > 2 * MAX_RANKS + 1:  # \r\n counts twice: checked exactly below
+        rows = MAX_RANKS + 1
+    else:
+        lines = _LINE_END.split(text)  # one copy of the text, not one per kind of line end
+        if lines and lines[-1] == "":
+            lines.pop()
+        if len(lines) <= MAX_RANKS:
+            return lines
+        rows = len(lines)
+    raise DiagnosticError(
+        [
+            Diagnostic(
+                "E020",
+                f"the CSV has {'more than ' if rows == MAX_RANKS + 1 else ''}{rows} rows, one per rank: more than "
+                f"the {MAX_RANKS} ranks ppdsl imports",
+                Span(file, 1, 1, 1, 2),
+                help="is it the right file? a PyTorch compute-only CSV has one row per pipeline rank",
+            )
+        ]
+    )
+
+
+def _actions(line: str, row_no: int, file: str, errors: list[Diagnostic]) -> Iterator[tuple[int, str, int, int]]:
+    """(stage, letter, micro-batch, column) of each compute action of one row, one at a time; a cell that is not one
+    adds a diagnostic to `errors` (up to MAX_ERRORS of them) naming its row and column."""
+    for cell_match in _CELL.finditer(line):
+        plain = _PLAIN.fullmatch(cell_match.group())
+        if plain is not None and int(plain.group(1)) < MAX_STAGES:  # the common cell, read at once
+            yield int(plain.group(1)), plain.group(2), int(plain.group(3)), cell_match.start() + plain.start(1) + 1
+            continue
+        raw = cell_match.group()
+        cell = raw.strip()
+        if not cell:
+            continue
+        col = cell_match.start() + 1 + len(raw) - len(raw.lstrip())
+        overlap = _OVERLAP.match(cell)
+        parts = [overlap.group(1), overlap.group(2)] if overlap else [cell]
+        for part in parts:
+            m = _ACTION.match(part)
+            problem = ""
+            if m and max(len(m.group(1)), len(m.group(3))) > MAX_DIGITS:
+                problem, label = "has a number too large for a stage or a micro-batch", "too large"
+                help_text = f"stages and micro-batches have at most {MAX_DIGITS} digits"
+            elif m and int(m.group(1)) >= MAX_STAGES:
+                problem, label = f"names stage {int(m.group(1))}", "too large"
+                help_text = f"ppdsl imports pipelines of at most {MAX_STAGES} stages (0 .. {MAX_STAGES - 1})"
+            else:
                 job = _compute_action(part)
                 if job is not None:
-                    actions.append((job.stage, job.letter, job.mb, span))
+                    yield job.stage, job.letter, job.mb, col
                     continue
+                problem, label = "is not a compute action", "not a compute action"
                 if _TORCH_ONLY.match(part):
                     help_text = 'export the compute-only schedule (`_dump_csv(..., format="compute_only")`)'
                 else:
                     help_text = "a cell is `<stage><F|B|I|W><micro-batch>`, e.g. `0F3` or `2I1`"
+            if len(errors) < MAX_ERRORS:
                 errors.append(
                     Diagnostic(
                         "E020",
-                        f"row {row_no}, column {col}: `{shortened(cell)}` is not a compute action",
-                        span,
-                        label="not a compute action",
+                        f"row {row_no}, column {col}: `{shortened(cell)}` {problem}",
+                        Span(file, row_no, col, row_no, col + len(cell)),
+                        label=label,
                         help=help_text,
                     )
                 )
-        rows.append(actions)
-    if not errors and not any(rows):
-        errors.append(Diagnostic("E020", "the CSV has no actions", Span(file, 1, 1, 1, 2), help="one row per rank"))
-    if errors:
-        raise DiagnosticError(errors[:MAX_ERRORS])
-    return rows
 
 
 def import_torch_csv(path: str | Path, name: str | None = None, placement: str | None = None) -> str:
@@ -108,23 +127,37 @@ def import_torch_csv(path: str | Path, name: str | None = None, placement: str |
 
 
 def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = None) -> str:
-    rows = parse_torch_csv(text, file)
+    """The `.sched` literal table of a PyTorch compute-only CSV; raises DiagnosticError naming row and column.
+
+    Two passes over the text, neither holding an object per action: the first checks every cell and learns which
+    rank holds which stage, the second writes the table. What it holds besides the text and the result is a few
+    entries per stage and per rank (issue 26)."""
+    rows = _rows(text, file)
     pp = len(rows)
-    owner: dict[int, tuple[int, Span]] = {}
-    for r, actions in enumerate(rows):
-        for stage, _, _, span in actions:
-            if stage in owner and owner[stage][0] != r:
-                raise DiagnosticError(
-                    [
-                        Diagnostic(
-                            "E020",
-                            f"stage {stage} appears on rank {owner[stage][0]} and on rank {r}",
-                            span,
-                            help="each stage runs on exactly one rank (one CSV row)",
-                        )
-                    ]
+    errors: list[Diagnostic] = []
+    owner: dict[int, int] = {}
+    clash: Diagnostic | None = None  # a stage on two ranks: reported when every cell is an action
+    nmb, any_action = 0, False
+    for r, line in enumerate(rows):
+        for stage, _, mb, col in _actions(line, r + 1, file, errors):
+            any_action = True
+            nmb = max(nmb, mb + 1)
+            held_by = owner.setdefault(stage, r)
+            if held_by != r and clash is None:
+                clash = Diagnostic(
+                    "E020",
+                    f"stage {stage} appears on rank {held_by} and on rank {r}",
+                    Span(file, r + 1, col, r + 1, col + 1),
+                    help="each stage runs on exactly one rank (one CSV row)",
                 )
-            owner.setdefault(stage, (r, span))
+        if len(errors) >= MAX_ERRORS:
+            break
+    if not errors and not any_action:
+        errors.append(Diagnostic("E020", "the CSV has no actions", Span(file, 1, 1, 1, 2), help="one row per rank"))
+    if errors:
+        raise DiagnosticError(errors)
+    if clash is not None:
+        raise DiagnosticError([clash])
     stages = sorted(owner)
     nstages = len(stages)
     if stages != list(range(nstages)) or nstages % pp:
@@ -139,7 +172,9 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
             ]
         )
     vpp = nstages // pp
-    held = {r: sorted(s for s, (o, _) in owner.items() if o == r) for r in range(pp)}
+    held: dict[int, list[int]] = {r: [] for r in range(pp)}
+    for s, o in sorted(owner.items()):
+        held[o].append(s)
     looped = {r: [c * pp + r for c in range(vpp)] for r in range(pp)}
     vshape = {r: [c * pp + (r if c % 2 == 0 else pp - 1 - r) for c in range(vpp)] for r in range(pp)}
     if placement is None:
@@ -182,8 +217,6 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
         f'require pp == {pp} : "this table was written for pp = {pp}"',
         f'require vpp == {vpp} : "this table was written for vpp = {vpp}"',
     ]
-    mbs = [mb for actions in rows for _, _, mb, _ in actions]
-    nmb = max(mbs) + 1
     out.append(f'require microbatches == {nmb} : "this table was written for {nmb} micro-batches"')
     if placement in ("looped", "vshape"):
         out.append(f"placement {placement}")
@@ -193,13 +226,14 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
             for c in reversed(range(vpp)):
                 expr = f"if rank == {r} and chunk == {c} then {stage_rows[r][c]} else {expr}"
         out.append(f"placement stage = {expr}")
-    out.append("")
-    out.append("table {")
-    for r, actions in enumerate(rows):
-        cells = []
-        for stage, letter, mb, _ in actions:
-            cells.append(f"{letter}{mb}" + (f".c{chunk_of[stage]}" if vpp > 1 else ""))
-        cells.append("optimizer")
-        out.append(f"    rank {r}: " + " ".join(cells))
-    out.append("}")
-    return "\n".join(out) + "\n"
+    out += ["", "table {", ""]
+    # written a cell at a time into bytes: a list of the cells' strings costs tens of bytes a cell, a StringIO four
+    # bytes a character and more; the cells are ASCII
+    table = bytearray("\n".join(out).encode())
+    for r, line in enumerate(rows):
+        table += f"    rank {r}: ".encode()
+        for stage, letter, mb, _ in _actions(line, r + 1, file, errors):
+            table += (f"{letter}{mb}.c{chunk_of[stage]} " if vpp > 1 else f"{letter}{mb} ").encode()
+        table += b"optimizer\n"
+    table += b"}\n"
+    return table.decode()

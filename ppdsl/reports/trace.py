@@ -207,6 +207,52 @@ def _bad(path: str | Path, message: str) -> DiagnosticError:
     )
 
 
+_MISSING = object()
+# A measured time in a trace, in microseconds: a thousand years is more than any run; past it a sum or a mean of
+# such figures overflows to infinity (and a cost file with it is refused)
+MAX_TRACE_MICROSECONDS = 3.2e16
+# Trace units per microsecond a profile may state: from a picosecond to an hour a unit
+MIN_US_PER_UNIT, MAX_US_PER_UNIT = 1e-6, 3.6e9
+
+
+def _shown(value: object) -> str:
+    """A profile's value as a message quotes it: its JSON, cut short."""
+    text = "missing" if value is _MISSING else json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _index(path: str | Path, where: str, key: str, value: object) -> int:
+    """A rank, chunk, micro-batch, stage or step of a trace event: an integer from 0 to MAX_SIZE."""
+    from ppdsl.analysis.expand import MAX_SIZE
+
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SIZE:
+        raise _bad(path, f"{where}: `{key}` is {_shown(value)}, not an integer from 0 to {MAX_SIZE}")
+    return value
+
+
+def _time(path: str | Path, where: str, key: str, value: object, signed: bool) -> float:
+    """A time stamp (`ts`, any sign) or a duration (`dur`, not negative) of a trace event, in microseconds."""
+    low = -MAX_TRACE_MICROSECONDS if signed else 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= MAX_TRACE_MICROSECONDS:
+        what = "a time stamp" if signed else "a duration"
+        bound = f"from {low:g}" if signed else "from 0"
+        raise _bad(path, f"{where}: `{key}` is {_shown(value)}, not {what} {bound} to {MAX_TRACE_MICROSECONDS:g} us")
+    return float(value)
+
+
+def _us_per_unit(path: str | Path, value: object) -> float:
+    """`otherData.us_per_unit`: microseconds a unit of the trace's times; absent, a measured profile's ms."""
+    if value is None:
+        return float(US_PER["ms"])
+    if isinstance(value, bool) or not isinstance(value, int | float) or not MIN_US_PER_UNIT <= value <= MAX_US_PER_UNIT:
+        raise _bad(
+            path,
+            f"`otherData.us_per_unit` is {_shown(value)}, not a number of microseconds from {MIN_US_PER_UNIT:g} to "
+            f"{MAX_US_PER_UNIT:g}",
+        )
+    return float(value)
+
+
 def read_trace(path: str | Path) -> Profile:
     """The compute jobs of a Chrome trace (ph "X" events whose args name a job `type`), ordered per rank.
 
@@ -229,7 +275,7 @@ def read_trace(path: str | Path) -> Profile:
         events = data  # the JSON array form of the format
     if not isinstance(events, list):
         raise _bad(path, "no `traceEvents` list")
-    us = float(meta.get("us_per_unit") or US_PER["ms"])
+    us = _us_per_unit(path, meta.get("us_per_unit"))
     raw = []
     for i, ev in enumerate(events):
         if not isinstance(ev, dict) or ev.get("ph") != "X":
@@ -237,17 +283,21 @@ def read_trace(path: str | Path) -> Profile:
         args = ev.get("args")
         if not isinstance(args, dict) or "type" not in args:
             continue  # a send, a receive, or an event of another tool
-        try:
-            rank = int(ev["pid"])
-            start = float(ev["ts"]) / us
-            end = start + float(ev.get("dur", 0.0)) / us
-            chunk = int(args.get("chunk", 0))
-            mb = int(args.get("microbatch", 0))
-            stage = int(args.get("stage", -1))
-            step = int(args["step"]) if "step" in args else None
-        except (KeyError, TypeError, ValueError) as err:
-            raise _bad(path, f"event {i} is malformed ({type(err).__name__}: {err})") from None
-        raw.append((rank, start, i, step, str(args["type"]), chunk, mb, stage, str(ev.get("name", "")), end))
+        where = f"event {i}"
+        type_ = args["type"]
+        if not isinstance(type_, str) or not type_:
+            raise _bad(path, f"{where}: `args.type` is {_shown(type_)}, not the name of a job type")
+        rank = _index(path, where, "pid", ev.get("pid", _MISSING))
+        chunk = _index(path, where, "args.chunk", args.get("chunk", 0))
+        mb = _index(path, where, "args.microbatch", args.get("microbatch", 0))
+        stage = _index(path, where, "args.stage", args["stage"]) if "stage" in args else -1  # -1: not recorded
+        step = _index(path, where, "args.step", args["step"]) if "step" in args else None
+        ts = _time(path, where, "ts", ev.get("ts", _MISSING), signed=True)
+        dur = _time(path, where, "dur", ev.get("dur", 0.0), signed=False)
+        start = ts / us
+        end = start + dur / us
+        label = ev.get("name", "")
+        raw.append((rank, start, i, step, type_, chunk, mb, stage, label if isinstance(label, str) else "", end))
     if not raw:
         raise _bad(path, "it holds no compute events (ph `X` with `args.type`)")
     # without recorded steps, a rank's order is its start order (ties in file order: zero-length jobs)

@@ -135,3 +135,45 @@ def test_a_byte_order_mark_at_the_start_is_accepted(tmp_path):
     plain.write_text(csv, encoding="utf-8")
     marked.write_bytes(b"\xef\xbb\xbf" + csv.encode("utf-8"))
     assert import_torch_csv(marked) == import_torch_csv(plain)
+
+
+# ---------------------------------------------------------------- what an import holds (issue 26)
+
+
+def test_an_import_holds_a_small_multiple_of_the_file():
+    """Before: an object (tuple, Span, strings) per action, about 44x the text here and 120x for a 64 MiB file
+    (7.5 GB); now two passes over the text and the table written into bytes. Measured around the conversion: the
+    bounded read before it is one buffer of the file's size."""
+    import tracemalloc
+
+    m, pp = 8000, 4
+    rows = [",".join([f"{r}F{i}" for i in range(m)] + [f"{r}B{i}" for i in range(m)]) for r in range(pp)]
+    text = "\r\n".join(rows) + "\r\n"
+    assert len(text) > 400_000
+    tracemalloc.start()
+    try:
+        sched = torch_csv_to_sched(text, "big.csv", "big")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 * len(text), f"{peak} bytes at the peak for a {len(text)}-character CSV"
+    assert sched.count("\n    rank ") == pp and "rank 3: F0 F1 F2 " in sched and f"B{m - 1} optimizer\n" in sched
+    defn = resolve_text(sched, "big.sched")
+    assert defn.name == "big"
+
+
+def test_many_rows_or_a_huge_stage_number_are_refused_not_held():
+    with pytest.raises(DiagnosticError) as err:
+        torch_csv_to_sched("0F0\n" * 10_000, "rows.csv", "rows")
+    assert "more than the 4096 ranks ppdsl imports" in err.value.diagnostics[0].message
+    with pytest.raises(DiagnosticError) as err:
+        torch_csv_to_sched("0F0,123456789F0\n", "stage.csv", "stage")
+    diag = err.value.diagnostics[0]
+    assert "`123456789F0` names stage 123456789" in diag.message and (diag.span.line, diag.span.col) == (1, 5)
+
+
+def test_a_file_of_bad_cells_gives_a_bounded_list_of_diagnostics():
+    with pytest.raises(DiagnosticError) as err:
+        torch_csv_to_sched(",".join(["0X1"] * 100_000) + "\n", "bad.csv", "bad")
+    diags = err.value.diagnostics
+    assert len(diags) == 20 and [d.span.col for d in diags[:3]] == [1, 5, 9]
