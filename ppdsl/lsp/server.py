@@ -24,7 +24,7 @@ from ppdsl.common.version import __version__
 from ppdsl.language.format import format_text
 from ppdsl.lsp import features
 from ppdsl.lsp.checking import Checked, check_text
-from ppdsl.lsp.convert import from_position, to_diagnostic, to_range, uri_of
+from ppdsl.lsp.convert import Units, from_position, to_diagnostic, to_range, uri_of
 from ppdsl.lsp.features import Document, RenameRefused
 from ppdsl.lsp.sizes import Sizes, directive, from_settings
 from ppdsl.lsp.symbols import Index, build_index, include_target, read_saved
@@ -55,11 +55,17 @@ class PpdslServer(LanguageServer):
         self.settings = Sizes()
         self.states: dict[str, _State] = {}
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ppdsl-check")
+        self._units: Units | None = None
 
     # -------------------------------------------------------------------------------------- helpers
 
-    def units(self, text: str) -> int:
-        return self.workspace.position_codec.client_num_units(text)
+    @property
+    def units(self) -> Units:
+        """The code units positions are in, as agreed at initialize (UTF-16 unless the client offered another)."""
+        encoding = str(getattr(self.workspace.position_encoding, "value", self.workspace.position_encoding))
+        if self._units is None or self._units.encoding != encoding:
+            self._units = Units(encoding)
+        return self._units
 
     def path_of(self, uri: str) -> str:
         return self.workspace.get_text_document(uri).path
