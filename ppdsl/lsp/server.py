@@ -11,8 +11,11 @@ they never wait for a check and never fail because of one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,7 @@ from ppdsl.lsp.features import Document, RenameRefused
 from ppdsl.lsp.sizes import Sizes, directive, from_settings
 from ppdsl.lsp.symbols import Index, build_index, include_target, read_saved
 from ppdsl.lsp.syntax import ItemCache
+from ppdsl.lsp.transport import serve_stdio
 
 log = logging.getLogger(__name__)
 INCLUDE_LINE = re.compile(r'^include[ \t]+"([^"\n]*)"', re.M)  # as `ppdsl.language.parser.ITEM_START` finds items
@@ -336,5 +340,12 @@ def formatting(ls: PpdslServer, params: lsp.DocumentFormattingParams) -> list[ls
 
 
 def serve() -> None:
-    """Run the server on stdin / stdout until the client says exit."""
-    server.start_io()
+    """Run the server on stdin / stdout until the client says exit, closes stdin or its process is gone
+    (`ppdsl.lsp.transport`); the process exits with its status."""
+    status = serve_stdio(server)
+    server.pool.shutdown(wait=False, cancel_futures=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    # a check still running on the worker thread, or the stdin thread blocked in a read, would hold a normal exit
+    os._exit(status)
