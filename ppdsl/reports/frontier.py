@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.scenario import Scenario
@@ -118,7 +119,7 @@ def frontier(
     return out
 
 
-def draw_frontier(fr: Frontier, path: str | Path) -> None:
+def draw_frontier(fr: Frontier, path: str | Path | BinaryIO, fmt: str | None = None) -> None:
     """Makespan against memory limit: synth's two curves as steps, the anchors as labelled points."""
     import matplotlib
 
@@ -143,5 +144,5 @@ def draw_frontier(fr: Frontier, path: str | Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format=fmt)
     plt.close(fig)

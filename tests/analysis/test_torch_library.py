@@ -53,6 +53,7 @@ def _torch_order(name: str, pp: int, microbatches: int, vpp: int) -> list[list[s
     return flat
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("stem", "name", "vpps"), SCHEDULES, ids=[s[0] for s in SCHEDULES])
 def test_library_schedule_equals_torch_job_for_job(stem, name, vpps):
     schedule = ppdsl.load(stem)

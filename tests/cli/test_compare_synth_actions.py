@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from ppdsl.cli import app
@@ -20,6 +21,7 @@ def _rows(*extra: str) -> dict[str, dict]:
     return {row["schedule"]: row for row in json.loads(result.stdout)["rows"]}
 
 
+@pytest.mark.e2e
 def test_synth_rows_with_actions_fit_the_limit_and_are_no_slower_than_the_order_alone():
     rows = _rows("--memory-actions", "recompute,offload", "--cost", "offload=0.25,reload=0.25")
     alone, acting = rows["synth (looped)"], rows["synth (looped, recompute+offload)"]
@@ -29,6 +31,7 @@ def test_synth_rows_with_actions_fit_the_limit_and_are_no_slower_than_the_order_
     assert rows["1F1B"]["over_limit"] is True  # (the named schedule took the same costs: E007 before for offload)
 
 
+@pytest.mark.e2e
 def test_each_action_alone_makes_its_own_row():
     rows = _rows("--memory-actions", "recompute")
     assert "synth (looped, recompute)" in rows and not any("offload" in name for name in rows)

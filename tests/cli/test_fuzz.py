@@ -229,6 +229,7 @@ def test_the_library_itself_passes_through_the_harness():
         assert any(valid), stem
 
 
+@pytest.mark.e2e
 def test_mutated_library_files_give_diagnostics_not_tracebacks(tmp_path):
     rng = random.Random(SEED)
     corpus = library_texts(CORPUS)
@@ -256,6 +257,7 @@ def test_mutated_library_files_give_diagnostics_not_tracebacks(tmp_path):
 VOCABULARY = sorted({t for text in library_texts(CORPUS).values() for t in tokens(text) if not t.isspace()} | set(POOL))
 
 
+@pytest.mark.e2e
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(words=st.lists(st.sampled_from(VOCABULARY), max_size=60), seed=st.integers(0, 2**16))
 def test_token_soup_gives_diagnostics(words, seed):
@@ -263,12 +265,14 @@ def test_token_soup_gives_diagnostics(words, seed):
     front_end(" ".join(words), random.Random(seed), sizes=2)
 
 
+@pytest.mark.e2e
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(text=st.text(max_size=200))
 def test_arbitrary_text_gives_diagnostics(text):
     front_end(text, random.Random(0), sizes=1)
 
 
+@pytest.mark.e2e
 def test_the_command_line_never_shows_a_traceback(tmp_path):
     """`ppdsl check` on mutants: exit 0, 1 or 2 only, no traceback, and --format json is always JSON."""
     rng = random.Random(SEED + 1)
@@ -368,6 +372,7 @@ def typed_mutate(rng: random.Random, text: str) -> tuple[str, str]:
     return kind, "".join(toks)
 
 
+@pytest.mark.e2e
 def test_typed_mutants_are_type_errors_without_python_words(tmp_path):
     """Conditions and numbers swapped in the library's own texts: each is caught (mostly as E011, the type error,
     before anything runs), never a traceback, never a word of Python in a message."""

@@ -12,6 +12,7 @@ import json
 import math
 import re
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -119,6 +120,7 @@ def cost_files(draw) -> str:
     return text[: draw(st.integers(0, len(text)))] if kind == "cut" else text
 
 
+@pytest.mark.e2e
 @FUZZ
 @given(text=cost_files(), command=st.sampled_from(["check", "trace", "compare"]))
 def test_cost_files(text, command, tmp_path_factory):
@@ -131,6 +133,7 @@ def test_cost_files(text, command, tmp_path_factory):
         assert isinstance(data, dict) and set(data) <= set(COST_FILE_KEYS)
 
 
+@pytest.mark.e2e
 @FUZZ
 @given(pairs=st.lists(st.tuples(keys(), number_texts()), min_size=1, max_size=4))
 def test_cost_pairs(pairs):
@@ -162,6 +165,7 @@ def csv_texts(draw) -> str:
     return newline.join(",".join(row) for row in rows)
 
 
+@pytest.mark.e2e
 @FUZZ
 @given(text=csv_texts(), name=st.none() | st.text(max_size=8), placement=st.sampled_from([None, "looped", "vshape"]))
 def test_import_csv(text, name, placement, tmp_path_factory):
@@ -184,6 +188,7 @@ PARAMS = [
 ]
 
 
+@pytest.mark.e2e
 @FUZZ
 @given(case=st.sampled_from(PARAMS), value=number_texts() | st.sampled_from(["true", "false", "True", "yes"]))
 def test_param_values(case, value, in_repo):
@@ -221,6 +226,7 @@ def expensive(command: list[str], flag: str, value: str) -> bool:
     return (flag == "--time-limit" and number > 0.2) or (flag == "--dpi" and number > 150)
 
 
+@pytest.mark.e2e
 @FUZZ
 @given(case=st.sampled_from(COMMAND_FLAGS), value=number_texts())
 def test_numeric_flags(case, value, tmp_path_factory, monkeypatch):

@@ -152,6 +152,7 @@ def test_a_csv_with_a_byte_order_mark_imports(tmp_path):
     assert invoke("check", str(tmp_path / "bom.sched"), "--pp", "2", "-m", "1").exit_code == 0
 
 
+@pytest.mark.e2e
 def test_a_sweep_of_too_many_sizes_is_refused_up_front():
     result = invoke("sweep", "1f1b", "--pp", "1..4096:1", "-m", "1..4096:1")
     assert result.exit_code == 2

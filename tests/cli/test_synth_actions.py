@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from ppdsl.cli import app
@@ -13,6 +14,7 @@ runner = CliRunner()
 SIZES = ["--pp", "4", "-m", "8"]
 
 
+@pytest.mark.e2e
 def test_a_synthesized_file_with_actions_checks_valid_with_synths_makespan(tmp_path):
     out = tmp_path / "found.sched"
     args = ["synth", *SIZES, "--memory-limit", "2", "--memory-actions", "recompute,offload", "--time-limit", "2"]
@@ -48,6 +50,7 @@ def test_exact_with_actions_is_searched_and_says_optimal_or_the_gap(tmp_path):
     assert "(optimal)" in out.read_text(encoding="utf-8")
 
 
+@pytest.mark.e2e
 def test_copy_costs_on_the_command_line_time_the_offloads(tmp_path):
     """Issue 18, 1: `--cost offload=...,reload=...` with --memory-actions (E007 before: no job type `offload`)."""
     out = tmp_path / "found.sched"
@@ -63,6 +66,7 @@ def test_an_action_cost_without_memory_actions_names_the_option():
     assert result.exit_code == 2 and "E110" in result.output and "--memory-actions" in result.output
 
 
+@pytest.mark.e2e
 def test_the_frontier_takes_the_costs_of_the_actions():
     args = ["frontier", "--pp", "2", "-m", "4", "--steps", "2", "--time-limit", "0.5"]
     result = runner.invoke(app, [*args, "--cost", "offload=0.25,reload=0.25,recompute=0.5", "--format", "json"])

@@ -590,6 +590,7 @@ def bodies(draw, scope: tuple[str, ...], depth: int = 2) -> str:
     return " ".join(out)
 
 
+@pytest.mark.e2e
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies(("pp", "vpp", "microbatches", "rank")))
 def test_random_orders_compile_to_what_expand_runs(body):

@@ -321,6 +321,7 @@ SCHEDULES = st.tuples(st.lists(ITEMS, max_size=4), _statements(2)).map(
 GAPS = st.sampled_from([" ", " ", " ", "  ", "\n", "\n\n\n", "\t", "  # note\n", "\n    # own line\n  "])
 
 
+@pytest.mark.e2e
 @settings(
     max_examples=int(os.environ.get("FMT_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

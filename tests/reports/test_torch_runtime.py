@@ -46,6 +46,7 @@ def _train_in_torch(csv, microbatches: int) -> dict[int, tuple[str, float]]:
     return {int(r): (stages, float(d)) for r, stages, d in DIFFERENCE.findall(proc.stdout)}
 
 
+@pytest.mark.e2e
 def test_an_exported_v_schedule_trains_in_torch_like_no_pipeline(tmp_path):
     csv = tmp_path / "zbv.csv"
     result = runner.invoke(
@@ -59,6 +60,7 @@ def test_an_exported_v_schedule_trains_in_torch_like_no_pipeline(tmp_path):
     assert all(d < 1e-5 for _, d in ranks.values()), ranks
 
 
+@pytest.mark.e2e
 def test_a_synthesized_schedule_trains_in_torch_like_no_pipeline(tmp_path):
     outcome = ppdsl.synthesize(pp=2, microbatches=4, memory_limit=2, time_limit=1.0)
     exp = ppdsl.expand(resolve_text(outcome.text, "synth.sched"), pp=2, microbatches=4)

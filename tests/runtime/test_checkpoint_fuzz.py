@@ -245,6 +245,7 @@ def damage(draw, size: int, headers: list[int]):
     return ("flip", at, draw(st.integers(1, 255)))
 
 
+@pytest.mark.e2e
 def test_random_byte_flips_and_truncations_are_clean_errors(original):
     """`--steps 0` makes every file that reads whole and belongs to this run a refusal too (it is at step 1, past the
     end), so each case ends before paddle: and such a file must hold exactly the original's arrays (every member has

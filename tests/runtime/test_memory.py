@@ -172,6 +172,7 @@ def test_held_memory_ties_each_free_to_the_job_that_released_it():
     assert [round(sample[0] * 1e6) for sample in held.samples] == [10, 30, 50, 70, 85, 95]
 
 
+@pytest.mark.e2e
 def test_run_measures_held_bytes_near_the_estimate(tmp_path, in_repo):
     """The built-in model, 1F1B: the bytes each rank really holds at job boundaries (`--summary-json` peak_bytes,
     a counter track in `--profile`) against `ppdsl check --model`'s estimate: within 10%. (bench_run reports the
@@ -203,6 +204,7 @@ def test_run_measures_held_bytes_near_the_estimate(tmp_path, in_repo):
     assert len(read_trace(profile).jobs) == len(counters) // pp  # one sample per rank at every job's end
 
 
+@pytest.mark.e2e
 def test_synth_plans_for_the_values_in_transit_the_check_counts(monkeypatch):
     """At the built-in model's bytes, a limit at 1F1B's activations alone (the search's engines count only those):
     1F1B's rank 0 then holds a gradient more than the limit. Synth searches again with the limit less what it went

@@ -99,6 +99,7 @@ def base():
     return expand(load(library_dir() / "1f1b.sched"), 4, 8)
 
 
+@pytest.mark.e2e
 def test_full_recompute_trains_alike_and_holds_one_micro_batch(base):
     """1F1B at pp=4, m=8, every (chunk, micro-batch) recomputed: parameters as without (1e-6); every rank but the
     last then holds one micro-batch's activations plus the stage inputs of those in flight, as predicted."""
@@ -118,6 +119,7 @@ def test_full_recompute_trains_alike_and_holds_one_micro_batch(base):
     assert stage0 is not t.built.programs["recompute@0"]
 
 
+@pytest.mark.e2e
 def test_interleaved_offload_trains_like_interleaved_1f1b():
     """The library's interleaved 1F1B with offload (vpp 2): its copies run as memory programs (from the spec), the
     parameters equal interleaved 1F1B's at the same sizes and seed."""
@@ -140,6 +142,7 @@ def checker_peaks(name: str, pp: int, m: int, vpp: int = 1, batch: int = 32):
     return result.peak_activations, result.host_peak
 
 
+@pytest.mark.e2e
 def test_the_checker_predicts_the_measured_peaks_of_full_recompute():
     """`check --model builtin` at pp=4, m=8: the measured model has the recompute's row (what it writes again), so the
     checker's bytes per rank are the measured peak within 10%, and the recompute's fall from 1F1B's is the measured
@@ -153,6 +156,7 @@ def test_the_checker_predicts_the_measured_peaks_of_full_recompute():
     assert predicted[0] < 0.5 * without[0]
 
 
+@pytest.mark.e2e
 def test_the_checker_predicts_the_measured_device_peak_of_interleaved_offload():
     """The library's offload schedule at pp=4, m=8, vpp=2: the checker's device bytes per rank are the measured peak
     within 10%, rank 0 at most half of interleaved 1F1B's (measured), and the host store as the checker counts it."""
@@ -165,6 +169,7 @@ def test_the_checker_predicts_the_measured_device_peak_of_interleaved_offload():
     assert device[0] <= 0.5 * without[0]
 
 
+@pytest.mark.e2e
 def test_selective_recompute_keeps_some_micro_batches(base):
     """Two micro-batches of each rank's window recompute, the others keep: between the peaks of none and full, as
     predicted, same parameters. The lean forward is the same job program as the full one (skip-GC sets are per
@@ -184,6 +189,7 @@ def test_selective_recompute_keeps_some_micro_batches(base):
     assert sum(1 for name in t.built.programs if name.startswith("forward@")) == exp.nstages
 
 
+@pytest.mark.e2e
 def test_offload_moves_activations_to_the_host_store(base):
     """Offload after every forward, reload before every backward: same parameters; on the device a rank holds one
     micro-batch's activations, the host store holds what the rank had in flight (CPU: an emulation, one allocator)."""
@@ -201,6 +207,7 @@ def test_offload_moves_activations_to_the_host_store(base):
     assert abs(predicted.host[0] / without.device[0] - 1) <= 0.02  # what rank 0 kept, moved
 
 
+@pytest.mark.e2e
 def test_partial_offload_moves_the_largest_activations_first(base):
     """An offload of half (a fraction of its job type) moves at least half of the stage's bytes and fewer values than
     a whole one; training is unchanged."""
@@ -218,6 +225,7 @@ def test_partial_offload_moves_the_largest_activations_first(base):
     assert 0.5 * full.host[0] <= part.host[0] < full.host[0]
 
 
+@pytest.mark.e2e
 def test_partial_recompute_keeps_the_rest():
     """A recompute of half (its job type's fraction) writes again fewer values than a whole one, the largest first;
     the forward before it keeps the rest; training is unchanged."""

@@ -63,6 +63,7 @@ def test_a_model_in_the_current_folder_runs_from_a_console_script_and_json_py_do
     assert not (user_folder / "json_shadow_ran").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not PADDLE, reason="paddlepaddle is not installed")
 def test_every_rank_finds_the_model_and_neither_launcher_nor_rank_runs_json_py(user_folder, tmp_path):
     args = ["run", "--model", "mymlp:build", "--pp", "2", "-m", "2", "--steps", "1", "--nproc-per-node", "2"]

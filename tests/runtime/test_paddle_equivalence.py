@@ -60,6 +60,7 @@ def test_single_chunk_schedules_match_paddle(mode):
     assert not mismatches, mismatches[:5]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("split_backward", [False, True])
 def test_vpp_matches_paddle(split_backward):
     mismatches = [
@@ -70,6 +71,7 @@ def test_vpp_matches_paddle(split_backward):
     assert not mismatches, mismatches[:5]
 
 
+@pytest.mark.e2e
 def test_zbvpp_matches_paddle():
     compared = 0
     mismatches = []

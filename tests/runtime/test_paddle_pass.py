@@ -87,6 +87,7 @@ def _apply(mode: str, pp: int, m: int, vpp: int, rank: int, **attrs):
 # ---------------------------------------------------------------- (a) the same jobs as Paddle's passes
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("mode", "stem", "pp", "m", "vpp"),
     [
@@ -256,6 +257,7 @@ def test_vpp_without_chunk_ids_is_refused(pp_pass):
 # ---------------------------------------------------------------- (e) Paddle's own modes are untouched
 
 
+@pytest.mark.e2e
 def test_paddles_modes_reach_paddle_unchanged(pp_pass):
     from paddle.distributed.auto_parallel.static import engine, pir_pass
     from paddle.distributed.passes import pipeline_scheduler_pass as scheduler
@@ -276,6 +278,7 @@ def test_paddles_modes_reach_paddle_unchanged(pp_pass):
         _apply("NoSuchMode", 2, 4, 1, 0)
 
 
+@pytest.mark.e2e
 def test_pipeline_pass_dispatches_on_the_strategys_schedule_mode(pp_pass):
     """`pir_pass.pipeline_pass` as the engine calls it, with a real `strategy.pipeline`."""
     import paddle.distributed as dist

@@ -34,6 +34,7 @@ def _steps(n):
     return [*COMMAND[:-4], "--steps", str(n), *COMMAND[-2:]]
 
 
+@pytest.mark.e2e
 def test_rerunning_the_same_command_with_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
     straight = _run(*COMMAND, "--summary-json", str(tmp_path / "straight.json"))
     assert straight.exit_code == 0, straight.output
@@ -203,6 +204,7 @@ def test_a_copied_checkpoint_directory_resumes(saved, tmp_path):
     assert result.exit_code == 0 and "at step 1 of 1: 0 to go" in result.stdout, result.output
 
 
+@pytest.mark.e2e
 def test_ranks_resume_from_the_newest_step_all_of_them_saved_or_are_refused_naming_their_steps(saved, tmp_path):
     """A kill -9 left ranks' checkpoints at steps 27 and 26, and they were resumed out of step. Each rank now keeps its
     files of its two newest steps, and a resume takes the newest step every rank has. The ranks' files here are

@@ -69,6 +69,7 @@ def test_python_run_is_the_command_line_run(tmp_path, in_repo):
     assert report.peak_bytes is None, "no summary or profile asked for: the memory step is not run"
 
 
+@pytest.mark.e2e
 def test_the_summary_has_the_same_keys_on_one_process_and_one_per_rank(tmp_path, in_repo):
     one = _summary(tmp_path, "one")
     ranks = _summary(tmp_path, "ranks", "--steps", "1", "--nproc-per-node", "2", "--run-dir", str(tmp_path / "r"))

@@ -48,7 +48,18 @@ SIZES = {
     "1f1b_selective": [(3, 5, 1)],
     "interleaved1f1b_offload": [(2, 4, 2)],
 }
-CASES = [(stem, *size) for stem, sizes in SIZES.items() for size in sizes]
+
+
+def _cases():
+    """Each schedule's smallest size in the quick suite, its other sizes in the end-to-end one (`-m e2e`)."""
+    for stem, sizes in SIZES.items():
+        smallest = min(sizes, key=lambda size: size[0] * size[1] * size[2])
+        for size in sizes:
+            marks = () if size is smallest else (pytest.mark.e2e,)
+            yield pytest.param((stem, *size), marks=marks, id="-".join(map(str, (stem, *size[:3]))))
+
+
+CASES = list(_cases())
 
 
 def _lib(stem):
@@ -62,12 +73,13 @@ def test_every_library_schedule_is_tested():
     assert set(SIZES) == {p.stem for p in library_files()}
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c[:4])))
+@pytest.mark.parametrize("case", CASES)
 def test_schedule_trains_like_the_full_batch_run(case):
     stem, pp, m, vpp, *rest = case
     assert_trains_like_the_full_batch_run(expand(_lib(stem), pp, m, vpp, rest[0] if rest else None), STEPS)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("mode", "stem", "pp", "m", "vpp"),
     [("FThenB", "fthenb", 2, 4, 1), ("1F1B", "1f1b", 4, 6, 1), ("1F1B", "1f1b", 2, 2, 1), ("VPP", "vpp", 2, 4, 2)],
@@ -159,6 +171,7 @@ def test_a_hand_edited_rule_is_refused_before_paddle_sees_it(rule, code):
     assert [d.code for d in err.value.diagnostics] == [code]
 
 
+@pytest.mark.e2e
 def test_checkpoint_and_resume_are_bit_identical(tmp_path):
     from ppdsl.runtime.train import train
 

@@ -67,6 +67,7 @@ def least_held_bytes(path) -> list[int]:
     return least
 
 
+@pytest.mark.e2e
 def test_a_synthesized_schedule_with_recompute_and_offload_runs_as_checked_and_trains_like_its_order(tmp_path):
     from ppdsl.runtime.memory import model_memory
 

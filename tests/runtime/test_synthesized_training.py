@@ -11,6 +11,7 @@ from ppdsl.synth import SynthRequest, synthesize_file
 from training_check import assert_trains_like_the_full_batch_run
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("pp", "m", "vpp", "placement", "limit"),
     [(3, 4, 1, "looped", 2.5), (2, 4, 2, "vshape", 3.0)],

@@ -43,6 +43,7 @@ def test_copy_costs_on_the_command_line_time_the_offloads_and_are_written(tmp_pa
     assert _checked_makespan(found.text, tmp_path) == pytest.approx(found.result.makespan)
 
 
+@pytest.mark.e2e
 def test_a_recompute_cost_on_the_command_line_is_what_the_file_times(tmp_path):
     cheap = _synth(CostSpec({"recompute": 0.5}), ("recompute",))
     dear = _synth(CostSpec({"recompute": 3}), ("recompute",))

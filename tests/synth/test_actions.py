@@ -24,6 +24,7 @@ def _synth(actions: tuple[str, ...], limit: float = LIMIT):
     )
 
 
+@pytest.mark.e2e
 def test_actions_beat_the_order_alone_at_a_tight_limit_and_the_file_checks_as_searched(tmp_path):
     order_only = _synth(())
     found = _synth(("recompute", "offload"))
@@ -38,6 +39,7 @@ def test_actions_beat_the_order_alone_at_a_tight_limit_and_the_file_checks_as_se
     assert "offload" in found.text or "recompute" in found.text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("action", ["recompute", "offload"])
 def test_each_action_alone_is_searched_and_only_it_is_written(action):
     found = _synth((action,))
@@ -55,6 +57,7 @@ def test_unknown_action_names_are_reported_before_any_search():
     assert err.value.diagnostics[0].code == "E084" and "`swap`" in err.value.diagnostics[0].message
 
 
+@pytest.mark.e2e
 def test_the_host_limit_bounds_what_is_offloaded():
     free = _synth(("offload",))
     assert free.result.evaluation.host_peak > 1

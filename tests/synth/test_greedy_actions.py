@@ -87,6 +87,7 @@ def test_each_action_respects_the_order_rules():
     assert taken > 0
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("vpp", "placement", "below"),
     [(1, "looped", 33), (2, "vshape", 101)],  # what --memory-actions found before list scheduling took actions

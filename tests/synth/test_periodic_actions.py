@@ -45,6 +45,7 @@ def _checks_at(path, outcome, microbatches: int, vpp: int, limit: float) -> Chec
     return checked
 
 
+@pytest.mark.e2e
 def test_a_block_with_actions_fits_where_no_plain_block_does_and_holds_for_any_number_of_microbatches(tmp_path):
     # a V at pp 4 holds two chunks' activations at least without actions: no plain block fits 1.5
     with pytest.raises(Infeasible):
@@ -102,6 +103,7 @@ def test_without_actions_a_problem_with_the_action_types_gets_the_plain_blocks()
     assert all(not x.choice and not x.copies for x in b)
 
 
+@pytest.mark.e2e
 def test_the_actions_search_takes_the_block_as_a_candidate(monkeypatch):
     request = SynthRequest(pp=4, microbatches=8, memory_limit=1.0, memory_actions=BOTH, time_limit=2.0)
     # (the list scheduler with actions finds a faster schedule here: left out, so the block is what is compared)

@@ -147,6 +147,7 @@ def test_window_optimum_equals_brute_force(case):
     assert checked >= 2
 
 
+@pytest.mark.e2e
 def test_lns_finds_the_optimum_the_greedy_misses():
     p = problem(4, 8, 2, "vshape", UNIFORM, 4)
     (orders, ev), *_ = greedy(p)
@@ -204,6 +205,7 @@ def test_periodic_block_beats_the_greedy_on_v_with_unequal_costs():
     assert best < greedy_ev.makespan - 10  # 179.6 against 203.8
 
 
+@pytest.mark.e2e
 def test_search_reaches_the_optimum_and_says_so():
     p = problem(4, 8, 2, "vshape", UNIFORM, 4)
     result = synthesize(p, time_limit=10.0)
@@ -211,6 +213,7 @@ def test_search_reaches_the_optimum_and_says_so():
     assert result.optimal
 
 
+@pytest.mark.e2e
 def test_search_is_deterministic():
     p = problem(4, 12, 1, "looped", HETERO, 4)
     a = synthesize(p, time_limit=2.0, seed=3)
@@ -219,6 +222,7 @@ def test_search_is_deterministic():
     assert [(s.name, s.makespan) for s in a.steps] == [(s.name, s.makespan) for s in b.steps]
 
 
+@pytest.mark.e2e
 def test_lns_never_loses_ground():
     """Whatever it finds checks, within the limit, and is no slower than where it started."""
     for case in CASES[1:4]:

@@ -232,6 +232,7 @@ def requests(draw):
     return SynthRequest(pp, m, vpp, placement, CostSpec(costs), limit, split=split, time_limit=0.3, library=False)
 
 
+@pytest.mark.e2e
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(request=requests())
 def test_synthesized_schedules_check_valid_within_the_limit(request):

@@ -113,6 +113,7 @@ def _best_list_schedule(problem, policies) -> float:
     return best
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not exact.available(), reason="needs OR-Tools (CP-SAT)")
 def test_staircase_start_is_faster_than_the_portfolio_and_the_search_without_it(monkeypatch):
     # V-Half's memory at pp=6 (the first ranks must not fill up with chunk-0 activations): a staircase of

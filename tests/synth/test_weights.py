@@ -63,6 +63,7 @@ def test_library_zbv_with_its_ws_replaced_is_faster_with_a_latency():
         assert best < before - 1e-6, (pp, m)
 
 
+@pytest.mark.e2e
 def test_search_with_placement_beats_the_zbv_order_and_the_search_without_it(monkeypatch):
     # ZB-V's own memory (2pp) with F:B:W 1:1.5:0.7 and latency 0.1: the library's ZB-V order is the best start;
     # a short search does not re-place its W's by local moves

@@ -127,6 +127,7 @@ def test_the_checker_times_a_repaired_window_as_the_window_model_does(sizes, all
     assert (chosen > 0) == bool(allowed)  # (stage, micro-batch)s wholly inside a window chose their action
 
 
+@pytest.mark.e2e
 def test_above_the_whole_model_s_size_the_actions_search_is_repaired_by_windows():
     # pp 4, 16 micro-batches (192 jobs): the whole model with actions is not built, the windows run instead, and
     # what they keep is what the written file checks at
