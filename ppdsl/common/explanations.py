@@ -1142,7 +1142,8 @@ EXPLANATIONS: dict[str, Explanation] = {
         "The language server (`ppdsl lsp`) checks a file at the sizes of its `# ppdsl:` line, written as `ppdsl "
         "check` takes them: `--pp` and `-m` (`--microbatches`), and optionally `--vpp`, `--param name=value`, "
         "`--rendezvous`, `--cost`, `--memory-limit` and `--max-jobs`. A directive with another option, a size that "
-        "is not an integer from 1 up, or without `--pp` and `-m` is reported on its line, and the file is checked "
+        "is not an integer from 1 up, a `--max-jobs` above `ppdsl check`'s default (a file may lower what the server "
+        "takes on, not raise it), or without `--pp` and `-m` is reported on its line, and the file is checked "
         "at the workspace settings' or the default sizes (pp 4, microbatches 8) instead.",
         cmd(
             "ppdsl lsp",
