@@ -97,8 +97,9 @@ class PpdslServer(LanguageServer):
         found = directive(text, path)
         fallback = to_range(found[0], lines, self.units) if found else lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
         includes = {}
+        line, counted = 0, 0
         for m in INCLUDE_LINE.finditer(text):
-            line = text.count("\n", 0, m.start())
+            line, counted = line + text.count("\n", counted, m.start()), m.start()  # linear in the text
             at = lsp.Range(lsp.Position(line, 0), lsp.Position(line, self.units(m.group(0))))
             includes.setdefault(include_target(path, m.group(1)), at)
 
@@ -107,8 +108,15 @@ class PpdslServer(LanguageServer):
                 return fallback
             return includes.get(include_target(path, str(Path(file).resolve())), next(iter(includes.values())))
 
+        read: dict[str, list[str] | None] = {path: lines}
+
+        def lines_of(file: str) -> list[str] | None:  # each file once, not once per diagnostic in it
+            if file not in read:
+                read[file] = self.lines(file)
+            return read[file]
+
         diagnostics = [
-            to_diagnostic(d, path, self.lines, self.units, checked.result, placed) for d in checked.diagnostics
+            to_diagnostic(d, path, lines_of, self.units, checked.result, placed) for d in checked.diagnostics
         ]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
