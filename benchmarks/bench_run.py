@@ -508,8 +508,9 @@ def bench_split_bytes(paddle, model: Model, args) -> list[dict[str, Any]]:
 
 
 def bench_memory(args) -> list[dict[str, Any]]:
-    """The built-in model at `ppdsl run`'s default size: the bytes each rank holds at job boundaries, measured on a
-    training step (ppdsl/runtime/profile.py), against `ppdsl check --model builtin`'s estimate."""
+    """The built-in model at `ppdsl run`'s default size: the bytes each rank holds at job boundaries, as `ppdsl
+    run` reports them (ppdsl/runtime/held.py: the plan's variables kept between jobs), against `ppdsl check --model
+    builtin`'s estimate."""
     model = load_model(None)
     batch = 32
     rows = []

@@ -5,7 +5,6 @@ for lines left out. Commands that time themselves (`run`, `synth`) or need anoth
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from typer.testing import CliRunner
 
 from ppdsl.cli import app
 
+from doc_examples import blocks, examples, matches
 from paths import ROOT
 
 runner = CliRunner()
@@ -23,22 +23,7 @@ RUN_HERE = ("check", "compare", "plot", "compile", "list", "expand", "explain")
 
 def _examples() -> list[tuple[int, str, list[str]]]:
     """(line number, command, the output lines shown after it) of every `$ ` line in the README's text blocks."""
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    out, block, current = [], False, None
-    for number, line in enumerate(lines, 1):
-        if line.startswith("```"):
-            block = line == "```text"
-            current = None
-            continue
-        if not block:
-            continue
-        if line.startswith("$ "):
-            command = re.sub(r"\s+#.*$", "", line[2:]).strip()
-            current = (number, command, [])
-            out.append(current)
-        elif current is not None:
-            current[2].append(line)
-    return out
+    return [(e.line, e.command, e.shown) for e in examples(blocks(ROOT / "README.md"))]
 
 
 def _runnable() -> list[tuple[int, str, list[str]]]:
@@ -54,24 +39,6 @@ def _runnable() -> list[tuple[int, str, list[str]]]:
 
 
 EXAMPLES = _runnable()
-
-
-def _matches(shown: list[str], actual: str) -> str | None:
-    """None when every shown line appears in `actual`, in order; else the first that does not."""
-    got = [" ".join(line.split()) for line in actual.splitlines()]
-    at = 0
-    for line in shown:
-        want = " ".join(line.split())
-        if not want or want == "...":
-            continue
-        prefix = want.endswith("...")
-        want = want.removesuffix("...").rstrip()
-        while at < len(got) and not (got[at].startswith(want) if prefix else got[at] == want):
-            at += 1
-        if at == len(got):
-            return line
-        at += 1
-    return None
 
 
 def test_the_readme_has_examples_to_run():
@@ -94,5 +61,5 @@ def test_readme_example_output_is_what_the_command_prints(number, command, shown
     for shown_name, real in written.items():
         text = text.replace(real, shown_name)
     assert "Traceback" not in text
-    missing = _matches(shown, text)
+    missing = matches(shown, text)
     assert missing is None, f"README.md:{number}: `{command}` no longer prints\n  {missing}\nit prints:\n{text}"

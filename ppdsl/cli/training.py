@@ -138,7 +138,7 @@ def summary_table(report: RunReport) -> Table:
     table.add_row("peak activations", f"{peaks} (per rank, in micro-batch activations)")
     if report.peak_bytes is not None:
         held = ", ".join(format_bytes(b) for b in report.peak_bytes)
-        table.add_row("peak held", f"{held} (per rank, measured at job boundaries)")
+        table.add_row("peak held", f"{held} (per rank, at job boundaries: variables the plan keeps, numel x itemsize)")
     if report.host_peak_bytes is not None:
         host = ", ".join(format_bytes(b) for b in report.host_peak_bytes)
         table.add_row("host store", f"{host} (per rank, offloaded; on CPU an emulation: one memory)")

@@ -75,9 +75,12 @@ _SUMMARIES = {
     "E043": "a job reads a value that a later job of its micro-batch computes",
     "E044": "a Paddle program of your own lacks what a plan needs: op roles, or a startup program for its "
     "gradient accumulators",
+    "E045": "a rank's launch spec or plan (`spec.json`, `plan.json`) is not what its launcher wrote (its sha256 "
+    "differs, a symlink, not a regular file)",
     "E046": "a model function (`--model module:function`) cannot be called with the model context",
     "E047": "a model function raised an error while building the model",
     "E048": "a model function returned something other than a scalar float loss",
+    "E049": "a `--model` module's source changed after the launch checked it, or is not Python source a rank can run",
     "E050": "an output is a file the command reads (its schedule, an include, a cost file, a CSV, a profile)",
     "E051": "an input is not a regular file (a directory, a FIFO, a device)",
     "E052": "an input is larger than ppdsl reads (16 MiB for a schedule)",
@@ -99,6 +102,7 @@ _SUMMARIES = {
     "E061": "a checkpoint file is damaged: not a regular file, not a checkpoint archive, or bad metadata or arrays",
     "E062": "the ranks' checkpoints are not all at one step",
     "E063": "another run is saving checkpoints into the same --save-dir",
+    "E064": "a model placed by hand (`ctx.stage`, a program's chunk ids) leaves pipeline stages without ops",
     "E065": "blocks, loops or an expression nested deeper than the language allows",
     "E066": "includes nested too deeply, or too many or too large in all",
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",

@@ -55,6 +55,21 @@ def cmd(
     return Example(tuple(commands), files, note, paddle, setting)
 
 
+ENDS_ONLY = (
+    "ends.py",
+    '''"""A model placed by hand on the first and the last stage only."""
+
+
+def build(ctx):
+    paddle = ctx.paddle
+    with ctx.stage(0):
+        x = ctx.data("x", [8, 16])
+        h = paddle.matmul(x, paddle.static.create_parameter([16, 16], "float32", name="w_first"))
+    with ctx.stage(ctx.num_stages - 1):
+        h = paddle.matmul(h, paddle.static.create_parameter([16, 16], "float32", name="w_last"))
+        return paddle.mean(h * h)
+''',
+)
 GPIPE = "order { forward * microbatches  backward * microbatches  optimizer }"
 ONE_F_ONE_B = """
 order {
@@ -645,6 +660,21 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("python own.py", files=(("own.py", OWN_PROGRAM),), paddle=True),
         cmd("python own.py", files=(("own.py", OWN_PROGRAM.replace("# set_op_roles", "set_op_roles")),), paddle=True),
     ),
+    "E045": Explanation(
+        "`ppdsl run --nproc-per-node` binds the files of a launch to it: each rank gets the sha256 of the launch's "
+        "`spec.json` on its command line, and the spec holds the sha256 of `plan.json`. A rank reads each file once "
+        "(never through a symlink, a regular file only) and compares its bytes before it parses them, so a file "
+        "changed after the launcher wrote it (by anyone who can write the run directory) is refused rather than "
+        "obeyed: the spec names the model module every rank runs. Run `ppdsl run` again, with a `--run-dir` only "
+        "you can write.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2",
+            note="while its ranks start, `spec.json` of the launch is rewritten",
+            setting="a launch's spec.json replaced while its ranks start",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2", paddle=True),
+    ),
     "E046": Explanation(
         "`ppdsl run --model module:function` calls the function once, with the model context (`ctx`: sizes, "
         "`ctx.data`, `ctx.stage`, `ctx.layers`, `ctx.pipeline`), inside the program it builds; it must take that "
@@ -678,6 +708,22 @@ EXPLANATIONS: dict[str, Explanation] = {
             paddle=True,
         ),
         cmd("ppdsl run 1f1b --steps 1 --model mymodel:build", files=(MODEL,), paddle=True),
+    ),
+    "E049": Explanation(
+        "A rank of `ppdsl run --nproc-per-node` runs the `--model` module from the source bytes its launcher "
+        "read, not by importing it again: the launch's spec holds the sha256 of the module's file (and of each "
+        "package `__init__.py` above it), the rank reads each file once, compares and runs those bytes. A file "
+        "edited or replaced between the launch and a rank's start is refused; so is a module that is not Python "
+        "source (a compiled extension), whose bytes a rank could not run this way. Start the run again once the "
+        "model's files are as you want them.",
+        cmd(
+            "ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build",
+            files=(MODEL,),
+            note="`mymodel.py` is edited while the ranks start",
+            setting="a model file edited while the ranks start",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --nproc-per-node 2 --model mymodel:build", files=(MODEL,), paddle=True),
     ),
     "E050": Explanation(
         "An output (`-o`, `--summary-json`, `--profile`) names a file the command reads: its schedule, a file the "
@@ -817,6 +863,20 @@ EXPLANATIONS: dict[str, Explanation] = {
             note="the second command is typed in another terminal while the first still trains",
             paddle=True,
         ),
+    ),
+    "E064": Explanation(
+        "Every pipeline stage must hold some of the model's ops. A model that places its ops by hand (`with "
+        "ctx.stage(s):`, or a program of your own whose ops carry chunk ids) and leaves a stage out would train "
+        "with ranks that only pass values on, their share of the work on another rank. `ctx.pipeline` refuses "
+        "such a split (E039); a hand-placed model is refused the same way, naming the empty stages. Spread the "
+        "layers over `ctx.num_stages` (`ctx.layer_stage(i, layers)`), or run fewer stages.",
+        cmd(
+            "ppdsl run 1f1b --pp 4 -m 4 --batch-size 4 --steps 1 --model ends:build",
+            files=(ENDS_ONLY,),
+            note="the model places ops on the first and last stages only",
+            paddle=True,
+        ),
+        cmd("ppdsl run 1f1b --pp 2 -m 4 --batch-size 4 --steps 1 --model ends:build", files=(ENDS_ONLY,), paddle=True),
     ),
     "E065": Explanation(
         "Nesting is bounded so that a schedule from anywhere is checked in a bounded time and stack: at most 64 "

@@ -33,6 +33,7 @@ from typing import BinaryIO
 from ppdsl.common import safe_paths
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.regular_files import NotRegular, TooLarge, kind, read_regular
+from ppdsl.common.text import ascii_number
 
 MiB = 2**20
 # How much ppdsl reads of each kind of input: far above any real file of the kind, far below what would hurt.
@@ -41,6 +42,8 @@ COSTS_BYTES = 1 * MiB  # a cost file (`--costs`, written by `ppdsl calibrate`)
 CSV_BYTES = 64 * MiB  # a PyTorch schedule CSV (`ppdsl import`)
 PROFILE_BYTES = 64 * MiB  # a Chrome trace (`ppdsl calibrate`, `plot --measured`)
 PLAN_BYTES = 256 * MiB  # a plan specification (`plan.json` of a launch, which every rank reads)
+SPEC_BYTES = 16 * MiB  # a launch's spec (`spec.json`: the run's options and where the rest is)
+MODEL_SOURCE_BYTES = 16 * MiB  # each source file of a `--model` module, as a rank runs it (runtime/launch_spec.py)
 
 
 def _size(limit: int) -> str:
@@ -464,10 +467,13 @@ def new_owned_directory(parent: str | Path, prefix: str, what: str = "--run-dir"
 
 
 def next_owned_number(parent: str | Path, prefix: str) -> int:
-    """The n `new_owned_directory` would use now: one more than any `<prefix><n>` in `parent`."""
+    """The n `new_owned_directory` would use now: one more than any `<prefix><n>` in `parent`, n an ASCII numeral of
+    at most 9 digits; another name (`launch-²`, which `int()` refuses, `launch-٣`, or 300 digits) is not ppdsl's
+    and is ignored."""
     numbers = [0]
     with contextlib.suppress(OSError):
         for name in os.listdir(parent):
-            if name.startswith(prefix) and name[len(prefix) :].isascii() and name[len(prefix) :].isdigit():
-                numbers.append(int(name[len(prefix) :]))
+            n = ascii_number(name[len(prefix) :]) if name.startswith(prefix) else None
+            if n is not None:
+                numbers.append(n)
     return max(numbers) + 1

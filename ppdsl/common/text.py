@@ -13,6 +13,16 @@ def number_text(value: object) -> str:
         return f"<a {value.bit_length()}-bit integer>"
 
 
+def ascii_number(text: str, max_digits: int = 9) -> int | None:
+    """The value of `text` when it is a plain ASCII numeral of at most `max_digits` digits, else None.
+
+    `str.isdigit()` holds for `²` (which `int()` refuses) and `str.isdecimal()` for `٣` (which `int()` reads as 3),
+    and `int()` refuses numerals over 4300 digits: a name or variable someone else can plant is read with this."""
+    if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
+        return None
+    return int(text)
+
+
 def job_label(name: str, short: str, chunk: int, mb: int, vpp: int) -> str:
     """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (one a rank).
     `short` is its type's label prefix (PyTorch's letter, else its alias, else its name). The one spelling of a

@@ -8,10 +8,12 @@ Paddle's backward_b / backward_w split needs; so every library schedule, zero-bu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,17 +193,7 @@ def load_model(spec: str | None, model_dir: str | Path | None = None) -> Model:
     builtin = builtin_models()
     if spec is None or spec in builtin:
         return builtin[spec or "builtin"]
-    module_name, sep, func_name = spec.partition(":")
-    if not sep or not module_name or not func_name:
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E031",
-                    f"bad model `{spec}`",
-                    help=f"write `--model package.module:function`, or one of {', '.join(sorted(builtin))}",
-                )
-            ]
-        )
+    module_name, _ = split_model_name(spec)
     try:
         module = _import_model_module(module_name, Path(model_dir) if model_dir is not None else Path.cwd())
     except ImportError as err:
@@ -214,6 +206,28 @@ def load_model(spec: str | None, model_dir: str | Path | None = None) -> Model:
                 )
             ]
         ) from None
+    return model_from_module(spec, module)
+
+
+def split_model_name(spec: str) -> tuple[str, str]:
+    """`module:function` as (module, function); E031 for anything else."""
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E031",
+                    f"bad model `{spec}`",
+                    help=f"write `--model package.module:function`, or one of {', '.join(sorted(builtin_models()))}",
+                )
+            ]
+        )
+    return module_name, func_name
+
+
+def model_from_module(spec: str, module) -> Model:
+    """The model `module:function` names, of the module imported (`make_batch` too, if it has one)."""
+    module_name, func_name = split_model_name(spec)
     build = getattr(module, func_name, None)
     if not callable(build):
         raise DiagnosticError(
@@ -227,12 +241,20 @@ def _import_model_module(module_name: str, model_dir: Path):
     found in the folder the command was typed in (a console script's sys.path has its bin folder, not the
     cwd), yet a `json.py` there never shadows the standard library or an installed package, and the folder is
     off the path again for every later import."""
+    with model_dir_last(model_dir):
+        return importlib.import_module(module_name)
+
+
+@contextlib.contextmanager
+def model_dir_last(model_dir: str | Path) -> Iterator[None]:
+    """`model_dir` at the end of sys.path inside (see `_import_model_module`); a rank runs its bound `--model`
+    module's code in here too, so that the modules it imports are found as they were in the launcher."""
     folder = os.fspath(model_dir)
     added = folder not in sys.path
     if added:
         sys.path.append(folder)
     try:
-        return importlib.import_module(module_name)
+        yield
     finally:
         if added and folder in sys.path:
             sys.path.remove(folder)

@@ -17,6 +17,10 @@ opened (a FIFO would hang, a device never ends), every array's header is checked
 before anything is allocated, pickled objects are refused, and each zip member's CRC is verified. Every problem is a
 diagnostic naming the file: E061 damaged, E060 not finite, E037 of another run, E062 ranks at different steps.
 
+A checkpoint restores the model's and the optimizer's state (parameters, moments, the step), never a flag: the
+learning rate variable Paddle's optimizer keeps in the scope holds `--lr` and comes from the command line of the
+run that resumes (`FLAG_STATE`: not saved, and ignored in a file that holds it).
+
 No paddle here: the command line checks a checkpoint before paddle loads.
 """
 
@@ -54,6 +58,21 @@ NPY_MAGIC = b"\x93NUMPY"
 
 def rank_checkpoint_name(step: int, rank: int) -> str:
     return f"checkpoint.step{step}.rank{rank}.npz"
+
+
+# ---------------------------------------------------------------- what a checkpoint holds
+
+# State the startup program initialises from a flag rather than from training: Paddle's optimizer keeps `--lr` in
+# a persistable `learning_rate_<n>`. Restored, a file's value would override the flag (with 0 there nothing trains,
+# while the run reports its --lr); the identity check compares metadata only, not this array.
+LEARNING_RATE = "learning_rate"  # the canonical name of the variable Paddle's optimizer keeps `--lr` in
+FLAG_STATE = frozenset({LEARNING_RATE})
+
+
+def checkpointed(canonical: str, parameters) -> bool:
+    """Whether the state of this canonical name goes into a checkpoint: everything but FLAG_STATE (a parameter of
+    the model of that name is the model's)."""
+    return canonical not in FLAG_STATE or canonical in parameters
 
 
 # ---------------------------------------------------------------- what a checkpoint must match
@@ -508,7 +527,10 @@ def lock_save_dir(directory: str | Path) -> Iterator[Path]:
 
 def restore_state(scope, place, variables: dict[str, str], arrays: Mapping[str, np.ndarray], path) -> None:
     """Set checkpoint arrays (canonical name -> array) into the scope's variables (canonical name -> variable);
-    refuse a checkpoint that lacks this model's state, has state it lacks, or has it in other shapes or dtypes."""
+    refuse a checkpoint that lacks this model's state, has state it lacks, or has it in other shapes or dtypes.
+    `variables` holds what a checkpoint holds (`checkpointed`); a flag's value a file holds (older checkpoints kept
+    the learning rate) is not restored."""
+    arrays = {k: v for k, v in arrays.items() if k in variables or k not in FLAG_STATE}
     problems = [f"it has `{_shown(n)}`, which this model lacks" for n in sorted(set(arrays) - set(variables))]
     problems += [f"it lacks `{n}`" for n in sorted(set(variables) - set(arrays))]
     for name in sorted(set(arrays) & set(variables)):

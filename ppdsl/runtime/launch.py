@@ -4,7 +4,8 @@ one process per rank through Paddle's own launcher, `paddle.distributed.launch`.
 Each launch makes a directory of its own in the run directory (`--run-dir`, default `ppdsl-run/`):
 `launch-<n>/`, the next free n, created new, so ppdsl writes only there and never deletes or overwrites a file
 of the run directory it did not make. It holds the spec every rank reads (`spec.json`) and the plan specification
-of the checked schedule it names (`plan.json`, ppdsl.analysis.plan_spec), the launcher's logs
+of the checked schedule it names (`plan.json`, ppdsl.analysis.plan_spec), both bound to the launch by their sha256
+(ppdsl/runtime/launch_spec.py: each rank gets the spec's on its command line), the launcher's logs
 (`launch.log`, `log/`), and what each rank writes back (`rank<r>.json`, `rank<r>.npz`, or `rank<r>.error`). No
 paddle import here: the processes import it.
 """
@@ -31,7 +32,9 @@ import numpy as np
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.files import new_owned_directory, next_owned_number, write_output
+from ppdsl.common.files import new_owned_directory, next_owned_number
+from ppdsl.common.text import ascii_number, shortened
+from ppdsl.runtime.launch_spec import FAILURE_MODES, FailureSpec, LaunchSpec, write_launch
 from ppdsl.runtime.lifeline import PARENT_PID, STOP_SIGNALS, RankStatus, status_path
 from ppdsl.runtime.request import MASTER_HELP, RunRequest
 
@@ -87,8 +90,12 @@ def check_master_port(opts: RunRequest) -> None:
             ) from None
 
 
-def launch_command(opts: RunRequest, spec_path: Path) -> list[str]:
-    """Paddle's launcher under a guard, each rank under one (ppdsl/runtime/lifeline.py: none outlives ppdsl)."""
+SPEC_DIGEST_SHOWN = "<sha256 of spec.json>"  # what `--dry-run` shows, before the spec is written
+
+
+def launch_command(opts: RunRequest, spec_path: Path, spec_digest: str = SPEC_DIGEST_SHOWN) -> list[str]:
+    """Paddle's launcher under a guard, each rank under one (ppdsl/runtime/lifeline.py: none outlives ppdsl); each
+    rank gets the spec's path and the sha256 of its bytes, so it reads only the spec its launcher wrote."""
     cmd = [sys.executable, str(LIFELINE), "launcher", "--"]
     cmd += [sys.executable, "-c", LAUNCHER, "--nproc_per_node", str(opts.nproc_per_node)]
     if opts.nnodes > 1:
@@ -97,7 +104,7 @@ def launch_command(opts: RunRequest, spec_path: Path) -> list[str]:
         cmd += ["--host", "127.0.0.1"]
     launch_dir = spec_path.parent
     cmd += ["--log_dir", str(launch_dir / "log"), str(LIFELINE), "rank", str(launch_dir), "--"]
-    cmd += [sys.executable, "-u", str(WORKER), str(spec_path)]
+    cmd += [sys.executable, "-u", str(WORKER), str(spec_path), spec_digest]
     return cmd
 
 
@@ -144,7 +151,7 @@ def rank_environment() -> dict[str, str]:
 
 
 def run_cluster(
-    spec: dict,
+    spec: LaunchSpec,
     exp: Expansion,
     opts: RunRequest,
     run_dir: Path,
@@ -155,11 +162,8 @@ def run_cluster(
     raise DiagnosticError naming the failed rank(s). Check the port (`check_master_port`) before making `run_dir`.
     Every rank builds its plan from `plan`, written beside the spec, and from nothing else of the schedule.
     `on_step(step)` is called with each new step (0-based) that every rank of this node has started."""
-    spec_path, plan_path = run_dir / "spec.json", run_dir / "plan.json"
-    write_output(plan_path, plan.to_json())
-    located = {"plan": str(plan_path.resolve()), "fingerprint": plan.fingerprint, "launch_dir": str(run_dir.resolve())}
-    write_output(spec_path, json.dumps({**spec, **located}, indent=1))
-    cmd = launch_command(opts, spec_path)
+    spec_path, digest = write_launch(run_dir, spec, plan.to_json(), plan.fingerprint)
+    cmd = launch_command(opts, spec_path, digest)
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)
     started = time.time()
     with open(run_dir / "launch.log", "x") as log:  # "x": the directory is new, and so is everything in it
@@ -354,10 +358,9 @@ def failure_diagnostic(
 
 
 FAILURE_VARIABLE = "PPDSL_INJECT_FAILURE"
-FAILURE_MODES = ("raise", "hang", "exit", "kill")
 
 
-def parse_failure(text: str | None, pp: int) -> dict | None:
+def parse_failure(text: str | None, pp: int) -> FailureSpec | None:
     """The testing hook `rank=R,job=J[,step=S][,mode=raise|hang|exit|kill]`: rank R fails before its J-th job of
     step S. Anything else is refused, rather than failing some rank the value did not name."""
     if not text:
@@ -369,25 +372,22 @@ def parse_failure(text: str | None, pp: int) -> dict | None:
             fields = {}
             break
         fields[key] = value.strip()
-    numbers_ok = all(fields.get(k, "0").isdecimal() for k in ("rank", "job", "step"))
+    # ASCII numerals of at most 9 digits: `int()` refuses 5000 digits with a traceback, and reads `٣` as 3
+    numbers = {k: ascii_number(fields.get(k, "0")) for k in ("rank", "job", "step")}
     if (
         not {"rank", "job"} <= fields.keys()
-        or not numbers_ok
+        or None in numbers.values()
         or fields.get("mode", "raise") not in FAILURE_MODES
-        or int(fields["rank"]) >= pp
+        or numbers["rank"] >= pp
     ):
         raise DiagnosticError(
             [
                 Diagnostic(
                     "E007",
-                    f"{FAILURE_VARIABLE}={text!r} is not `rank=R,job=J[,step=S][,mode=M]` with R < {pp}",
+                    f"{FAILURE_VARIABLE}={shortened(repr(text), 80)} is not `rank=R,job=J[,step=S][,mode=M]` with "
+                    f"R < {pp} (numbers of at most 9 digits)",
                     help=f"modes: {', '.join(FAILURE_MODES)}; unset the variable to run without a failure",
                 )
             ]
         )
-    return {
-        "rank": int(fields["rank"]),
-        "job": int(fields["job"]),
-        "step": int(fields.get("step", "0")),
-        "mode": fields.get("mode", "raise"),
-    }
+    return FailureSpec(numbers["rank"], numbers["job"], numbers["step"], fields.get("mode", "raise"))

@@ -179,7 +179,7 @@ def block_stages(num_stages: int, embedding_size: int, block_sizes: Sequence[int
     n, s = len(block_sizes), num_stages
     if isinstance(split, str):
         if split == "uniform":
-            stages = [i * s // n for i in range(n)] if n else []
+            stages = _uniform_stages(n, s)
         elif split == "params":
             stages = _balanced(s, embedding_size, list(block_sizes), head_size)
         else:
@@ -203,9 +203,27 @@ def block_stages(num_stages: int, embedding_size: int, block_sizes: Sequence[int
     if empty:
         raise pipeline_error(
             f"stage {empty[0]} of {s} holds no layer ({count(n, 'block')}, split {split!r})",
-            help=f"give every stage a block: at least {max(s - 2, 1)} blocks, or fewer stages",
+            help=_empty_stage_help(s, split),
         )
     return stages
+
+
+def _uniform_stages(num_blocks: int, num_stages: int) -> list[int]:
+    """The `uniform` split: block i on stage i * S // N, as many blocks on each stage as can be."""
+    return [i * num_stages // num_blocks for i in range(num_blocks)]
+
+
+def _empty_stage_help(num_stages: int, split) -> str:
+    """Advice that works when followed: the fewest blocks for which the `uniform` rule itself leaves no stage
+    empty (found by that rule, not by a formula beside it), and the fewest any split could place."""
+    s = num_stages
+    cut_points = f"cut points giving each of stages 1 .. {s - 2} a block ({max(s - 2, 1)} blocks)"
+    if split == "uniform":
+        fewest = next(n for n in range(1, 2 * s + 1) if {0, s - 1, *_uniform_stages(n, s)} == set(range(s)))
+        return (
+            f"give every stage a block: at least {fewest} blocks with the uniform split, {cut_points}, or fewer stages"
+        )
+    return f"give every stage a block: {cut_points}, or fewer stages"
 
 
 def _balanced(s: int, first: int, sizes: list[int], last: int) -> list[int]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import sysconfig
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -207,7 +208,12 @@ def _user_frame(err: BaseException) -> str:
 
     frames = traceback.extract_tb(err.__traceback__)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    own = [f for f in frames if not f.filename.startswith(here) and f"{os.sep}paddle{os.sep}" not in f.filename]
+    # The standard library's frames too: a ppdsl context manager that refuses on entry (`with ctx.stage(7):`)
+    # has `contextlib`'s frame between it and the model's line.
+    stdlib = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+    own = [
+        f for f in frames if not f.filename.startswith((here, *stdlib)) and f"{os.sep}paddle{os.sep}" not in f.filename
+    ]
     if not own:
         return ""
     frame = own[-1]

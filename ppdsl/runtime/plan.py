@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.analysis.plan_spec import JobTypeSpec, PlanSpec, RuleSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.text import numbered
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.memory_jobs import (
     MemoryJob,
@@ -106,7 +107,9 @@ def build_plan(
     work = main_program.clone()
     prepare_own_program(work, startup_program, microbatches)  # roles checked, loss named, gradients accumulated
     complete_roles(work)
-    stamp_stages(work, op_stages(work))
+    placed = op_stages(work)
+    check_every_stage_has_ops(work, placed, spec.nstages)
+    stamp_stages(work, placed)
     if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs
         insert_p2p(work, op_stages(work), rank_of_stage, p2p)
     if actions:  # a recomputed dropout reads the forward's seed (before the split: it shifts op positions)
@@ -200,6 +203,27 @@ def build_plan(
         flow,
         actions,
     )
+
+
+def check_every_stage_has_ops(main, stages: list[int], nstages: int) -> None:
+    """E064 unless every pipeline stage holds forward ops: a model placed by hand (`ctx.stage`, or a program of
+    one's own with chunk ids) that leaves a stage empty would train with ranks that only pass values on, without a
+    word (`ctx.pipeline` refuses such a split, E039)."""
+    held = {s for op, s in zip(main.global_block().ops, stages, strict=True) if op.op_role == 0 and s >= 0}
+    empty = [s for s in range(nstages) if s not in held]
+    if held and empty:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E064",
+                    f"{numbered('stage', empty)} of {nstages} {'holds' if len(empty) == 1 else 'hold'} no op of "
+                    f"the model: every op it builds is on "
+                    f"{numbered('stage', sorted(held))}",
+                    help="place ops on every stage (`with ctx.stage(s):` for s in 0 .. ctx.num_stages - 1, e.g. "
+                    "layer i on `ctx.layer_stage(i, layers)`), or run with fewer stages (--pp, --vpp)",
+                )
+            ]
+        )
 
 
 def plan_module_spec(

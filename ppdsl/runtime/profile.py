@@ -5,15 +5,16 @@ Timings: the profiler records every job the standalone executor runs as an event
 prints nothing. Events become ppdsl JobRecords (rank, job, start, end in seconds), the same records a simulation
 produces, so one trace format and one plot serve both.
 
-Memory: with `profile_memory` the profiler also records every allocation and free of the host allocator (address,
-bytes, time, thread). A buffer that outlives the job that allocated it is held for a later job: the job that
-releases it, its last reader (`held_memory` says how a free is tied to its job). So at each job boundary (a job's
-end) the bytes a rank holds are the buffers alive across that moment whose last reader runs on that rank, which is
-where a run with one process per rank holds them: an activation a stage keeps for its backward, a value waiting for
-the next stage's forward (the receiving rank holds its copy), a gradient on its way back, a fed input. Buffers
-nobody frees during the profiled step count for the rank that allocated them. Parameters, gradient accumulators
-and optimizer state live from the startup program on and are not in these figures: they are the activation memory
-the schedule decides, comparable with `ppdsl check --model`.
+Memory (`held_memory`): with `profile_memory` the profiler also records every allocation and free of the host
+allocator (address, bytes, time, thread). This is the allocator's view, a cross-check of what `ppdsl run` reports
+(`held.plan_held_bytes`, an account of the named variables the plan keeps), not the figure itself: on CPU each job's
+collector frees on its own thread, a little after the op that let go of a buffer, so which boundary a free falls
+before depends on thread timing (identical runs differed by 1.47x on a busy machine), and the least of a few steps is
+what agrees with the account (`tests/runtime/test_held.py`). A buffer that outlives the job that allocated it is
+held for a later job: the job that releases it, its last reader (`held_memory` says how a free is tied to its job).
+So at each job boundary (a job's end) the bytes a rank holds are the buffers alive across that moment whose last
+reader runs on that rank. Buffers nobody frees during the profiled step count for the rank that allocated them.
+Parameters, gradient accumulators and optimizer state live from the startup program on and are not in these figures.
 """
 
 from __future__ import annotations
@@ -114,8 +115,8 @@ def job_records(exp: Expansion, events: list[dict]) -> list[JobRecord]:
 
 
 @dataclass
-class HeldMemory:
-    """Bytes each rank holds at every job boundary of a measured step (see the module docstring)."""
+class AllocatorHeld:
+    """Bytes each rank holds at every job boundary of a profiled step, by the allocator (see the module docstring)."""
 
     samples: list[tuple[float, list[int]]]  # (seconds from the first job, bytes per rank), one per job end
     peak: list[int]  # per rank, the largest over the samples
@@ -123,7 +124,7 @@ class HeldMemory:
     host_peak: list[int] = field(default_factory=list)
 
 
-def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = frozenset()) -> HeldMemory:
+def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = frozenset()) -> AllocatorHeld:
     """Per-rank held bytes at each job boundary, from a step profiled with `host_profiler(memory=True)`.
 
     On CPU every job's interpreter frees buffers on its own garbage-collector thread, a little after the op that let
@@ -135,7 +136,7 @@ def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = 
     """
     jobs = _job_events(exp, events)
     if not jobs:
-        return HeldMemory([], [0] * exp.pp, [0] * exp.pp)
+        return AllocatorHeld([], [0] * exp.pp, [0] * exp.pp)
     starts = [j[0] for j in jobs]
     ends = [j[0] + j[1] for j in jobs]
 
@@ -204,4 +205,13 @@ def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = 
         host_samples.append(held[exp.pp :])
     peak = [max(sample[1][r] for sample in samples) for r in range(exp.pp)]
     host_peak = [max(sample[r] for sample in host_samples) for r in range(exp.pp)]
-    return HeldMemory(samples, peak, host_peak)
+    return AllocatorHeld(samples, peak, host_peak)
+
+
+def allocator_held(trainer) -> AllocatorHeld:
+    """One more step of a `train.PipelineTrainer` under the memory profiler: the allocator's held bytes of it."""
+    from ppdsl.runtime.memory_jobs import host_job_types
+
+    with host_profiler(memory=True) as events:
+        trainer.step()
+    return held_memory(trainer.exp, events, host_job_types(trainer.built.memory_jobs))

@@ -71,6 +71,10 @@ def build_training_program(
     # Paddle's initializers read a program seed of 0 as "unseeded" (a different initialisation in every process);
     # `--seed 0` must be as reproducible as any other seed
     main.random_seed = startup.random_seed = seed if seed else UNSEEDED_STANDIN
+    # a dropout that is not given a fixed seed (`fix_seed` false, no seed tensor: what a hand-built static program
+    # gets) draws its mask from Paddle's global generator, which the program seed does not reach, and so do the
+    # seed ops of a recompute (runtime/recompute.py); unseeded, two runs with one --seed trained differently
+    paddle.seed(seed)
     ctx = ModelContext(paddle, micro_batch_size, num_stages, seed)
     with paddle.static.program_guard(main, startup):
         with pir_op_role_guard(FORWARD_ROLE):

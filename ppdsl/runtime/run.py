@@ -111,9 +111,10 @@ class RunReport:
     trainer_seconds: float | None  # one process: program, plan and startup until the first step could run
     jobs_per_step: int
     parameters: dict[str, dict[str, float]]  # per parameter its sum and sum of squares (this node's, per rank)
-    # activation bytes each rank holds at its fullest, measured at job boundaries (see ppdsl/runtime/profile.py),
-    # with a summary or profile asked for; not measured per rank: a rank process moves values through its own
-    # buffers, not the plan's skip-GC
+    # activation bytes each rank holds at its fullest job boundary: the named variables the plan keeps alive
+    # between jobs, each at numel x itemsize (ppdsl/runtime/held.py: an account of the plan the steps ran, the same
+    # every run, not the allocator's figures), with a summary or profile asked for; not per rank process: a rank
+    # process moves values through its own buffers, not the plan's skip-GC
     peak_bytes: list[int] | None
     # what offload jobs copied out, apart from peak_bytes (None: nothing offloaded, or not measured); on CPU one
     # allocator holds both, so the device / host split is counted, not real (docs/runtime.md)
@@ -178,8 +179,10 @@ class _Context:
     sim: Any  # the checker's Execution
     observer: RunObserver
 
-    def report(self, model: str | None, **measured: Any) -> RunReport:
+    def report(self, model: str | None, lr: float | None = None, **measured: Any) -> RunReport:
+        """`lr`: the learning rate the run trained with, as its scope held it (None: the flag's, unread)."""
         exp, sim, request = self.exp, self.sim, self.request
+        config = request.train_config if lr is None else dataclasses.replace(request.train_config, lr=lr)
         return RunReport(
             schedule=exp.defn.name,
             file=self.file,
@@ -188,7 +191,7 @@ class _Context:
             microbatches=exp.microbatches,
             params=dict(exp.params),
             model=model,
-            config=request.train_config,
+            config=config,
             simulated_bubble=sim.bubble_ratio,
             simulated_makespan=sim.makespan,
             peak_activations=[s.peak_activations for s in sim.ranks],
@@ -287,6 +290,7 @@ def _train_one_process(context: _Context, model, resume) -> RunReport:
         )
     report = context.report(
         model.name,
+        lr=trainer.learning_rate(),  # what it trained with, not what the flag asked for
         processes=1,
         first_step=run.started_at_step,
         losses=[[float(x) for x in step] for step in run.losses],
@@ -329,8 +333,8 @@ def _write_profile(context: _Context, run) -> None:
 
 
 def _held_track(run) -> list[tuple[int, float, int]]:
-    """(rank, seconds, bytes) at the end of every profiled job: the held bytes measured at the same job of the
-    memory step (every step runs the plan's jobs in one order)."""
+    """(rank, seconds, bytes) at the end of every profiled job: the held bytes at the same job of the plan's step
+    (`held.plan_held_bytes`; every step runs the plan's jobs in one order)."""
     if run.memory is None or not run.profile or not run.memory.samples:
         return []
     per_step = len(run.memory.samples)
@@ -338,7 +342,7 @@ def _held_track(run) -> list[tuple[int, float, int]]:
     return [
         (rank, end, held[rank])
         for k, end in enumerate(ends)
-        for held in [run.memory.samples[k % per_step][1]]
+        for held in [run.memory.samples[k % per_step]]
         for rank in range(len(held))
     ]
 
@@ -361,20 +365,22 @@ def _run_cluster(context: _Context) -> RunReport:
             launch_dir=None,
         )
     from ppdsl.runtime.builtin_models import load_model
+    from ppdsl.runtime.launch_spec import model_sources
 
     model = load_model(request.model)  # a bad model path fails here, before any process starts
+    sources = model_sources(request.model)  # what the ranks run of it: these bytes, checked (launch_spec.py)
     # and so does a checkpoint that cannot continue this run; the ranks read it again, the arrays are not kept here
     points = _resume_point(request, context.plan, model.name, request.local_ranks)
     resume = {r: (c.path, c.step) for r, c in points.items()}
     with _save_dir_lock(request):
-        return _train_cluster(context, model.name, resume)
+        return _train_cluster(context, model.name, sources, resume)
 
 
 HOST_STORE_ON_CPU = "emulated on CPU: the copies are real, the device / host split is counted (one memory)"
 
 
 def held_figures(memory) -> dict[str, Any]:
-    """A run's measured memory (`profile.HeldMemory`, or None when not measured) as the report's figures: the
+    """A run's held memory (`held.HeldMemory`, or None when not asked for) as the report's figures: the
     device-resident peak per rank, and what offloads held in the host store, apart (None when nothing was)."""
     if memory is None:
         return {"peak_bytes": None, "host_peak_bytes": None, "host_store": None}
@@ -402,7 +408,9 @@ def _nothing_measured(request: RunRequest) -> dict[str, Any]:
     }
 
 
-def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[Path, int]]) -> RunReport:
+def _train_cluster(
+    context: _Context, model_name: str, sources: tuple, resume: dict[int, tuple[Path, int]]
+) -> RunReport:
     from ppdsl.runtime.launch import (
         FAILURE_VARIABLE,
         check_master_port,
@@ -410,21 +418,23 @@ def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[P
         parse_failure,
         run_cluster,
     )
+    from ppdsl.runtime.launch_spec import LaunchSpec
     from ppdsl.runtime.train import checksum
 
     request, exp, observer = context.request, context.exp, context.observer
-    spec = {
-        **request.to_spec(),  # every option, as each rank rebuilds the request (RunRequest.from_spec)
-        # where the command was typed: each rank finds a `--model` module there (runtime/model.py: load_model)
-        "model_dir": os.getcwd(),
+    spec = LaunchSpec(
+        options=request.to_spec(),  # every option, as each rank rebuilds the request (RunRequest.from_spec)
+        # where the command was typed: what the `--model` module's own imports find there (builtin_models.py)
+        model_dir=os.getcwd(),
+        model_sources=sources,
         # each rank resumes from the file checked above: its own of the newest step all saved, or a checkpoint.npz
-        "resume_files": {str(r): str(path.resolve()) for r, (path, _) in resume.items()},
-        "resume_step": next(iter(resume.values()))[1] if resume else 0,
+        resume_files={r: str(path.resolve()) for r, (path, _) in resume.items()},
+        resume_step=next(iter(resume.values()))[1] if resume else 0,
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
-        "fail": parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
-    }
+        fail=parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
+    )
     if resume:
-        observer.resumed(request.resume, spec["resume_step"], request.steps)
+        observer.resumed(request.resume, spec.resume_step, request.steps)
     check_master_port(request)  # before the launch's directory is made
     launch_dir = new_launch_directory(request.run_dir)
     start = RunStart(
@@ -433,7 +443,7 @@ def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[P
         vpp=exp.vpp,
         microbatches=exp.microbatches,
         steps=request.steps,
-        first_step=spec["resume_step"],
+        first_step=spec.resume_step,
         model=model_name,
         batch_size=request.batch_size,
         jobs_per_step=sum(map(len, exp.jobs)),
@@ -448,7 +458,7 @@ def _train_cluster(context: _Context, model_name: str, resume: dict[int, tuple[P
         model_name,
         **{
             **_nothing_measured(request),
-            "first_step": spec["resume_step"],
+            "first_step": spec.resume_step,
             "losses": result.losses,
             "step_seconds": result.step_seconds,
             "parameters": checksum(result.parameters),

@@ -118,11 +118,18 @@ def skip_gc_sets(
 def set_skip_gc_vars(num_micro_batches: int, job_types: Sequence[str], programs: Sequence, jobs: Sequence) -> dict:
     """Set each job's skip-GC variables; returns {job type: program} as Paddle's function does."""
     type_to_program = dict(zip(job_types, programs, strict=True))
-    touched = {t: touched_values(p) for t, p in type_to_program.items()}
-    reads = {t: data_reads(p) for t, p in type_to_program.items()}
-    defines = {t: defined_values(p) for t, p in type_to_program.items()}
-    jobs_in_order = ((j.type(), j.micro_batch_id()) for j in jobs)
-    sets = skip_gc_sets(touched, reads, jobs_in_order, num_micro_batches, defines)
+    sets = job_skip_sets(type_to_program, [(j.type(), j.micro_batch_id()) for j in jobs], num_micro_batches)
     for job, names in zip(jobs, sets, strict=True):
         job.set_skip_gc_vars(names)
     return type_to_program
+
+
+def job_skip_sets(
+    type_to_program: dict[str, object], jobs: Sequence[tuple[str, int]], num_micro_batches: int
+) -> list[set[str]]:
+    """The skip-GC set of each job (type, micro-batch) of a plan, in order: what `set_skip_gc_vars` gives the jobs,
+    and what `held.held_bytes` accounts the executor's frees by."""
+    touched = {t: touched_values(p) for t, p in type_to_program.items()}
+    reads = {t: data_reads(p) for t, p in type_to_program.items()}
+    defines = {t: defined_values(p) for t, p in type_to_program.items()}
+    return skip_gc_sets(touched, reads, jobs, num_micro_batches, defines)

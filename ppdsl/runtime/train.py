@@ -2,9 +2,10 @@
 
 A `PipelineTrainer` builds the training program at micro-batch size, the plan from the schedule's expansion,
 and runs steps with Paddle's standalone executor: the executor splits each fed array along dim 0 into one
-micro-batch per child scope. Checkpoints (ppdsl.runtime.checkpoint) hold everything the startup program initialises
-(parameters, gradient accumulators, optimizer moments), the next step and what run they belong to. Every step's
-parameters are checked to be finite: a diverged run stops, naming the step, and saves nothing of it.
+micro-batch per child scope. Checkpoints (ppdsl.runtime.checkpoint) hold what the startup program initialises
+(parameters, gradient accumulators, optimizer moments) but the learning rate, which is `--lr`'s; the next step and
+what run they belong to. Every step's parameters are checked to be finite: a diverged run stops, naming the step,
+and saves nothing of it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import count, numbered
 from ppdsl.runtime.checkpoint import (
     CHECKPOINT,
+    LEARNING_RATE,
     Checkpoint,
+    checkpointed,
     non_finite,
     read_resume,
     restore_state,
@@ -43,6 +46,13 @@ def canonical_name(name: str, parameters) -> str:
     """Optimizer state is named `<param>_moment1_<n>` with `n` from a process-wide counter, so the same model
     built twice in one process names it differently; the name without the counter is stable."""
     return name if name in parameters else re.sub(r"_\d+$", "", name)
+
+
+def state_variables(startup, parameters) -> dict[str, str]:
+    """Canonical name -> variable of the state a checkpoint holds: what the startup program initialises, but a
+    flag's value (checkpoint.FLAG_STATE: the learning rate is the command line's, never a file's)."""
+    named = {canonical_name(n, parameters): n for n in startup_state_names(startup)}
+    return {key: n for key, n in named.items() if checkpointed(key, parameters)}
 
 
 def startup_state_names(startup) -> list[str]:
@@ -114,10 +124,11 @@ class PipelineTrainer:
     # ------------------------------------------------------------ state
 
     def state(self) -> dict[str, np.ndarray]:
-        """Everything the startup program initialises, keyed by canonical name (see `canonical_name`)."""
+        """What a checkpoint holds (`state_variables`: all the startup program initialises but the learning rate),
+        keyed by canonical name (see `canonical_name`)."""
         return {
-            canonical_name(n, self.program.param_stage): np.array(self.scope.find_var(n).get_tensor())
-            for n in self.state_names
+            key: np.array(self.scope.find_var(n).get_tensor())
+            for key, n in state_variables(self.program.startup, self.program.param_stage).items()
         }
 
     def named_state(self) -> dict[str, np.ndarray]:
@@ -130,8 +141,22 @@ class PipelineTrainer:
             n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names if n in self.program.param_stage
         }
 
+    def learning_rate(self) -> float:
+        """The learning rate the optimizer runs with: its variable in the scope (what a restore could have set), not
+        the flag. Written as `--lr` when the two agree at the variable's precision (0.01 is not exact in float32)."""
+        values = {
+            float(np.array(self.scope.find_var(n).get_tensor()).reshape(-1)[0])
+            for n in self.state_names
+            if n not in self.program.param_stage and canonical_name(n, self.program.param_stage) == LEARNING_RATE
+        }
+        flag = self.config.lr
+        if len(values) != 1:  # no optimizer variable of its own (or several): the flag is what it was given
+            return flag
+        (value,) = values
+        return flag if np.float32(value) == np.float32(flag) else value
+
     def set_state(self, values: dict[str, np.ndarray], source: str = "the checkpoint") -> None:
-        variables = {canonical_name(n, self.program.param_stage): n for n in self.state_names}
+        variables = state_variables(self.program.startup, self.program.param_stage)
         restore_state(self.scope, self.paddle.CPUPlace(), variables, values, source)
 
     @property
@@ -254,7 +279,7 @@ class RunResult:
     started_at_step: int = 0
     profile: list | None = None  # JobRecords of the profiled steps (seconds), with profile_steps
     profiled_seconds: float = 0.0  # wall time of the profiled steps
-    memory: object | None = None  # ppdsl.runtime.profile.HeldMemory of the memory step, with memory=True
+    memory: object | None = None  # ppdsl.runtime.held.HeldMemory of the plan's steps, with memory=True
 
 
 def train(
@@ -267,33 +292,27 @@ def train(
     memory: bool = False,
 ) -> RunResult:
     """Train until the trainer has done `steps` steps in all (a resumed trainer does the rest). The last
-    `profile_steps` of them run under Paddle's host profiler (job timings). With `memory`, the bytes each rank
-    holds at each job boundary are measured on the step before those (on the first of them when every step is
-    profiled: the memory recorder slows the jobs it watches)."""
+    `profile_steps` of them run under Paddle's host profiler (job timings). With `memory` (and a step to run), the
+    bytes each rank holds at every job boundary of a step, accounted from the plan the steps ran
+    (`held.plan_held_bytes`: the same for every step and every run of the plan, unlike the allocator's figures)."""
     from contextlib import ExitStack
 
-    from ppdsl.runtime.memory_jobs import host_job_types
-    from ppdsl.runtime.profile import held_memory, host_profiler, job_records
+    from ppdsl.runtime.held import plan_held_bytes
+    from ppdsl.runtime.profile import host_profiler, job_records
 
     losses, times = [], []
     first = trainer.step_index
     todo = max(steps - first, 0)
     timed_from = steps - min(profile_steps, todo)  # steps from here on are timing-profiled
-    memory_at = (timed_from - 1 if timed_from > first else timed_from) if memory and todo else None
-    events, memory_events = None, None
+    events = None
     with ExitStack() as stack:
         while trainer.step_index < steps:
             index = trainer.step_index
-            with ExitStack() as this_step:
-                if profile_steps and events is None and index >= timed_from:
-                    events = stack.enter_context(host_profiler(memory=index == memory_at))
-                    if index == memory_at:
-                        memory_events = events
-                elif index == memory_at:
-                    memory_events = this_step.enter_context(host_profiler(memory=True))
-                t = time.perf_counter()
-                loss = trainer.step()
-                times.append(time.perf_counter() - t)
+            if profile_steps and events is None and index >= timed_from:
+                events = stack.enter_context(host_profiler())
+            t = time.perf_counter()
+            loss = trainer.step()
+            times.append(time.perf_counter() - t)
             check_finite(trainer.step_index, loss, trainer.parameters(), steps)
             losses.append(loss)
             if save_dir and save_every and trainer.step_index % save_every == 0:
@@ -308,8 +327,13 @@ def train(
     if events is not None:
         result.profile = job_records(trainer.exp, events)
         result.profiled_seconds = sum(times[-min(profile_steps, todo) :])
-    if memory_events is not None:
-        result.memory = held_memory(trainer.exp, memory_events, host_job_types(trainer.built.memory_jobs))
+    if memory and todo:
+        try:
+            result.memory = plan_held_bytes(
+                trainer.built, trainer.exp.stage_of, trainer.program.inputs, trainer.exp.microbatches
+            )
+        except ValueError:  # a variable held between jobs has a dynamic shape: the figures are null, not guessed
+            result.memory = None
     return result
 
 

@@ -1,9 +1,12 @@
-"""The program `paddle.distributed.launch` starts once per rank: `python worker.py RUN_DIR/launch-<n>/spec.json`.
+"""The program `paddle.distributed.launch` starts once per rank: `python worker.py RUN_DIR/launch-<n>/spec.json
+SHA256`, the second argument the sha256 of the spec's bytes.
 
-The launch's spec names the plan specification the launcher wrote beside it (`plan.json`, a
-`ppdsl.analysis.plan_spec.PlanSpec` of the checked schedule) and the fingerprint of the schedule it checked; the
-rank builds everything from that plan, refused (E090) if it is of another source. It never reads the `.sched`
-file nor imports `ppdsl.language` (tests/runtime/test_worker_plan.py holds it to that).
+The launch's spec (ppdsl.runtime.launch_spec.LaunchSpec, read once and checked against that digest before it is
+parsed: E045) names the plan specification the launcher wrote beside it (`plan.json`, a
+`ppdsl.analysis.plan_spec.PlanSpec` of the checked schedule) with its sha256, the fingerprint of the schedule it
+checked, and the `--model` module's source files with theirs; the rank builds everything from those bytes, the
+model's code run from the bytes checked (E049), the plan refused (E090) if it is of another source. It never reads
+the `.sched` file nor imports `ppdsl.language` (tests/runtime/test_worker_plan.py holds it to that).
 
 It trains the rank's share of the pipeline (ppdsl.runtime.cluster) and writes, atomically, into that launch's
 directory (the spec's `launch_dir`): `rank<r>.npz` (the parameters of its stages), `rank<r>.json` (losses if it
@@ -23,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.files import PLAN_BYTES, open_atomic, read_text, write_atomic
+from ppdsl.common.files import open_atomic, write_atomic
+from ppdsl.runtime.launch_spec import LaunchSpec, load_bound_model, load_plan, read_launch_spec
 
 
 class _TimedGroup:
@@ -53,40 +56,25 @@ class _TimedGroup:
         return self._timed(self._pg.recv, tensor, peer, sync_op)
 
 
-def load_plan(launch: dict) -> PlanSpec:
-    """The plan specification a launch's spec names (`plan`), read through ppdsl.common.files and checked to be of
-    the schedule the launcher checked (`fingerprint`): E091 for a file that is not a plan, E090 for another's."""
-    path = launch["plan"]
-    spec = PlanSpec.from_json(read_text(path, PLAN_BYTES, "E091", "the plan "), f"`{path}`")
-    spec.require_fingerprint(
-        launch["fingerprint"],
-        "the schedule `ppdsl run` checked for this launch",
-        f"`{path}` was replaced after the launch wrote it; run `ppdsl run` again, which writes a new launch's plan",
-    )
-    return spec
-
-
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with open_atomic(path) as f:
         np.savez(f, **arrays)
 
 
 class RankProcess:
-    def __init__(self, spec: dict, on_ready=None):
+    def __init__(self, spec: LaunchSpec, on_ready=None):
         """`on_ready()` is called once the rank has met its peers (the launcher's rendezvous is over)."""
         os.environ.setdefault("GLOG_minloglevel", "2")
         import paddle
         import paddle.distributed as dist
 
-        from ppdsl.runtime.request import RunRequest
-
         self.spec = spec
         self.plan = load_plan(spec)
-        self.request = RunRequest.from_spec(spec)  # the run's options, as `ppdsl run` was given them
+        self.request = spec.request  # the run's options, as `ppdsl run` was given them
         self.config = self.request.train_config
-        self.run_dir = Path(spec["launch_dir"])
+        self.run_dir = Path(spec.launch_dir)
         # GPU: p2p ops in the programs on NCCL rings; CPU (or transport "gloo"): the threaded gloo transport
-        self.gpu = paddle.is_compiled_with_cuda() and spec.get("transport", "auto") != "gloo"
+        self.gpu = paddle.is_compiled_with_cuda() and spec.transport != "gloo"
         paddle.set_device(f"gpu:{dist.ParallelEnv().dev_id}" if self.gpu else "cpu")
         dist.init_parallel_env()
         self.rank, world = dist.get_rank(), dist.get_world_size()
@@ -113,12 +101,11 @@ class RankProcess:
 
     def _build_program(self, p2p=None) -> None:
         """What both transports share: the model's program, this rank's plan, and which parameters are its own."""
-        from ppdsl.runtime.builtin_models import load_model
         from ppdsl.runtime.plan import build_plan
         from ppdsl.runtime.program import build_training_program
 
         spec, plan = self.spec, self.plan
-        self.model = load_model(self.request.model, spec.get("model_dir"))
+        self.model = load_bound_model(spec)  # its code from the bytes the launcher checked
         config = self.config
         self.mb_size = config.batch_size // plan.microbatches
         self.program = build_training_program(
@@ -180,10 +167,10 @@ class RankProcess:
         self.mb_scopes = [self.root.new_scope() for _ in range(plan.microbatches)]
 
     def _state_names(self) -> dict[str, str]:
-        """Canonical name -> variable, for everything the startup program initialises (see train.canonical_name)."""
-        from ppdsl.runtime.train import canonical_name, startup_state_names
+        """Canonical name -> variable of what a checkpoint holds (train.state_variables: never the learning rate)."""
+        from ppdsl.runtime.train import state_variables
 
-        return {canonical_name(n, self.program.param_stage): n for n in startup_state_names(self.program.startup)}
+        return state_variables(self.program.startup, self.program.param_stage)
 
     def _resume(self) -> int:
         """Load this rank's checkpoint, which the command line chose and checked (`resume_files`: the newest step
@@ -192,10 +179,12 @@ class RankProcess:
         from ppdsl.runtime.checkpoint import read_checkpoint, restore_state
 
         self.last_saved, self.saved = None, set()
-        files = self.spec.get("resume_files")
+        files = self.spec.resume_files
         if not files:
             return 0
-        path, step = files[str(self.rank)], self.spec["resume_step"]
+        if self.rank not in files:
+            raise DiagnosticError([Diagnostic("E062", f"the launch names no checkpoint for rank {self.rank}")])
+        path, step = files[self.rank], self.spec.resume_step
         checkpoint = read_checkpoint(path, self._identity())
         if checkpoint.step != step:
             raise DiagnosticError(
@@ -284,14 +273,14 @@ class RankProcess:
         size = self.mb_size
         stash: dict[tuple[str, int], np.ndarray] = {}
         losses: dict[int, float] = {}
-        fail = self.spec.get("fail") or {}
+        fail = self.spec.fail
         self.transport.start_step()
         marks = []
         self.timeline.append(marks)
         for job in self.jobs:
             t_start = time.perf_counter()
-            if fail.get("rank") == self.rank and fail.get("step", 0) == step and fail.get("job") == job.step:
-                _inject_failure(fail.get("mode", "raise"), job.label)
+            if fail is not None and (fail.rank, fail.step, fail.job) == (self.rank, step, job.step):
+                _inject_failure(fail.mode, job.label)
             name, program, outputs, data_ops = self.programs[job.key]
             scope = self.root if job.key.type == "optimizer" else self.mb_scopes[job.mb]
             rows = slice(job.mb * size, (job.mb + 1) * size)
@@ -396,10 +385,12 @@ def main(argv: list[str]) -> int:
     from ppdsl.runtime.lifeline import worker_setup
 
     progress = worker_setup()  # first: a rank whose guard is gone must not start training
-    spec = json.loads(Path(argv[0]).read_text())  # the launch's own small spec; the plan is read by load_plan
-    run_dir = Path(spec["launch_dir"])
+    run_dir = Path(argv[0]).parent  # the launch's directory, until its spec says it (they are one)
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
     try:
+        # the launch's own small spec, checked against the digest its launcher passed; the plan is read by load_plan
+        spec = read_launch_spec(argv[0], argv[1] if len(argv) > 1 else None)
+        run_dir = Path(spec.launch_dir)
         process = RankProcess(spec, on_ready=progress.ready)
         rank = process.rank
         process.train(on_step=progress.step)

@@ -99,7 +99,11 @@ def test_a_taken_rendezvous_port_is_refused_at_once(tmp_path, in_repo):
         "rank=1,job=1,colour=red",
         "rank=1,rank=0,job=1",
         "rank=-1,job=1",
+        "rank=0,job=" + "9" * 5000,  # past Python's 4300-digit limit: int() raised a traceback
+        "rank=0,job=²",  # str.isdigit() holds, int() refuses
+        "rank=٠,job=1",  # str.isdecimal() holds, and int() read it as 0
     ],
+    ids=lambda value: value[:30],
 )
 def test_a_malformed_failure_injection_is_a_clean_error(value, tmp_path, in_repo):
     """Only `rank=R,job=J[,step=S][,mode=M]` acts; before, any value failed rank 0 (or raised a traceback)."""
@@ -112,6 +116,20 @@ def test_a_malformed_failure_injection_is_a_clean_error(value, tmp_path, in_repo
     assert "error[E007]: PPDSL_INJECT_FAILURE=" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "r").exists(), "no process may start"
+
+
+@pytest.mark.parametrize("planted", ["launch-²", "launch-٣", "launch-" + "9" * 200, "launch-1x", "launch-"])
+def test_a_planted_launch_name_is_ignored(planted, tmp_path, in_repo):
+    """Before: `launch-²` in the run directory (`isdigit()`, yet not an `int()`) was a traceback for every launch,
+    and `launch-٣` took the number 3."""
+    run_dir = tmp_path / "r"
+    (run_dir / planted).mkdir(parents=True)
+    (run_dir / "launch-2").mkdir()
+    result = runner.invoke(
+        app, ["run", "1f1b", "--pp", "2", "-m", "4", "--nproc-per-node", "2", "--run-dir", str(run_dir), "--dry-run"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"{run_dir / 'launch-3' / 'spec.json'}" in result.stdout, result.stdout
 
 
 # ---------------------------------------------------------------- naming the first rank to fail

@@ -92,13 +92,13 @@ def test_summary_shows_the_host_store_apart_and_says_it_is_emulated():
     """A run whose offloads made a host store: `host_peak_bytes` beside `peak_bytes` (device-resident), the
     summary says that on CPU the split is an emulation, and the table shows it; a run without offloads has
     neither (null, the same keys)."""
-    from ppdsl.runtime.profile import HeldMemory
+    from ppdsl.runtime.held import HeldMemory
     from ppdsl.runtime.run import held_figures
 
-    figures = held_figures(HeldMemory([], [100, 50], [300, 0]))
+    figures = held_figures(HeldMemory([], [100, 50], [300, 0], []))
     assert (figures["peak_bytes"], figures["host_peak_bytes"]) == ([100, 50], [300, 0])
     assert "emulated on CPU" in figures["host_store"]
-    assert held_figures(HeldMemory([], [100, 50], [0, 0])) == {
+    assert held_figures(HeldMemory([], [100, 50], [0, 0], [])) == {
         "peak_bytes": [100, 50],
         "host_peak_bytes": None,
         "host_store": None,

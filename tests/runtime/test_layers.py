@@ -4,6 +4,7 @@ eagerly built layers; trains like the plain run, split backward included (tests/
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -56,6 +57,21 @@ def test_bad_splits_are_diagnosed(stages, split, fragment):
         block_stages(stages, 128, BLOCKS, 128, split)
     assert [d.code for d in err.value.diagnostics] == ["E039"]
     assert fragment in err.value.diagnostics[0].message
+
+
+@pytest.mark.parametrize("stages", [3, 4, 5, 8, 16])
+def test_the_uniform_splits_advice_works_when_followed(stages):
+    """E039's help names the fewest blocks that fill every stage: that many do, one fewer does not (2 blocks at
+    pp 4 once advised "at least 2 blocks")."""
+    with pytest.raises(DiagnosticError) as err:
+        block_stages(stages, 128, [64], 128, "uniform")
+    advice = err.value.diagnostics[0].help
+    fewest = int(re.search(r"at least (\d+) blocks with the uniform split", advice).group(1))
+    assert sorted(set(block_stages(stages, 128, [64] * fewest, 128, "uniform")) | {0, stages - 1}) == list(
+        range(stages)
+    )
+    with pytest.raises(DiagnosticError):
+        block_stages(stages, 128, [64] * (fewest - 1), 128, "uniform")
 
 
 @needs_paddle

@@ -4,6 +4,7 @@ gradients accumulated over the micro-batches as the full batch's mean, the loss 
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,3 +152,51 @@ def test_own_program_through_a_plan_module_trains_as_the_full_batch(paddle, tmp_
     np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
     for name, value in want.items():
         np.testing.assert_allclose(params[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_hand_placed_model_that_leaves_stages_empty_is_refused_naming_them(tmp_path, monkeypatch):
+    """Before: ops on stages 0 and 3 only trained at pp 4 without a word (ranks 1 and 2 only passed values on),
+    where `ctx.pipeline` refuses such a split (E039)."""
+    from typer.testing import CliRunner
+
+    from ppdsl.cli import app
+    from ppdsl.common.explanations import ENDS_ONLY
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ENDS_ONLY[0]).write_text(ENDS_ONLY[1])
+    args = ["run", "1f1b", "-m", "4", "--batch-size", "4", "--steps", "1", "--model", "ends:build"]
+    refused = CliRunner().invoke(app, [*args, "--pp", "4"])
+    assert refused.exit_code == 2, refused.output
+    assert (
+        "error[E064]: stages 1-2 of 4 hold no op of the model: every op it builds is on stages 0, 3" in refused.stderr
+    )
+    assert "Traceback" not in refused.output
+    assert CliRunner().invoke(app, [*args, "--pp", "2"]).exit_code == 0  # every stage holds ops
+
+
+@pytest.mark.e2e
+def test_the_seed_reaches_the_generator_a_static_dropout_draws_from(tmp_path, monkeypatch):
+    """tests/models/dropout_mlp.py's dropouts have no fixed seed: their masks come from Paddle's global generator,
+    which the program seed does not reach. Before, two runs with one --seed trained differently (each went on from
+    whatever state the generator was in); now --seed seeds it, so they agree bit for bit, and another seed differs."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ppdsl.cli import app
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "1f1b", "--pp", "2", "-m", "2", "--batch-size", "4", "--steps", "2", "--optimizer", "sgd"]
+    args += ["--model", "tests.models.dropout_mlp:build"]
+
+    def trained(seed: int, name: str) -> dict:
+        summary = tmp_path / f"{name}.json"
+        result = CliRunner().invoke(app, [*args, "--seed", str(seed), "--summary-json", str(summary)])
+        assert result.exit_code == 0, result.output
+        return json.loads(summary.read_text())
+
+    first, again, other = trained(3, "first"), trained(3, "again"), trained(4, "other")
+    assert first["losses"] == again["losses"]
+    assert first["parameters"] == again["parameters"]  # sums and sums of squares, as floats: bit for bit
+    assert first["parameters"] != other["parameters"]

@@ -6,6 +6,7 @@ parameters go NaN stops, naming the step, and saves nothing of it."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
@@ -109,6 +110,45 @@ def test_a_checkpoint_of_another_run_is_refused(saved, change, fragment):
         args += change
     stderr = _refused(*args, "--resume", str(saved.parent))
     assert "error[E037]" in stderr and fragment in stderr, stderr
+
+
+def test_a_checkpoint_restores_state_never_the_learning_rate_flag(saved, tmp_path):
+    """Before: a checkpoint's `learning_rate` array (0 here) was restored over `--lr`: nothing trained, exit 0, and
+    the summary said lr 0.01. The identity check compares metadata only; the array is the flag's, not state."""
+    with np.load(saved) as data:
+        names = sorted({*data.files, "learning_rate"} - {"__meta__"})
+    listed = {"arrays": len(names), "arrays_sha256": hashlib.sha256("\n".join(names).encode()).hexdigest()}
+    # as an older ppdsl wrote it, the learning rate among the arrays (and listed in the metadata), but 0
+    tampered = _rewritten(saved, tmp_path, meta=listed, arrays={"learning_rate": np.array(0.0, dtype=np.float32)})
+    reports = {}
+    for name, directory in (("plain", saved.parent), ("tampered", tampered)):
+        summary = tmp_path / f"{name}.json"
+        result = _run(*_steps(3), "--resume", str(directory), "--summary-json", str(summary))
+        assert result.exit_code == 0, result.output
+        reports[name] = json.loads(summary.read_text())
+    plain, tampered_run = reports["plain"], reports["tampered"]
+    assert tampered_run["lr"] == plain["lr"] == 0.01
+    with np.load(saved) as data:
+        head_at_step_1 = float(data["head"].sum(dtype=np.float64))
+    assert tampered_run["parameters"]["head"]["sum"] != pytest.approx(head_at_step_1, rel=1e-9, abs=0), "nothing moved"
+    assert tampered_run["parameters"] == plain["parameters"]  # trained at --lr, bit for bit
+    assert tampered_run["losses"] == plain["losses"]
+
+
+def test_the_summary_states_the_learning_rate_the_run_trained_with(saved, tmp_path, monkeypatch):
+    """The summary's `lr` is read from the optimizer's variable, not copied from the flag. Before, with the learning
+    rate restored from a file again (as before FLAG_STATE), a 0 there trained nothing and the summary said 0.01."""
+    from ppdsl.runtime import checkpoint
+
+    with np.load(saved) as data:
+        names = sorted({*data.files, "learning_rate"} - {"__meta__"})
+    listed = {"arrays": len(names), "arrays_sha256": hashlib.sha256("\n".join(names).encode()).hexdigest()}
+    tampered = _rewritten(saved, tmp_path, meta=listed, arrays={"learning_rate": np.array(0.0, dtype=np.float32)})
+    monkeypatch.setattr(checkpoint, "FLAG_STATE", frozenset())  # a restore that sets the learning rate again
+    summary = tmp_path / "summary.json"
+    result = _run(*_steps(3), "--resume", str(tampered), "--summary-json", str(summary))
+    assert result.exit_code == 0, result.output
+    assert json.loads(summary.read_text())["lr"] == 0.0
 
 
 def test_a_checkpoint_of_an_edited_schedule_is_refused_naming_both_fingerprints(saved, tmp_path):

@@ -19,7 +19,8 @@ from ppdsl.analysis.plan_spec import plan_spec, source_fingerprint
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import load
-from ppdsl.runtime.worker import load_plan
+from ppdsl.runtime.launch_spec import LaunchSpec, load_plan, read_launch_spec, write_launch
+from ppdsl.runtime.request import RunRequest
 
 from paths import LIBRARY, ROOT
 
@@ -27,45 +28,39 @@ WORKER = ROOT / "ppdsl" / "runtime" / "worker.py"
 needs_paddle = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 
 
-def _launch(tmp_path: Path, pp: int = 1, m: int = 2, fingerprint: str | None = None) -> tuple[Path, dict]:
-    """What `ppdsl run --nproc-per-node` writes into a launch's directory, for a copy of 1f1b.sched in tmp_path."""
+def _launch(
+    tmp_path: Path, pp: int = 1, m: int = 2, fingerprint: str | None = None, plan_text: str | None = None
+) -> tuple[Path, LaunchSpec, str]:
+    """What `ppdsl run --nproc-per-node` writes into a launch's directory, for a copy of 1f1b.sched in tmp_path:
+    the schedule, the spec as a rank reads it, and the sha256 its command line carries."""
     sched = tmp_path / "mine.sched"
     sched.write_text((LIBRARY / "1f1b.sched").read_text())
     spec = plan_spec(check(Scenario(str(sched), pp, m), record_visits=True))
-    (tmp_path / "plan.json").write_text(spec.to_json())
-    launch = {  # the options as RunRequest.to_spec writes them, and the launch's own keys
-        "pp": pp,
-        "microbatches": m,
-        "model": None,
-        "model_dir": str(tmp_path),
-        "batch_size": 2 * m,
-        "lr": 0.05,
-        "optimizer": "sgd",
-        "seed": 3,
-        "steps": 1,
-        "comm_timeout": 20.0,
-        "resume_files": {},
-        "resume_step": 0,
-        "save_dir": None,
-        "save_every": 0,
-        "fail": None,
-        "plan": str(tmp_path / "plan.json"),
-        "fingerprint": fingerprint or spec.fingerprint,
-        "launch_dir": str(tmp_path),
-    }
-    (tmp_path / "spec.json").write_text(json.dumps(launch))
-    return sched, launch
+    request = RunRequest(
+        str(sched),
+        pp=pp,
+        microbatches=m,
+        batch_size=2 * m,
+        lr=0.05,
+        optimizer="sgd",
+        seed=3,
+        steps=1,
+        nproc_per_node=pp,
+    )
+    launch = LaunchSpec(options=request.to_spec(), model_dir=str(tmp_path))
+    spec_path, digest = write_launch(tmp_path, launch, plan_text or spec.to_json(), fingerprint or spec.fingerprint)
+    return sched, read_launch_spec(spec_path, digest), digest
 
 
 @needs_paddle
 def test_a_rank_trains_from_its_plan_without_reading_the_sched_or_importing_the_language(tmp_path):
     """The rank's own entry (worker.py as the launcher starts it, one rank of pp = 1), with every `open` recorded."""
-    sched, _ = _launch(tmp_path)
+    sched, _, digest = _launch(tmp_path)
     code = f"""
 import runpy, sys
 opened = []
 sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
-sys.argv = ["worker.py", {str(tmp_path / "spec.json")!r}]
+sys.argv = ["worker.py", {str(tmp_path / "spec.json")!r}, {digest!r}]
 try:
     runpy.run_path({str(WORKER)!r}, run_name="__main__")
 except SystemExit as end:
@@ -87,7 +82,7 @@ print("PLAN", {str(tmp_path / "plan.json")!r} in opened)
 
 def test_a_rank_refuses_a_plan_of_another_source_naming_both_fingerprints(tmp_path):
     other = source_fingerprint(["order { forward backward optimizer }"])
-    _, launch = _launch(tmp_path, fingerprint=other)
+    _, launch, _ = _launch(tmp_path, fingerprint=other)
     with pytest.raises(DiagnosticError) as err:
         load_plan(launch)
     (d,) = err.value.diagnostics
@@ -98,8 +93,8 @@ def test_a_rank_refuses_a_plan_of_another_source_naming_both_fingerprints(tmp_pa
 
 
 def test_a_rank_refuses_a_damaged_plan(tmp_path):
-    _, launch = _launch(tmp_path)
-    (tmp_path / "plan.json").write_text('{"format": 1, "pp": 1}')
+    """Written so by the launcher (its sha256 in the spec): not a plan (E091). One written after is E045."""
+    _, launch, _ = _launch(tmp_path, plan_text='{"format": 1, "pp": 1}')
     with pytest.raises(DiagnosticError) as err:
         load_plan(launch)
     assert [d.code for d in err.value.diagnostics] == ["E091"]

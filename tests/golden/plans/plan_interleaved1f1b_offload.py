@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "Interleaved1F1B-Offload"
 SOURCE = "schedules/interleaved1f1b_offload.sched"
-SOURCE_SHA256 = "9ea7866d08c57d7d03df2ee93efe5933f30b09fdc44f528b959e99b1a659696d"
+SOURCE_SHA256 = "32e593fa4fabfd1cfe92fd62ea002a359aecf7300ca1bb94ccb56fcc5ba0d74b"
 PPDSL_VERSION = "0.1.0"
 
 # The schedule's parameters and their defaults; every function below takes them as keywords.
