@@ -18,8 +18,19 @@ function sizes() {
   };
 }
 
+/**
+ * The command started as `ppdsl lsp`: `ppdsl.path` of the user's settings, never a workspace's (a cloned repository
+ * would choose the program the editor runs). The setting is `machine`-scoped, so VS Code ignores one in a
+ * workspace anyway; this reads the user's value only, whatever the editor merges.
+ */
+function serverCommand() {
+  const found = vscode.workspace.getConfiguration(SECTION).inspect("path");
+  const value = found ? found.globalValue : undefined;
+  return typeof value === "string" && value ? value : "ppdsl";
+}
+
 function newClient() {
-  const command = vscode.workspace.getConfiguration(SECTION).get("path", "ppdsl") || "ppdsl";
+  const command = serverCommand();
   const serverOptions = { command, args: ["lsp"], transport: TransportKind.stdio };
   const clientOptions = {
     documentSelector: [{ language: "sched" }],
@@ -36,7 +47,7 @@ async function start() {
   try {
     await client.start();
   } catch (err) {
-    const command = vscode.workspace.getConfiguration(SECTION).get("path", "ppdsl");
+    const command = serverCommand();
     vscode.window.showErrorMessage(
       `ppdsl: could not start \`${command} lsp\` (${err && err.message ? err.message : err}). ` +
         "Install ppdsl (`pip install ppdsl`) or set `ppdsl.path` to its command."
@@ -67,4 +78,4 @@ function deactivate() {
   return client ? client.stop() : undefined;
 }
 
-module.exports = { activate, deactivate, sizes };
+module.exports = { activate, deactivate, sizes, serverCommand };

@@ -93,6 +93,8 @@ _SUMMARIES = {
     "E072": "the ranks did not meet within `--rendezvous-timeout` (a node never came)",
     "E073": "a multi-process run was stopped by a signal (SIGTERM, SIGINT, SIGHUP)",
     "E076": "a measured profile (`--measured`) is not a run of the schedule and sizes it is drawn as",
+    "E077": "a document open in the editor is larger than the language server holds (16 MiB, as `ppdsl check` reads)",
+    "E078": "the editor sent the language server a message it cannot frame (a `Content-Length` past its cap)",
     "E055": "a rule sets an op attribute that is not a stream, scheduling or communication attribute",
     "E056": "a rule's attribute has a type Paddle does not give it",
     "E057": "a rule's stream template is malformed or unbounded",

@@ -1021,6 +1021,39 @@ EXPLANATIONS: dict[str, Explanation] = {
         ),
         cmd("ppdsl trace 1f1b --pp 4 -m 8 -o profile.json", "ppdsl plot --measured profile.json -o timeline.png"),
     ),
+    "E077": Explanation(
+        "The language server (`ppdsl lsp`) holds and checks a document of at most 16 MiB, the size `ppdsl check` "
+        "reads of a schedule (E052). A larger one is not kept, parsed or checked: it has this one diagnostic "
+        "until it is smaller (close and reopen it, or let the editor send its whole text). A schedule that large "
+        "is better split into files that `include` each other.",
+        cmd(
+            "ppdsl lsp",
+            note="a 20 MiB huge.sched opened in an editor",
+            setting="an editor running the language server",
+        ),
+        cmd(
+            "ppdsl lsp",
+            note="huge.sched split into parts that `include` each other, each opened in an editor",
+            setting="an editor running the language server",
+        ),
+    ),
+    "E078": Explanation(
+        "The language server (`ppdsl lsp`) reads a message of at most 97 MiB (`Content-Length`): any document it "
+        "holds (E077) fits, whatever its JSON escapes. A longer length is not read, for the server would have to "
+        "hold it; and what follows it cannot be framed, so the server answers with an error and exits (status 1). "
+        "A length that is only wrong costs that one message: the server answers it with a parse error and reads on "
+        "at the next header. A client that sends such a length has a bug; restart the server once it is fixed.",
+        cmd(
+            "ppdsl lsp",
+            note="a client that sends `Content-Length: 99999999999` before a message",
+            setting="an editor running the language server",
+        ),
+        cmd(
+            "ppdsl lsp",
+            note="a client that sends each message's length in bytes of its UTF-8 body",
+            setting="an editor running the language server",
+        ),
+    ),
     "E080": Explanation(
         "A `memory` declaration says what a job of its type does to memory, with the verb of that type: a compute "
         "job `allocates` or `frees` (`memory forward allocates 2`); a recompute says what its forward `keeps` "
@@ -1180,7 +1213,8 @@ EXPLANATIONS: dict[str, Explanation] = {
         "The language server (`ppdsl lsp`) checks a file at the sizes of its `# ppdsl:` line, written as `ppdsl "
         "check` takes them: `--pp` and `-m` (`--microbatches`), and optionally `--vpp`, `--param name=value`, "
         "`--rendezvous`, `--cost`, `--memory-limit` and `--max-jobs`. A directive with another option, a size that "
-        "is not an integer from 1 up, or without `--pp` and `-m` is reported on its line, and the file is checked "
+        "is not an integer from 1 up, a `--max-jobs` above `ppdsl check`'s default (a file may lower what the server "
+        "takes on, not raise it), or without `--pp` and `-m` is reported on its line, and the file is checked "
         "at the workspace settings' or the default sizes (pp 4, microbatches 8) instead.",
         cmd(
             "ppdsl lsp",

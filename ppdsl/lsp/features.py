@@ -432,10 +432,18 @@ def _rename_include(doc: Document, sym: Symbol, new_path: str) -> lsp.WorkspaceE
     if sym.target is None:
         raise RenameRefused(f"`{sym.name}` cannot be resolved")
     including = Path(sym.span.file).parent
-    new_target = (including / new_path).resolve()
+    # a symlinked include is renamed as the link: its target may be anyone's (outside the project, shared by
+    # other links), and moving it would leave the link dangling; only the includes through that link change
+    link = _named(sym.span.file, sym.name)
+    linked = link is not None and link.is_symlink()
+    new_target = _named(sym.span.file, new_path) if linked else (including / new_path).resolve()
+    if new_target is None:
+        raise RenameRefused(f"`{new_path}` cannot be resolved")
     edits: list = []
     for o in doc.index.occurrences:
         if o.symbol.kind != "include" or o.symbol.target != sym.target:
+            continue
+        if linked and _named(o.span.file, o.symbol.name) != link:  # the same file under its own or another name
             continue
         # the path as each including file must write it: relative to that file when the new one is below it
         base = Path(o.span.file).parent
@@ -449,6 +457,18 @@ def _rename_include(doc: Document, sym: Symbol, new_path: str) -> lsp.WorkspaceE
                 [lsp.TextEdit(doc.range(o.span), written)],
             )
         )
-    if Path(sym.target).exists():
+    if linked:
+        edits.append(lsp.RenameFile(old_uri=link.as_uri(), new_uri=new_target.as_uri()))
+    elif Path(sym.target).exists():
         edits.append(lsp.RenameFile(old_uri=uri_of(sym.target), new_uri=new_target.as_uri()))
     return lsp.WorkspaceEdit(document_changes=edits)
+
+
+def _named(including: str, path: str) -> Path | None:
+    """The file an include names, its directories resolved but not its last part: the link itself when that
+    part is a symlink (`include_target` resolves it to the link's target)."""
+    try:
+        named = Path(including).parent / path
+        return named.parent.resolve() / named.name
+    except (OSError, ValueError, RuntimeError):
+        return None

@@ -3,7 +3,9 @@
 Where they come from, first found wins:
 
 1. the file's own directive, a comment line `# ppdsl: --pp 4 -m 8 [--vpp 2] [--param k=v] [--rendezvous]
-   [--cost forward=1,backward=2] [--memory-limit 12] [--max-jobs N]` (the options as `ppdsl check` spells them);
+   [--cost forward=1,backward=2] [--memory-limit 12] [--max-jobs N]` (the options as `ppdsl check` spells them,
+   within its caps; `--max-jobs` at most its default, `DEFAULT_MAX_JOBS`: a file may lower the work a check of it
+   takes on, never raise it, for the file may be anyone's and the server holds every job it expands);
 2. the workspace settings `ppdsl.pp`, `ppdsl.microbatches`, `ppdsl.vpp` (initializationOptions, or the client's
    `workspace/configuration`), each one that is given;
 3. the default: pp 4, microbatches 8, and the smallest vpp from 1 to 4 that the schedule's `require`s accept
@@ -110,6 +112,11 @@ def sizes_for(text: str, file: str, settings: Sizes) -> tuple[Sizes, list[Diagno
 _INT_FLAGS = {"--pp": "pp", "--microbatches": "microbatches", "-m": "microbatches", "--vpp": "vpp",
               "--max-jobs": "max_jobs"}  # fmt: skip
 _TEXT_FLAGS = {"--cost": "cost", "--memory-limit": "memory_limit"}
+_MAX_JOBS_MESSAGE = (
+    "the `# ppdsl:` directive's `--max-jobs` must be from 1 to "
+    f"{DEFAULT_MAX_JOBS} (`ppdsl check`'s default), got `{{}}`: a file does not raise what the server takes on"
+)
+_MAX_JOBS_HELP = "check a larger expansion on the command line: `ppdsl check FILE --pp N -m M --max-jobs J`"
 _HELP = "write the sizes as `ppdsl check` takes them: `# ppdsl: --pp 4 -m 8 [--vpp 2] [--param name=value]`"
 
 
@@ -145,8 +152,13 @@ def parse_directive(options: str, settings: Sizes) -> Sizes:
         elif flag in _TEXT_FLAGS:
             values[_TEXT_FLAGS[flag]] = value
         else:
-            high = 2**40 if flag == "--max-jobs" else MAX_SIZE
-            if not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= high:
+            high = DEFAULT_MAX_JOBS if flag == "--max-jobs" else MAX_SIZE
+            if not re.fullmatch(r"[0-9]+", value):
+                raise bad(f"the `# ppdsl:` directive's `{flag}` must be an integer from 1 to {high}, got `{value}`")
+            if not 1 <= int(value) <= high and flag == "--max-jobs":
+                # the file is anyone's (a cloned repository): it may lower what the server takes on, not raise it
+                raise DiagnosticError([Diagnostic("E098", _MAX_JOBS_MESSAGE.format(value), help=_MAX_JOBS_HELP)])
+            if not 1 <= int(value) <= high:
                 raise bad(f"the `# ppdsl:` directive's `{flag}` must be an integer from 1 to {high}, got `{value}`")
             values[_INT_FLAGS[flag]] = int(value)
     missing = [f"`{flag}`" for flag, key in (("--pp", "pp"), ("-m", "microbatches")) if key not in values]

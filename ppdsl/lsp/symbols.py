@@ -27,6 +27,7 @@ from ppdsl.language.typecheck import BUILTIN_NAMES as SIZE_NAMES
 from ppdsl.lsp.syntax import ItemCache
 
 MAX_FILES = 32  # a file and its includes, as far as the index follows them (the resolver's chain bound)
+MAX_READS = 2 * MAX_FILES  # paths the index tries to read, those that cannot be read (a typo, a FIFO) included
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # the job-type part of a table cell (`F3`, `B0.c1`, `recv_forward2`, `optimizer`), as the resolver reads a cell
 CELL_TYPE = re.compile(r"[A-Za-z_]+?(?=\d|\.c\d|$)")
@@ -154,17 +155,25 @@ def build_index(root: str, text: str, read: Callable[[str], str | None], cache: 
     cache = cache or ItemCache()
     files: dict[str, FileIndex] = {}
     order: list[str] = []
+    # each file is read once per index, by its resolved path (a symlink and its target are one), whatever the
+    # include statements naming it; one that cannot be read is tried once too
+    tried: dict[str, str | None] = {}
+
+    def text_of(target: str) -> str | None:
+        if target not in tried and len(tried) < MAX_READS:
+            tried[target] = read(target)
+        return tried.get(target)
 
     def visit(file: str, content: str) -> None:
-        if file in files or len(files) >= MAX_FILES:
-            return
         items, parsed = cache.items(content, file)
         files[file] = FileIndex(file, Source(file, content), items, parsed)
         order.append(file)
         for item in items:
             if isinstance(item, ast.Include):
                 target = include_target(file, item.path)
-                inc = read(target) if target else None
+                if target is None or target in files or len(files) >= MAX_FILES:
+                    continue
+                inc = text_of(target)
                 if inc is not None:
                     visit(target, inc)
 

@@ -18,4 +18,4 @@ def test_the_client_passes_under_node():
     assert node is not None, "node (Node.js 20) runs the extension's tests: `apt-get install nodejs`"
     result = subprocess.run([node, "--test", str(TESTS)], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "# pass 3" in result.stdout and "# fail 0" in result.stdout
+    assert "# pass 4" in result.stdout and "# fail 0" in result.stdout

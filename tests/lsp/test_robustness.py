@@ -11,7 +11,7 @@ from lsprotocol import types as lsp
 
 from ppdsl.lsp import features
 from ppdsl.lsp.checking import check_text
-from ppdsl.lsp.convert import to_diagnostic
+from ppdsl.lsp.convert import Units, to_diagnostic
 from ppdsl.lsp.features import Document, RenameRefused
 from ppdsl.lsp.sizes import Sizes
 from ppdsl.lsp.symbols import build_index
@@ -23,8 +23,7 @@ VARIANTS = 6  # of each file: cut short, and with a piece deleted (2 of zbvpp's 
 PROBES = 25  # positions asked about in each variant
 
 
-def utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
+utf16 = Units("utf-16")
 
 
 def document(path: Path, text: str) -> Document:

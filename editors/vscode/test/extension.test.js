@@ -12,11 +12,18 @@ function fakes(settings) {
   const record = { clients: [], commands: {}, errors: [], configListeners: [] };
   const vscode = {
     workspace: {
+      // `settings["ppdsl.path"]` is the user's value, `settings["workspace:ppdsl.path"]` a workspace's; `get` merges
+      // them as VS Code would for a setting whose scope let a workspace set it
       getConfiguration: (section) => ({
         get: (key, fallback) => {
-          const value = settings[`${section}.${key}`];
+          const value = settings[`workspace:${section}.${key}`] ?? settings[`${section}.${key}`];
           return value === undefined ? fallback : value;
         },
+        inspect: (key) => ({
+          key: `${section}.${key}`,
+          globalValue: settings[`${section}.${key}`],
+          workspaceValue: settings[`workspace:${section}.${key}`],
+        }),
       }),
       onDidChangeConfiguration: (listener) => record.configListeners.push(listener),
     },
@@ -90,4 +97,13 @@ test("the restart command makes a new client; a server that cannot start is an e
   assert.equal(record.clients.length, 2);
   await extension.deactivate();
   assert.equal(record.clients[1].stopped, 1);
+});
+
+test("a workspace's `ppdsl.path` is never the command started", async () => {
+  const { extension, record } = load({ "workspace:ppdsl.path": "./tools/evil" });
+  await extension.activate({ subscriptions: [] });
+  assert.equal(record.clients[0].serverOptions.command, "ppdsl");
+  const user = load({ "ppdsl.path": "/opt/venv/bin/ppdsl", "workspace:ppdsl.path": "./tools/evil" });
+  await user.extension.activate({ subscriptions: [] });
+  assert.equal(user.record.clients[0].serverOptions.command, "/opt/venv/bin/ppdsl");
 });

@@ -1,0 +1,27 @@
+"""The sizes a file's `# ppdsl:` directive sets stay within what `ppdsl check` takes on by default: the file may be
+anyone's (a cloned repository), and the server holds every job a check expands."""
+
+from __future__ import annotations
+
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
+from ppdsl.lsp.sizes import Sizes, sizes_for
+
+BODY = "order { forward * microbatches backward * microbatches optimizer }\n"
+
+
+def test_a_directive_cannot_raise_max_jobs_past_the_default():
+    settings = Sizes()
+    for asked in (DEFAULT_MAX_JOBS + 1, 2**40, 10**30):
+        sizes, diags = sizes_for(f"# ppdsl: --pp 2 -m 4 --max-jobs {asked}\n" + BODY, "big.sched", settings)
+        assert sizes == settings and sizes.max_jobs == DEFAULT_MAX_JOBS  # the settings stand
+        (diag,) = diags
+        assert diag.code == "E098" and diag.span is not None and diag.span.line == 1
+        assert f"from 1 to {DEFAULT_MAX_JOBS}" in diag.message and f"`{asked}`" in diag.message
+        assert "--max-jobs" in diag.help
+
+
+def test_a_directive_may_lower_max_jobs():
+    sizes, diags = sizes_for("# ppdsl: --pp 2 -m 4 --max-jobs 100\n" + BODY, "small.sched", Sizes())
+    assert diags == [] and sizes.max_jobs == 100 and (sizes.pp, sizes.microbatches) == (2, 4)
+    sizes, diags = sizes_for(f"# ppdsl: --pp 2 -m 4 --max-jobs={DEFAULT_MAX_JOBS}\n" + BODY, "edge.sched", Sizes())
+    assert diags == [] and sizes.max_jobs == DEFAULT_MAX_JOBS
