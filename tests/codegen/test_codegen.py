@@ -497,6 +497,7 @@ def test_compile_writes_atomically(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr(os, "rename", lambda *args, **kwargs: refuse(*args[:2]))  # the writer's renameat
     result = invoke("compile", "1f1b", "-o", "plan.py")
     assert result.exit_code == 2 and "cannot write `plan.py`: No space left on device" in result.stderr
     assert (tmp_path / "plan.py").read_text() == "old"
