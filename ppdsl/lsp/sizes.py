@@ -28,7 +28,7 @@ from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.sizes import MAX_SIZE, parse_params
-from ppdsl.common.units import parse_size
+from ppdsl.common.units import parse_memory_limit
 from ppdsl.language.ir import ScheduleDef
 
 DEFAULT_PP = 4
@@ -59,7 +59,8 @@ class Sizes:
         DiagnosticError (E007) for a parameter, cost or limit `ppdsl check` would refuse."""
         params = parse_params(list(self.params))
         costs = CostSpec.read(parse_cost_pairs(self.cost), None)
-        limit = parse_size(self.memory_limit) if self.memory_limit is not None else None
+        # The editor checks without a model, so a limit counts activations: bytes are refused as `check` refuses them
+        limit = parse_memory_limit(self.memory_limit, measured=False) if self.memory_limit is not None else None
         base = Scenario(defn, self.pp, self.microbatches, 1, params, costs, self.rendezvous, None, limit, self.max_jobs)
         vpps = AUTO_VPP if self.vpp is None else (self.vpp,)
         # microbatches left to the default: also pp of them, for a schedule that needs microbatches == pp

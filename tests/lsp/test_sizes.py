@@ -3,6 +3,8 @@ anyone's (a cloned repository), and the server holds every job a check expands."
 
 from __future__ import annotations
 
+import pytest
+
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.lsp.sizes import Sizes, sizes_for
 
@@ -25,3 +27,16 @@ def test_a_directive_may_lower_max_jobs():
     assert diags == [] and sizes.max_jobs == 100 and (sizes.pp, sizes.microbatches) == (2, 4)
     sizes, diags = sizes_for(f"# ppdsl: --pp 2 -m 4 --max-jobs={DEFAULT_MAX_JOBS}\n" + BODY, "edge.sched", Sizes())
     assert diags == [] and sizes.max_jobs == DEFAULT_MAX_JOBS
+
+
+def test_a_limit_in_bytes_is_refused_as_check_refuses_it():
+    """The editor checks without a model: `--memory-limit 1KiB` is E088, not a limit of 1024 activations."""
+    from ppdsl.common.diagnostics import DiagnosticError
+    from ppdsl.language.resolve import resolve_text
+
+    sizes, _ = sizes_for("# ppdsl: --pp 2 -m 4 --memory-limit 1KiB\n" + BODY, "bytes.sched", Sizes())
+    with pytest.raises(DiagnosticError) as err:
+        sizes.scenarios(resolve_text(BODY, "bytes.sched"))
+    assert [d.code for d in err.value.diagnostics] == ["E088"]
+    sizes, _ = sizes_for("# ppdsl: --pp 2 -m 4 --memory-limit 3\n" + BODY, "units.sched", Sizes())
+    assert sizes.scenarios(resolve_text(BODY, "units.sched"))[0].memory_limit == 3
