@@ -95,6 +95,26 @@ def bind_params(defn: ScheduleDef, given: dict[str, object] | None) -> dict[str,
     return values
 
 
+# The chunk counts a schedule is tried at when its size is left to it: the library's `require`s pin at most 2.
+DEFAULT_VPP_CANDIDATES = range(1, 9)
+
+
+def default_vpp(defn: ScheduleDef, pp: int, microbatches: int, params: dict[str, object] | None = None) -> int:
+    """The chunks per rank when none are asked for: 1, unless the schedule's `require`s refuse 1 and allow exactly
+    one count from 1 to 8 (ZB-V's `require vpp == 2`), which is then the only size it can mean. Where several
+    counts or none hold, 1 stands and the check says which `require` fails."""
+    try:
+        base = {"pp": pp, "microbatches": microbatches, **bind_params(defn, params)}
+        allowed = [
+            v
+            for v in DEFAULT_VPP_CANDIDATES
+            if all(_safe_bool(defn, r.condition, {**base, "vpp": v}, r.span) for r in defn.requires)
+        ]
+    except DiagnosticError:  # a parameter or a `require` that fails to evaluate: the expansion reports it
+        return 1
+    return allowed[0] if len(allowed) == 1 else 1
+
+
 def expand(
     defn: ScheduleDef,
     pp: int,

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
-from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
+from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, default_vpp
 from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_USAGE, exit_code
@@ -112,7 +112,13 @@ Micro = Annotated[
     ),
 ]
 VPP = Annotated[
-    int, typer.Option("--vpp", help="Chunks (virtual stages) per rank.", callback=in_range("--vpp", *SIZE_RANGE))
+    int | None,
+    typer.Option(
+        "--vpp",
+        help="Chunks (virtual stages) per rank. Default 1, or the one count the schedule's `require`s allow (ZB-V: 2).",
+        callback=in_range("--vpp", *SIZE_RANGE),
+        show_default=False,
+    ),
 ]
 Params = Annotated[list[str] | None, typer.Option("--param", help="Schedule parameter, `name=value`; repeatable.")]
 CostPairs = Annotated[
@@ -246,7 +252,7 @@ def scenario(
     file: str,
     pp: int,
     microbatches: int,
-    vpp: int = 1,
+    vpp: int | None = 1,
     param: list[str] | None = None,
     cost: str | None = None,
     costs: Path | None = None,
@@ -255,16 +261,24 @@ def scenario(
     memory_limit: float | None = None,
     max_jobs: int = DEFAULT_MAX_JOBS,
 ) -> Scenario:
-    """The scenario a command's options describe; bad options end the command."""
-    return Scenario(
+    """The scenario a command's options describe; bad options end the command. `vpp` None: the schedule's
+    default (`default_vpp`)."""
+    params = diagnosed(parse_params, param)
+    chosen = Scenario(
         find_schedule(file),
         pp,
         microbatches,
-        vpp,
-        diagnosed(parse_params, param),
+        1 if vpp is None else vpp,
+        params,
         cost_spec(cost, costs),
         rendezvous,
         memory,
         memory_limit,
         max_jobs,
     )
+    if vpp is None:
+        try:
+            return chosen.with_(vpp=default_vpp(chosen.definition(), pp, microbatches, params))
+        except DiagnosticError:  # a file that does not load: the command reports it where it expands
+            pass
+    return chosen

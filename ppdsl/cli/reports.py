@@ -67,7 +67,7 @@ def trace_cmd(
     file: File,
     pp: PP,
     microbatches: Micro,
-    vpp: VPP = 1,
+    vpp: VPP = None,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -84,8 +84,8 @@ def trace_cmd(
     from ppdsl.reports.simulate import simulate
     from ppdsl.reports.trace import trace_json
 
-    budget.refuse_sizes("trace", pp, vpp, microbatches, max_memory)
     spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
+    budget.refuse_sizes("trace", pp, spec.vpp, microbatches, max_memory)
     sim = diagnosed(simulate, spec)
     jobs = sum(len(j) for j in sim.expansion.jobs)
     budget.refuse_jobs("trace", jobs, max_memory)
@@ -424,7 +424,7 @@ def sweep_cmd(
     file: File,
     pp: Annotated[str, typer.Option("--pp", help="Pipeline degrees: `4,8`, `2..16` (doubling), `2..8:2`.")],
     microbatches: Annotated[str, typer.Option("--microbatches", "-m", help="Micro-batches: `8..64`, `8,12,16`.")],
-    vpp: VPP = 1,
+    vpp: VPP = None,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -443,8 +443,9 @@ def sweep_cmd(
         picture_format(output)
     pps = diagnosed(parse_sizes, pp, "--pp")
     ms = diagnosed(parse_sizes, microbatches, "-m")
-    budget.refuse_sweep([(p, m) for p in pps for m in ms], vpp, max_jobs)
     base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
+    vpp = base.vpp
+    budget.refuse_sweep([(p, m) for p in pps for m in ms], vpp, max_jobs)
     rows = diagnosed(sweep, base, pps, ms)
     name = next((r.schedule for r in rows), file)
     title = f"{name}  vpp={vpp}  pp in {pps}  microbatches in {ms}"

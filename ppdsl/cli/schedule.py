@@ -67,7 +67,7 @@ def check_cmd(
     file: File,
     pp: PP,
     microbatches: Micro,
-    vpp: VPP = 1,
+    vpp: VPP = None,
     param: Params = None,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
     rendezvous: Rendezvous = False,
@@ -137,7 +137,7 @@ def expand_cmd(
     file: File,
     pp: PP,
     microbatches: Micro,
-    vpp: VPP = 1,
+    vpp: VPP = None,
     param: Params = None,
     fmt: Annotated[ExpandFormat, typer.Option("--format", help="Output format.")] = ExpandFormat.json,
     output: Output = None,
@@ -147,8 +147,9 @@ def expand_cmd(
     """Print every rank's job order for these sizes."""
     from ppdsl.reports import formats
 
-    budget.refuse_sizes("expand", pp, vpp, microbatches, max_memory)
-    exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs)
+    budget.refuse_sizes("expand", pp, chosen.vpp, microbatches, max_memory)
+    exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("expand", sum(map(len, exp.jobs)), max_memory)
     if fmt is ExpandFormat.json:
         text = formats.to_json(exp)
@@ -177,7 +178,7 @@ def show_cmd(
     file: File,
     pp: PP,
     microbatches: Micro,
-    vpp: VPP = 1,
+    vpp: VPP = None,
     param: Params = None,
     steps: Annotated[
         int,
@@ -192,8 +193,9 @@ def show_cmd(
     max_memory: MaxMemory = None,
 ) -> None:
     """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
-    budget.refuse_sizes("show", pp, vpp, microbatches, max_memory)
-    exp = diagnosed(scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs).expansion)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs)
+    budget.refuse_sizes("show", pp, chosen.vpp, microbatches, max_memory)
+    exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("show", sum(map(len, exp.jobs)), max_memory)
     names = exp.type_names
     longest = max((len(j) for j in exp.jobs), default=0)
@@ -201,10 +203,10 @@ def show_cmd(
         grid = text_grid(exp, width=steps, columns=terminal_columns())
         used = used_types(exp)
         letters = ", ".join(f"{letter_of(n)} = {n}" for t, n in enumerate(names) if t in used and letter_of(n))
-        text = "\n\n".join([f"{escaped(exp.defn.name)}  pp={pp} vpp={vpp} microbatches={microbatches}", grid])
+        text = "\n\n".join([f"{escaped(exp.defn.name)}  pp={pp} vpp={chosen.vpp} microbatches={microbatches}", grid])
         emit(text + (f"\n{letters}" if letters else ""), None)
         return
-    out.print(styled((escaped(exp.defn.name), "bold"), f"  pp={pp} vpp={vpp} microbatches={microbatches}"))
+    out.print(styled((escaped(exp.defn.name), "bold"), f"  pp={pp} vpp={chosen.vpp} microbatches={microbatches}"))
     # every cell whole: long names abbreviated (a legend follows), as many steps a block as the terminal holds
     short = abbreviations(exp)
     labels = {code: escaped(grid_label(exp, code, short)) for jobs in exp.jobs for code in set(jobs)}

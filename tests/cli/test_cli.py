@@ -161,3 +161,17 @@ def test_check_and_compare_show_recomputing_beside_the_bubble():
     assert ratios == {"1F1B": 0.0, "1F1B-Recompute": pytest.approx(8 / 41)}
     table = runner.invoke(app, ["compare", "1f1b", "1f1b_recompute", "--pp", "4", "-m", "8"]).stdout
     assert "recompute" in table and "19.5%" in table
+
+
+@pytest.mark.parametrize("command", ["check", "show", "expand", "trace"])
+def test_a_vpp_the_schedules_requires_pin_is_the_default(command, in_repo, tmp_path):
+    """ZB-V takes only vpp 2 (`require vpp == 2`): without --vpp every command uses it; a schedule that takes
+    several keeps 1; an explicit --vpp 1 is still refused by the require."""
+    extra = ["-o", str(tmp_path / "t.json")] if command == "trace" else []
+    result = runner.invoke(app, [command, "zbv", "--pp", "4", "-m", "8", *extra])
+    assert result.exit_code == 0, result.output
+    if command in ("check", "show"):
+        assert "vpp=2" in result.stdout
+    pinned = runner.invoke(app, ["check", "zbv", "--pp", "4", "-m", "8", "--vpp", "1"])
+    assert pinned.exit_code != 0 and "S100" in pinned.stderr
+    assert "vpp=1" in runner.invoke(app, ["check", "vpp", "--pp", "4", "-m", "8"]).stdout
