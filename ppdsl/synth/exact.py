@@ -315,7 +315,8 @@ class ScheduleModel:
         if deterministic:
             # CP-SAT's deterministic time runs about twice as fast as the clock here: half of it for the seconds
             solver.parameters.max_deterministic_time = max(seconds / 2, 0.05)
-            solver.parameters.max_time_in_seconds = max(4 * seconds, 1.0)  # a safety net, not the budget
+            # a safety net, not the budget (wide: on a loaded machine the clock runs far ahead of the counted time)
+            solver.parameters.max_time_in_seconds = max(10 * seconds, 2.0)
         else:
             solver.parameters.max_time_in_seconds = max(seconds, 0.05)
         solver.parameters.num_workers = max(1, workers)
