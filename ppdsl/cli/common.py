@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import math
-import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -24,7 +23,7 @@ from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_USAGE, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
-from ppdsl.common.files import write_output
+from ppdsl.common.files import write_output, write_stdout
 from ppdsl.common.sizes import MAX_SIZE, check_batch_size, parse_params
 from ppdsl.common.text import number_text
 from ppdsl.common.units import parse_size
@@ -196,11 +195,8 @@ def output_name(output: str | Path | None) -> str:
 def emit(text: str | bytes, output: str | Path | None) -> None:
     """Write to `output` (`ppdsl.common.files.write_output`: atomically, never over an input), or to stdout when
     it is None or `-`."""
-    if to_stdout(output):
-        if isinstance(text, bytes):
-            sys.stdout.buffer.write(text)
-        else:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if to_stdout(output):  # as UTF-8 bytes, whatever the locale's encoding (`files.write_stdout`)
+        diagnosed(write_stdout, text if isinstance(text, bytes) or text.endswith("\n") else text + "\n")
         return
     diagnosed(write_output, output, text)
 

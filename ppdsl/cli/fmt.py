@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import sys
 from typing import Annotated
 
 import typer
@@ -19,7 +18,7 @@ from ppdsl.cli.app import app
 from ppdsl.cli.common import err, fail, out
 from ppdsl.common.codes import EXIT_INVALID, EXIT_VALID, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
-from ppdsl.common.files import SCHEDULE_BYTES, read_text, rewrite_input
+from ppdsl.common.files import SCHEDULE_BYTES, read_stdin_text, read_text, rewrite_input, write_stdout
 from ppdsl.common.text import count, escaped
 from ppdsl.language.format import format_text
 
@@ -28,24 +27,51 @@ STDIN = "-"
 
 def sched_files(paths: list[str]) -> list[str]:
     """The files named, and the `.sched` files under the directories named (sorted; hidden directories and
-    symlinked directories are not entered), each once."""
-    found: list[str] = []
+    symlinked directories are not entered, symlinked files not taken), each once."""
+    return [path for path, _ in _walk(paths)[0]]
+
+
+def _walk(paths: list[str]) -> tuple[list[tuple[str, str | None]], list[Diagnostic]]:
+    """Each file to format with the real path of the tree it was found in (None for a file named), and E059 for
+    each symlink found that leads out of its tree. A symlink found inside a tree is never followed: one to a file
+    of the tree is skipped (the file is formatted under its own name), one out of it is reported, so that `fmt
+    DIR` writes only under DIR."""
+    found: dict[str, str | None] = {}
+    refused: list[Diagnostic] = []
     for path in paths:
-        if path != STDIN and os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".sched")]
-        else:
-            found.append(path)
-    return list(dict.fromkeys(found))
+        if path == STDIN or not os.path.isdir(path):
+            found.setdefault(path, None)
+            continue
+        tree = os.path.realpath(path)
+        for root, dirs, files in os.walk(path):  # followlinks=False: a symlinked directory is not entered
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(files):
+                if not name.endswith(".sched"):
+                    continue
+                file = os.path.join(root, name)
+                if not os.path.islink(file):
+                    found.setdefault(file, tree)
+                elif not _inside(os.path.realpath(file), tree):
+                    refused.append(_link_out(file, path))
+    return list(found.items()), refused
+
+
+def _inside(real: str, tree: str) -> bool:
+    return os.path.commonpath([real, tree]) == tree
+
+
+def _link_out(file: str, tree: str) -> Diagnostic:
+    return Diagnostic(
+        "E059",
+        f"not formatting `{escaped(file)}`: it is a symlink to `{escaped(os.path.realpath(file))}`, outside "
+        f"`{escaped(tree)}`",
+        help="`ppdsl fmt DIR` writes only under DIR: name the file the link points to to format it",
+    )
 
 
 def _read(path: str) -> str:
     if path == STDIN:
-        text = sys.stdin.read(SCHEDULE_BYTES + 1)
-        if len(text) > SCHEDULE_BYTES:
-            raise DiagnosticError([Diagnostic("E052", f"stdin holds more than {SCHEDULE_BYTES} characters")])
-        return text
+        return read_stdin_text(SCHEDULE_BYTES, what="the schedule from ")
     return read_text(path, SCHEDULE_BYTES, what="the schedule ")
 
 
@@ -60,6 +86,14 @@ def _diff(path: str, before: str, after: str) -> str:
     shown = "stdin" if path == STDIN else path
     lines = difflib.unified_diff(_lines(before), _lines(after), f"{shown}", f"{shown} (formatted)")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _print(text: str, refused: list[Diagnostic]) -> None:
+    """Formatted text or a diff on stdout, as UTF-8 whatever the locale says (`files.write_stdout`)."""
+    try:
+        write_stdout(text)
+    except DiagnosticError as e:
+        refused += e.diagnostics
 
 
 @app.command("fmt")
@@ -77,8 +111,9 @@ def fmt_cmd(
 ) -> None:
     """Format .sched files in the canonical layout, comments and docstrings kept (as `gofmt`, `ruff format`)."""
     named = paths or ["."]
-    files = sched_files(named)
-    if not files:
+    walked, refused = _walk(named)
+    files = [path for path, _ in walked]
+    if not files and not refused:
         where = ", ".join(f"`{escaped(p)}`" for p in named)
         fail(
             [
@@ -89,9 +124,8 @@ def fmt_cmd(
                 )
             ]
         )
-    refused: list[Diagnostic] = []
-    changed = unchanged = failed = 0
-    for path in files:
+    changed, unchanged, failed = 0, 0, len(refused)
+    for path, tree in walked:
         try:
             before = _read(path)
             after = format_text(before, "<stdin>" if path == STDIN else path)
@@ -102,23 +136,22 @@ def fmt_cmd(
         if after == before:
             unchanged += 1
             if path == STDIN and not (check or diff):
-                sys.stdout.write(after)
+                _print(after, refused)
             continue
         changed += 1
         if diff:
-            sys.stdout.write(_diff(path, before, after))
+            _print(_diff(path, before, after), refused)
         if check:
             out.print(f"would reformat {escaped('stdin' if path == STDIN else path)}")
         if not (check or diff):
             if path == STDIN:
-                sys.stdout.write(after)
+                _print(after, refused)
             else:
                 try:
-                    rewrite_input(path, after)
+                    rewrite_input(path, after, within=tree)
                 except DiagnosticError as e:
                     refused += e.diagnostics
                     changed, failed = changed - 1, failed + 1
-    sys.stdout.flush()
     verb = "would be reformatted" if check or diff else "reformatted"
     summary = f"{count(changed, 'file')} {verb}, {count(unchanged, 'file')} left unchanged"
     if failed:

@@ -6,6 +6,7 @@ import json
 import shlex
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -39,6 +40,7 @@ from ppdsl.cli.common import (
     memory_size,
     out,
     print_data,
+    save_picture,
     styled,
     usage_error,
 )
@@ -387,8 +389,8 @@ def frontier_cmd(
     quiet = fmt is TextOrJson.json or not err.is_terminal
     with err.status("searching", spinner="dots") if not quiet else _nothing():
         fr = diagnosed(frontier, pp, microbatches, vpp, spec, actions, steps, time_limit)
-    if output is not None:
-        draw_frontier(fr, output)
+    if output is not None:  # drawn into memory, written by the one writer (never through a planted symlink)
+        save_picture(lambda buf, fmt_: draw_frontier(fr, buf, fmt_), Path(output))
     if fmt is TextOrJson.json:
         data = {
             "pp": pp,

@@ -709,6 +709,17 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl compile 1f1b -o ."),
         cmd("ppdsl compile 1f1b -o plan_1f1b.py"),
     ),
+    "E054": Explanation(
+        "ppdsl writes only into a directory that no other user can change: owned by you or by root, and not "
+        "writable by its group (unless it is your private group) or by everyone. A sticky directory everyone "
+        "may write (`/tmp`) is shared: there ppdsl only makes new files and replaces its own. A run directory "
+        "(`--run-dir`, default `ppdsl-run/`) and a save directory (`--save-dir`) are checked as ssh checks "
+        "`~/.ssh`, every directory above them too, because the ranks and a resumed run open their files by name "
+        "later. Otherwise another user (you may be root) could swap `spec.json` or plant a symlink where ppdsl "
+        "writes.",
+        cmd("ppdsl compile 1f1b", setting="the current directory is another user's"),
+        cmd("ppdsl compile 1f1b", note="(in a directory of your own)"),
+    ),
     "E055": Explanation(
         "A rule's `attr` changes how the ops it matches are run, never what they compute: it takes only the "
         "communication and scheduling attributes Paddle's own pipeline passes set (`use_calc_stream`, "
@@ -731,6 +742,24 @@ EXPLANATIONS: dict[str, Explanation] = {
         "name at most 128 characters; braces pair up, `{{` and `}}` are literal braces.",
         sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3000000000}" }\n' + GPIPE, "--pp 2 -m 2"),
         sched('rule "pd_op.send_v2" { stream = "send_{ring_id:>3}" }\n' + GPIPE, "--pp 2 -m 2"),
+    ),
+    "E058": Explanation(
+        "An output path is followed through a symlink only if the symlink is yours or root's: another user's "
+        "link could aim your write (as root, any write) at any file. In a shared sticky directory (`/tmp`), a file "
+        "of another user's name is not replaced either. Remove the link, or name the file it points to.",
+        cmd("ppdsl compile 1f1b -o /tmp/plan_1f1b.py", setting="another user's symlink at /tmp/plan_1f1b.py"),
+        cmd("ppdsl compile 1f1b -o plan_1f1b.py"),
+    ),
+    "E059": Explanation(
+        "`ppdsl fmt DIR` rewrites the `.sched` files under DIR, and nothing outside it: a symlink it meets that "
+        "leads out of the tree is not followed, and is reported. A link to a file inside the tree is skipped (that "
+        "file is formatted under its own name). To format the file a link points to, name that file.",
+        cmd(
+            "ln -s /etc/outside.sched schedules/link.sched",
+            "ppdsl fmt schedules",
+            setting="a symlink out of the tree",
+        ),
+        cmd("ppdsl fmt example.sched", files=((SCHED, GPIPE + "\n"),)),
     ),
     "E060": Explanation(
         "After every step each process checks the loss and the parameters it trains: a NaN or an infinity stops the "

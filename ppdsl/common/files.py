@@ -6,13 +6,15 @@ a device, a directory: `os.stat`, then `O_NONBLOCK` and `fstat` against a swap i
 number of bytes (the `*_BYTES` caps); UTF-8, with a byte order mark accepted. Each file read is recorded, for
 the writer.
 
-Writing (`write_output`, `open_output`): a regular file or a new path is replaced atomically (an anonymous
-`O_TMPFILE` beside it, linked and renamed over it at the end: the file is the old one or the whole new one, and
-a `kill -9` leaves no temporary file); a symlink's target is what is replaced, never the link. A character
-device or a FIFO (`/dev/null`, `/dev/stdout`, a pipe) and `-` (stdout) are written through, never replaced. A
-directory, a block device or a socket is refused, as is a file the command has read (its schedule, an include,
-a cost file, a CSV, a profile): an output never overwrites an input. Failures are diagnostics (E000, E050-E053),
-never tracebacks.
+Writing (`write_output`, `open_output`), through `safe_paths.py`, which walks to the output's directory with
+directory descriptors: a directory another user can change is refused (E054), and so is a symlink another user
+owns (E058); a regular file or a new path is replaced atomically (an anonymous `O_TMPFILE` in the checked
+directory, renamed over the name at the end, keeping the old file's mode, owner and extended attributes; a file
+with several hard links is rewritten in place); a symlink's target is what is replaced, never the link. A
+character device or a FIFO (`/dev/null`, `/dev/stdout`, a pipe) and `-` (stdout) are written through, never
+replaced. A directory, a block device or a socket is refused, as is a file the command has read (its schedule,
+an include, a cost file, a CSV, a profile): an output never overwrites an input. Failures are diagnostics (E000,
+E050-E054, E058), never tracebacks.
 """
 
 from __future__ import annotations
@@ -21,18 +23,14 @@ import contextlib
 import errno
 import io
 import os
-import re
-import secrets
-import socket
 import stat
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ppdsl.common import safe_paths
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.regular_files import NotRegular, TooLarge, kind, read_regular
 
@@ -43,14 +41,6 @@ COSTS_BYTES = 1 * MiB  # a cost file (`--costs`, written by `ppdsl calibrate`)
 CSV_BYTES = 64 * MiB  # a PyTorch schedule CSV (`ppdsl import`)
 PROFILE_BYTES = 64 * MiB  # a Chrome trace (`ppdsl calibrate`, `plot --measured`)
 PLAN_BYTES = 256 * MiB  # a plan specification (`plan.json` of a launch, which every rank reads)
-
-# A temporary file that had to be named (no O_TMPFILE on this file system, or the short moment between linking
-# it and renaming it over the target): `.<name>.ppdsl-<host>-<pid>-<random>.tmp`, so a later write of the same
-# name recognises one whose process is gone and removes it.
-_TEMP = re.compile(r"^\.(?P<name>.+)\.ppdsl-(?P<host>[A-Za-z0-9-]*)-(?P<pid>\d+)-[0-9a-f]+\.tmp$")
-_STALE_SECONDS = 60.0  # a temporary file younger than this may still be on its way to its name
-_FD_LINK = re.compile(r"^/(?:proc/(?P<pid>self|thread-self|\d+)/fd|dev/fd)/(?P<fd>\d+)$|^/dev/std(?P<std>in|out|err)$")
-_STD_FDS = {"in": 0, "out": 1, "err": 2}
 
 
 def _size(limit: int) -> str:
@@ -133,12 +123,38 @@ def read_input(path: str | Path, limit: int) -> bytes:
 def read_input_text(path: str | Path, limit: int) -> str:
     """The text of the regular file `path` (UTF-8, a byte order mark dropped), at most `limit` bytes; raises
     InputError."""
-    data = read_input(path, limit)
+    return _decoded(read_input(path, limit), path)
+
+
+def _decoded(data: bytes, path: str | Path) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         raise InputError(path, f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line})") from None
+
+
+def read_stdin_text(limit: int, code: str = "E000", what: str = "") -> str:
+    """Standard input as `read_text` reads a file: its bytes (not the locale's decoding of them), at most
+    `limit`, as UTF-8 with a byte order mark dropped; a failure is a DiagnosticError under `code` (E052 for too
+    many bytes), so that `ppdsl fmt -` takes exactly what `ppdsl fmt FILE` takes."""
+    try:
+        data = sys.stdin.buffer.read(limit + 1)
+        if len(data) > limit:
+            raise _too_large("stdin", limit)
+        return _decoded(data, "stdin")
+    except InputError as err:
+        raise DiagnosticError([err.diagnostic(code, f"cannot read {what}stdin")]) from None
+    except OSError as err:
+        raise DiagnosticError([Diagnostic(code, f"cannot read {what}stdin: {err.strerror or err}")]) from None
+
+
+def write_stdout(text: str | bytes) -> None:
+    """`text` on standard output as UTF-8 bytes, whatever encoding the locale or `PYTHONIOENCODING` gives
+    `sys.stdout` (ASCII cannot hold a schedule's text); after what was printed before. A failed write (a closed
+    pipe, a full disk) is a DiagnosticError (E053)."""
+    with _stdout() as f:
+        f.write(text.encode("utf-8") if isinstance(text, str) else text)
 
 
 def read_text(path: str | Path, limit: int, code: str = "E000", what: str = "", help: str = "") -> str:
@@ -184,71 +200,44 @@ def _refuse(path: str | Path, reason: str, code: str = "E053", help: str = "", f
     return DiagnosticError([Diagnostic(code, f"cannot write {_named(path, flag)}: {reason}", help=help)])
 
 
-def _fd_link(path: str) -> int | None:
-    """For `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N` (or a symlink to one), an open file of a process, which
-    the shell redirected (`> log`): N if it is this process's (written through that descriptor, whose offset the
-    command's other output shares), -1 for another process's, None for any other path. Replacing what such a
-    path points to would cut the redirection."""
-    p = os.path.abspath(path)
-    for _ in range(40):  # the kernel's own limit on a chain of symlinks
-        m = _FD_LINK.match(p)
-        if m and m["std"]:
-            return _STD_FDS[m["std"]]
-        if m:
-            return int(m["fd"]) if m["pid"] in (None, "self", "thread-self", str(os.getpid())) else -1
-        try:
-            p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
-        except OSError:
-            return None
-    return None
-
-
-def _foreign_link_in_shared_directory(path: str) -> bool:
-    """A symlink another user made in a sticky world-writable directory (/tmp): the kernel would not follow it for
-    us (fs.protected_symlinks), and resolving it here must not either, or anyone could aim a root's `-o /tmp/x`
-    at any file."""
-    try:
-        link = os.lstat(path)
-        if not stat.S_ISLNK(link.st_mode):
-            return False
-        parent = os.stat(os.path.dirname(os.path.abspath(path)))
-    except OSError:
-        return False
-    shared = parent.st_mode & stat.S_ISVTX and parent.st_mode & stat.S_IWOTH
-    return bool(shared) and link.st_uid not in (parent.st_uid, os.geteuid())
-
-
-@dataclass(frozen=True)
+@dataclass
 class _Target:
-    """Where and how an output is written: `through` (opened and written in place) or replaced atomically at
-    `path` (a symlink resolved), keeping `mode` if it replaces a file."""
+    """Where and how an output is written: `through` (opened and written in place: a device, a FIFO, an open
+    file of a process) or replaced as the regular file `entry` names (`safe_paths.write_regular`)."""
 
-    path: Path
+    entry: safe_paths.Entry
     through: bool
-    mode: int | None = None
     shown: str = ""  # the path as the user wrote it, for messages
-    fd: int | None = None  # written through this open descriptor of the process (`/dev/stdout`)
 
 
 def _target(path: str | Path, make_parents: bool = False, flag: str = "") -> _Target:
-    """Decide how `path` is written, refusing (DiagnosticError) what must not be: a directory, a block device, a
-    socket, a file the command read. `flag` names the option that gave the path, in messages."""
+    """Decide how `path` is written, refusing (DiagnosticError) what must not be: a directory another user can
+    change (E054), another user's symlink (E058), a directory, a block device, a socket, a file the command read.
+    `flag` names the option that gave the path, in messages."""
     shown = str(path)
-    if _foreign_link_in_shared_directory(shown):
-        raise _refuse(
-            shown,
-            "it is another user's symlink in a shared directory",
-            help="remove the link or write elsewhere: following it could overwrite any file",
-            flag=flag,
-        )
+    purpose = f"write {_named(shown, flag)}"
     try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):  # a new file; whether its directory is one is said below
-        st = None
+        entry = safe_paths.locate(shown, purpose, make_parents=make_parents)
+    except (FileNotFoundError, NotADirectoryError) as err:
+        given = Path(shown).parent  # as the user wrote it
+        what = "is not a directory" if isinstance(err, NotADirectoryError) else "does not exist"
+        raise _write_error(shown, OSError(err.errno, f"`{given}` {what}"), "E000", flag) from None
     except (OSError, ValueError) as err:  # ELOOP, EACCES on a directory above, a NUL byte
         raise _write_error(
             shown, err if isinstance(err, OSError) else OSError(errno.EINVAL, str(err)), "E000", flag
         ) from None
+    try:
+        return _checked(entry, shown, flag)
+    except BaseException:
+        entry.close()
+        raise
+
+
+def _checked(entry: safe_paths.Entry, shown: str, flag: str) -> _Target:
+    st = entry.st
+    if entry.fd is not None:
+        with contextlib.suppress(OSError):
+            st = os.fstat(entry.fd) if entry.fd >= 0 else os.stat(entry.name)
     if st is not None:
         read_as = _input_at(st)
         if read_as is not None:
@@ -263,13 +252,13 @@ def _target(path: str | Path, make_parents: bool = False, flag: str = "") -> _Ta
                     )
                 ]
             )
+    if entry.fd is not None:
+        return _Target(entry, through=True, shown=shown)
+    if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise _refuse(shown, "it is a directory", help="name a file (in that directory, say)", flag=flag)
-        fd = _fd_link(shown)
-        if fd is not None:
-            return _Target(Path(shown), through=True, shown=shown, fd=None if fd < 0 else fd)
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
-            return _Target(Path(shown), through=True, shown=shown)
+            return _Target(entry, through=True, shown=shown)
         if not stat.S_ISREG(st.st_mode):
             raise _refuse(
                 shown,
@@ -277,170 +266,69 @@ def _target(path: str | Path, make_parents: bool = False, flag: str = "") -> _Ta
                 help="write a regular file, a FIFO or a character device",
                 flag=flag,
             )
-    real = Path(os.path.realpath(path))  # a symlink: its target is replaced, where it lives
-    if st is None:
-        if make_parents:
-            try:
-                real.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise _write_error(real.parent, err, "E000") from None
-        if not real.parent.is_dir():
-            what = "is not a directory" if os.path.lexists(real.parent) else "does not exist"
-            given = Path(shown).parent  # as the user wrote it
-            raise _write_error(shown, OSError(errno.ENOENT, f"`{given}` {what}"), "E000", flag)
-        if not os.access(real.parent, os.W_OK | os.X_OK):
-            unwritable = OSError(errno.EACCES, f"the directory `{real.parent}` is not writable")
-            raise _write_error(shown, unwritable, "E000", flag)
-        return _Target(real, through=False, shown=shown)
-    if not os.access(real.parent, os.W_OK | os.X_OK):  # the new file is made beside the old one, then renamed
-        unwritable = OSError(errno.EACCES, f"the directory `{real.parent}` is not writable")
+    directory = entry.directory
+    assert directory is not None
+    safe_paths.check_replaceable(entry, f"write {_named(shown, flag)}")
+    if not os.access(".", os.W_OK | os.X_OK, dir_fd=directory.fd):  # the new file is made in it, then renamed
+        unwritable = OSError(errno.EACCES, f"the directory `{directory.path}` is not writable")
         raise _write_error(shown, unwritable, "E000", flag)
-    return _Target(real, through=False, mode=st.st_mode & 0o777, shown=shown)
+    return _Target(entry, through=False, shown=shown)
 
 
 def check_output(path: str | Path, flag: str = "") -> None:
     """Refuse, before any work, an output that `write_output` would refuse now or could not make (a directory, an
-    input of the command, a missing or unwritable directory): DiagnosticError naming `flag` (the option that gave
-    the path) if there is one. The directory is tried by making and removing a temporary file in it, for its
-    permission bits do not tell it all (a read-only mount, an ACL, a full disk's inodes). `-` (stdout) is fine."""
+    input of the command, a missing or unwritable directory, one another user can change): DiagnosticError naming
+    `flag` (the option that gave the path) if there is one. The directory is tried by making and removing a
+    temporary file in it, for its permission bits do not tell it all (a read-only mount, an ACL, a full disk's
+    inodes). `-` (stdout) is fine."""
     if str(path) == "-":
         return
     target = _target(path, flag=flag)
-    if target.through:  # a device or FIFO is written through, not replaced
-        return
     try:
-        fd, probe = tempfile.mkstemp(dir=target.path.parent, prefix=f".{target.path.name[:150]}.", suffix=".tmp")
+        if not target.through:  # a device or FIFO is written through, not replaced
+            assert target.entry.directory is not None
+            safe_paths.probe(target.entry.directory, target.entry.name)
     except OSError as err:
         raise _write_error(path, err, "E000", flag) from None
-    os.close(fd)
-    os.unlink(probe)
-
-
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9-]", "", socket.gethostname())[:24]
-
-
-def _temp_name(target: Path) -> Path:
-    stem = target.name[:150]  # within NAME_MAX (255) with the rest of the name
-    return target.with_name(f".{stem}.ppdsl-{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, and is another user's
-        return True
-    return True
+    finally:
+        target.entry.close()
 
 
 def clean_stale_temporaries(target: str | Path) -> list[Path]:
-    """Remove the temporary files an earlier write of `target` left when its process was killed: ppdsl's names
-    for this target, from this host, of a process that is gone, owned by this user, older than a minute."""
+    """Remove the temporary files an earlier write of `target` left when its process was killed
+    (`safe_paths.clean_stale_temporaries`)."""
     target = Path(target)
-    removed = []
-    host, now = _host(), time.time()
     try:
-        names = os.listdir(target.parent)
-    except OSError:
-        return removed
-    for name in names:
-        m = _TEMP.match(name)
-        if not m or m["name"] != target.name[:150] or m["host"] != host or _alive(int(m["pid"])):
-            continue
-        path = target.parent / name
-        with contextlib.suppress(OSError):
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime > _STALE_SECONDS:
-                os.unlink(path)
-                removed.append(path)
-    return removed
-
-
-def _anonymous(directory: Path) -> int | None:
-    """A file in `directory` with no name (O_TMPFILE): nothing is left of it if the process dies. None where the
-    kernel or file system has no such thing."""
-    flag = getattr(os, "O_TMPFILE", None)
-    if flag is None:
-        return None
-    try:
-        return os.open(directory, flag | os.O_RDWR | os.O_CLOEXEC, 0o666)
-    except OSError as err:
-        if err.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
-            return None
-        raise
-
-
-def _publish(fd: int, named: Path | None, target: Path) -> None:
-    """Give the written file its name: link the anonymous file to a temporary name beside the target, then
-    rename that over the target (a rename replaces, a link cannot). The temporary name never outlives a failure."""
-    anonymous = named is None
-    named = _temp_name(target) if named is None else named
-    try:
-        if anonymous:
-            try:
-                os.link(f"/proc/self/fd/{fd}", named)  # linkat(AT_SYMLINK_FOLLOW): no privilege, unlike AT_EMPTY_PATH
-            except OSError:  # no /proc: copy what was written into a named file
-                _copy(fd, named)
-        os.replace(named, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(named)
-        raise
-
-
-def _copy(fd: int, named: Path) -> None:
-    os.lseek(fd, 0, os.SEEK_SET)
-    with open(named, "xb") as out, os.fdopen(os.dup(fd), "rb") as src:
-        while chunk := src.read(MiB):
-            out.write(chunk)
-        os.fchmod(out.fileno(), os.fstat(fd).st_mode & 0o777)
-        out.flush()
-        os.fsync(out.fileno())
+        with safe_paths.open_directory(target.parent, f"clean beside `{target}`") as directory:
+            return [target.parent / n for n in safe_paths.clean_stale_temporaries(directory, target.name)]
+    except (OSError, DiagnosticError):
+        return []
 
 
 @contextlib.contextmanager
 def _atomic(target: _Target) -> Iterator[BinaryIO]:
-    clean_stale_temporaries(target.path)
-    named = None
     try:
-        fd = _anonymous(target.path.parent)
-        if fd is None:
-            named = _temp_name(target.path)
-            fd = os.open(named, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except OSError as err:
-        raise _write_error(target.shown, err, "E000") from None
-    try:
-        if target.mode is not None:
-            os.fchmod(fd, target.mode)  # replacing a file keeps its permissions
-        with os.fdopen(fd, "wb", closefd=False) as f:
+        with safe_paths.write_regular(target.entry, f"write `{target.shown}`") as f:
             yield f
-            f.flush()
-            os.fsync(fd)
-        _publish(fd, named, target.path)
-        named = None
     except OSError as err:
         raise _write_error(target.shown, err) from None
-    finally:
-        os.close(fd)
-        if named is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(named)
 
 
 @contextlib.contextmanager
 def _through(target: _Target) -> Iterator[BinaryIO]:
-    path = target.shown
+    path, entry = target.shown, target.entry
     try:
-        if target.fd is not None:
+        if entry.fd is not None and entry.fd >= 0:
             sys.stdout.flush()  # what the command printed before comes first
             sys.stderr.flush()
-            fd = os.dup(target.fd)
+            fd = os.dup(entry.fd)
+        elif entry.fd is not None:  # another process's open file: the kernel's own link, written through
+            fd = os.open(entry.name, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
         else:
             # a FIFO waits here for its reader, as a shell's `>` does; O_APPEND: another process's redirected
             # output keeps what it holds (and a device ignores it)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
+            assert entry.directory is not None and entry.st is not None
+            fd = safe_paths.open_existing(entry.directory, entry.name, entry.st, os.O_WRONLY | os.O_APPEND, block=True)
     except OSError as err:
         raise _write_error(path, err, "E000") from None
     try:
@@ -463,17 +351,27 @@ def _stdout() -> Iterator[BinaryIO]:
 
 
 @contextlib.contextmanager
-def open_output(path: str | Path, make_parents: bool = False) -> Iterator[BinaryIO]:
-    """A binary file to write the output `path` into: replaced atomically when the block ends without an exception
-    (nothing changes otherwise), or written through for a device, a FIFO or `-` (stdout). Raises DiagnosticError
-    for what it refuses and for a failed write."""
+def open_output(
+    path: str | Path,
+    make_parents: bool = False,
+    _replacing: tuple[int, int] | None = None,
+    _within: str | None = None,
+) -> Iterator[BinaryIO]:
+    """A binary file to write the output `path` into: replaced when the block ends without an exception (nothing
+    changes otherwise; see `safe_paths.write_regular`), or written through for a device, a FIFO or `-` (stdout).
+    Raises DiagnosticError for what it refuses and for a failed write."""
     if str(path) == "-":
         with _stdout() as f:
             yield f
         return
     target = _target(path, make_parents)
-    with _through(target) if target.through else _atomic(target) as f:
-        yield f
+    try:
+        if _replacing is not None:
+            _still(target, _replacing, _within)
+        with _through(target) if target.through else _atomic(target) as f:
+            yield f
+    finally:
+        target.entry.close()
 
 
 def write_output(path: str | Path, data: str | bytes, make_parents: bool = False) -> None:
@@ -482,21 +380,44 @@ def write_output(path: str | Path, data: str | bytes, make_parents: bool = False
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def rewrite_input(path: str | Path, data: str) -> None:
-    """Replace the regular file `path`, which the command read, with `data` (atomically, through `write_output`):
-    the one output allowed over an input, for a command whose output is its input rewritten (`ppdsl fmt`).
-    Refuses (E053) a path that no longer names the regular file read: a FIFO, a device or another file moved to
-    that name since is never written."""
+def _still(target: _Target, read: tuple[int, int], within: str | None) -> None:
+    """The file about to be replaced is the one read, and (for a file found under a tree) in that tree."""
+    st = target.entry.st
+    if target.through or st is None or not stat.S_ISREG(st.st_mode):
+        what = kind(st.st_mode) if st is not None and not target.through else "not a regular file"
+        raise _refuse(target.shown, f"it is {what} now", help="rewrite only a regular file")
+    if (st.st_dev, st.st_ino) != read:
+        raise _refuse(target.shown, "it is not the file that was read", help="run the command again")
+    directory = target.entry.directory
+    if within is not None and directory is not None and os.path.commonpath([directory.path, within]) != within:
+        raise _refuse(
+            target.shown, f"it is in `{directory.path}` now, outside `{within}`", help="run the command again"
+        )
+
+
+def rewrite_input(path: str | Path, data: str, within: str | None = None) -> None:
+    """Replace the regular file `path`, which the command read, with `data` (as `write_output` does): the one
+    output allowed over an input, for a command whose output is its input rewritten (`ppdsl fmt`). Refuses (E053)
+    a path that no longer names the regular file read: a FIFO, a device or another file moved to that name since
+    is never written, and so is one whose directory is no longer under `within` (a real path) if given."""
     try:
         st = os.stat(path)
     except (OSError, ValueError) as err:
         raise _write_error(path, err if isinstance(err, OSError) else OSError(errno.EINVAL, str(err)), "E000") from None
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(path, f"it is {kind(st.st_mode)} now", help="rewrite only a regular file")
-    if (st.st_dev, st.st_ino) not in _inputs:  # another file was moved to this name since it was read
+    key = (st.st_dev, st.st_ino)
+    if key not in _inputs:  # another file was moved to this name since it was read
         raise _refuse(path, "it is not the file that was read", help="run the command again")
-    del _inputs[(st.st_dev, st.st_ino)]  # this input may be replaced; any other the command read may not
-    write_output(path, data)
+    read_as = _inputs.pop(key)  # this input may be replaced; any other the command read may not
+    try:
+        with open_output(
+            path, _replacing=key, _within=within
+        ) as f:  # the file replaced is the one read, as found by the writer
+            f.write(data.encode("utf-8"))
+    except BaseException:
+        _inputs[key] = read_as
+        raise
 
 
 # the names of the first version, which only replaced files
@@ -507,21 +428,38 @@ write_atomic = write_output
 # ---------------------------------------------------------------- directories ppdsl owns
 
 
-def new_owned_directory(parent: str | Path, prefix: str) -> Path:
-    """A new directory `parent/<prefix><n>` (the next free n), made here and so ppdsl's alone: what goes in it
-    may be written and replaced freely, and nothing else in `parent` is touched."""
-    parent = Path(parent)
+def trusted_directory(path: str | Path, what: str, create: bool = True) -> safe_paths.Directory:
+    """The directory `path` (made if missing and `create`), open, if neither it nor a directory above it can be
+    changed by another user (as ssh checks `~/.ssh`): for directories whose files are reopened by name later (a
+    run directory, a save directory). `what` names it in messages (`--run-dir`). Raises DiagnosticError: E054 for
+    a directory another user can change, E058 for another user's symlink on the way, E000 otherwise."""
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(1000):  # another launch may take the same number at once: mkdir decides
-            candidate = parent / f"{prefix}{next_owned_number(parent, prefix)}"
-            try:
-                candidate.mkdir()
-                return candidate
-            except FileExistsError:
-                continue
-    except OSError as err:
-        raise _write_error(parent, err, "E000") from None
+        return safe_paths.open_directory(path, f"use {what} `{path}`", ancestors=True, create=create)
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        if isinstance(err, NotADirectoryError):
+            reason = f"`{getattr(err, 'filename', None) or path}` is not a directory"
+        raise DiagnosticError(
+            [Diagnostic("E000", f"cannot use {what} `{path}`: {reason}", help="name a directory you may write to")]
+        ) from None
+
+
+def new_owned_directory(parent: str | Path, prefix: str, what: str = "--run-dir") -> Path:
+    """A new directory `parent/<prefix><n>` (the next free n), made here with mode 0700 and so ppdsl's alone: what
+    goes in it may be written and replaced freely, and nothing else in `parent` is touched. `parent` and every
+    directory above it must be safe from other users (`trusted_directory`)."""
+    parent = Path(parent)
+    with trusted_directory(parent, what) as directory:
+        try:
+            for _ in range(1000):  # another launch may take the same number at once: mkdir decides
+                name = f"{prefix}{next_owned_number(parent, prefix)}"
+                try:
+                    safe_paths.make_directory(directory, name, 0o700)
+                    return parent / name
+                except FileExistsError:
+                    continue
+        except OSError as err:
+            raise _write_error(parent, err, "E000") from None
     raise _refuse(parent, f"no free name `{prefix}<n>`", "E000")
 
 
@@ -530,6 +468,6 @@ def next_owned_number(parent: str | Path, prefix: str) -> int:
     numbers = [0]
     with contextlib.suppress(OSError):
         for name in os.listdir(parent):
-            if name.startswith(prefix) and name[len(prefix) :].isdigit():
+            if name.startswith(prefix) and name[len(prefix) :].isascii() and name[len(prefix) :].isdigit():
                 numbers.append(int(name[len(prefix) :]))
     return max(numbers) + 1

@@ -25,6 +25,7 @@ from typing import Any
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.expand import scale_costs
 from ppdsl.analysis.scenario import Scenario
+from ppdsl.common import csv_cells
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.sizes import MAX_SIZE
 from ppdsl.common.text import shortened
@@ -279,5 +280,5 @@ def rows_csv(rows: Sequence[Row]) -> str:
     writer = csv.DictWriter(buf, FIELDS, lineterminator="\n")
     writer.writeheader()
     for r in rows:
-        writer.writerow({k: "" if v is None else v for k, v in r.to_dict().items()})
+        writer.writerow({k: "" if v is None else csv_cells.cell(v) for k, v in r.to_dict().items()})
     return buf.getvalue()

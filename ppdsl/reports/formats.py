@@ -7,6 +7,7 @@ import io
 import json
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.common import csv_cells
 from ppdsl.language.jobtypes import MEMORY_NAMES
 
 
@@ -35,7 +36,7 @@ def to_json(exp: Expansion) -> str:
 
 
 def to_csv(exp: Expansion) -> str:
-    """One row per job: rank, step, type, chunk, microbatch, stage."""
+    """One row per job: rank, step, type, chunk, microbatch, stage (cells safe in a spreadsheet: `csv_cells`)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["rank", "step", "type", "chunk", "microbatch", "stage"])
@@ -43,7 +44,7 @@ def to_csv(exp: Expansion) -> str:
     for r, jobs in enumerate(exp.jobs):
         for step, code in enumerate(jobs):
             t, c, mb = exp.decode(code)
-            writer.writerow([r, step, names[t], c, mb, exp.stage_of[r][c]])
+            writer.writerow(csv_cells.row([r, step, names[t], c, mb, exp.stage_of[r][c]]))
     return buf.getvalue()
 
 
@@ -82,5 +83,5 @@ def to_torch_csv(exp: Expansion) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)
     for row in torch_actions(exp):
-        writer.writerow(row)
+        writer.writerow(csv_cells.row(row))  # digit-led actions (`0F0`): unchanged, but no cell runs
     return buf.getvalue()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.scenario import Scenario
@@ -136,7 +137,7 @@ def _no_slower(
     return makespan, how
 
 
-def draw_frontier(fr: Frontier, path: str | Path) -> None:
+def draw_frontier(fr: Frontier, path: str | Path | BinaryIO, fmt: str | None = None) -> None:
     """Makespan against memory limit: synth's two curves as steps, the anchors as labelled points."""
     import matplotlib
 
@@ -161,5 +162,5 @@ def draw_frontier(fr: Frontier, path: str | Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format=fmt)
     plt.close(fig)

@@ -41,7 +41,7 @@ import numpy as np
 
 from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.files import open_atomic
+from ppdsl.common.files import open_atomic, trusted_directory
 from ppdsl.runtime.request import TrainConfig
 
 CHECKPOINT = "checkpoint.npz"
@@ -470,21 +470,21 @@ def lock_save_dir(directory: str | Path) -> Iterator[Path]:
     """Create the save directory and hold its lock for the block: refuses (E063) while another run holds it, and
     (E000) a directory that cannot be created or written, before any training."""
     directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise _error("E000", f"cannot save checkpoints into `{directory}`: it is not a directory") from None
-    except OSError as err:
-        raise _error("E000", f"cannot create --save-dir `{directory}`: {err.strerror or err}") from None
-    lock = directory / LOCK
-    try:
-        # never follow a planted symlink, never truncate or write: the file is only a handle for the lock
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
-    except OSError as err:
-        what = "is a symlink" if err.errno == errno.ELOOP else err.strerror or str(err)
-        raise _error(
-            "E000", f"cannot write into --save-dir `{directory}`: `{lock}` {what}", help="choose a writable directory"
-        ) from None
+    # made if missing; refused (E054) if another user could change it or a directory above it, for the ranks and
+    # a resumed run reopen its files by name (`files.trusted_directory`)
+    with trusted_directory(directory, "--save-dir") as checked:
+        lock = directory / LOCK
+        try:
+            # never follow a planted symlink, never truncate or write: the file is only a handle for the lock
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(LOCK, flags, 0o666, dir_fd=checked.fd)
+        except OSError as err:
+            what = "is a symlink" if err.errno == errno.ELOOP else err.strerror or str(err)
+            raise _error(
+                "E000",
+                f"cannot write into --save-dir `{directory}`: `{lock}` {what}",
+                help="choose a writable directory",
+            ) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise _error("E000", f"cannot lock --save-dir `{directory}`: `{lock}` is not a regular file")

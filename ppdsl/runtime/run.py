@@ -25,7 +25,7 @@ from ppdsl.analysis.check import check
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.files import check_output, write_output
+from ppdsl.common.files import check_output, trusted_directory, write_output
 from ppdsl.language.library import find_schedule
 from ppdsl.runtime.request import RunRequest, TrainConfig, flag
 
@@ -197,7 +197,8 @@ class _Context:
 
 
 def _check_outputs(request: RunRequest) -> None:
-    """The summary and the profile, refused now rather than after the training they would record."""
+    """The summary and the profile, the run and save directories, refused now rather than after the training they
+    would record."""
     problems = []
     for name in ("summary_json", "profile"):
         path = getattr(request, name)
@@ -206,6 +207,16 @@ def _check_outputs(request: RunRequest) -> None:
                 check_output(path, flag(name))
             except DiagnosticError as e:
                 problems += e.diagnostics
+    for name, what in (("run_dir", "--run-dir"), ("save_dir", "--save-dir")):
+        path = getattr(request, name)
+        if path is None or request.dry_run or (name == "run_dir" and not request.clustered):
+            continue
+        if not os.path.lexists(path):  # made later (with the same check), once the port and the rest are known good
+            continue
+        try:  # refused now if another user can change it or a directory above it (E054)
+            trusted_directory(path, what, create=False).close()
+        except DiagnosticError as e:
+            problems += e.diagnostics
     if problems:
         raise DiagnosticError(problems)
 

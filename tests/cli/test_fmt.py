@@ -95,3 +95,72 @@ def test_the_library_is_formatted():
     result = fmt("--check", str(LIBRARY))
     assert result.exit_code == 0, result.stdout
     assert f"{len(list(LIBRARY.glob('*.sched')))} files left unchanged" in result.stderr
+
+
+def test_a_symlink_out_of_the_tree_is_reported_and_never_written(tmp_path):
+    """`ppdsl fmt DIR` writes under DIR only: a `.sched` symlink leading out of it (another user's, say) is
+    refused with E059, and its target is neither rewritten nor given another owner."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "precious.sched"
+    target.write_text(UGLY)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "own.sched").write_text(UGLY)
+    (tree / "link.sched").symlink_to(target)
+    if os.geteuid() == 0:
+        os.chown(target, 12345, 12345)
+    before = target.stat()
+    result = fmt(str(tree))
+    assert result.exit_code == 2, result.output
+    assert "error[E059]" in result.stderr and f"`{tree / 'link.sched'}`" in result.stderr
+    assert "1 file reformatted, 0 files left unchanged, 1 file refused" in result.stderr
+    assert target.read_text() == UGLY and (target.stat().st_uid, target.stat().st_ino) == (before.st_uid, before.st_ino)
+    assert (tree / "own.sched").read_text() == PRETTY and (tree / "link.sched").is_symlink()
+
+
+def test_a_symlink_within_the_tree_is_skipped_and_its_file_formatted_once(tmp_path):
+    (tmp_path / "real.sched").write_text(UGLY)
+    (tmp_path / "alias.sched").symlink_to(tmp_path / "real.sched")
+    result = fmt(str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "1 file reformatted, 0 files left unchanged" in result.stderr
+    assert (tmp_path / "real.sched").read_text() == PRETTY and (tmp_path / "alias.sched").is_symlink()
+
+
+def test_stdin_takes_what_a_file_takes(tmp_path):
+    """One reader for both: bytes that are not UTF-8 are refused from stdin as from a file, naming the line."""
+    bad = UGLY.encode() + b"\n# caf\xe9\n"
+    (tmp_path / "bad.sched").write_bytes(bad)
+    from_file = fmt(str(tmp_path / "bad.sched"))
+    from_stdin = runner.invoke(app, ["fmt", "-"], input=bad)
+    assert from_file.exit_code == from_stdin.exit_code == 2
+    assert "not UTF-8 text (byte 0xe9 on line 3)" in from_file.stderr
+    assert "error[E000]: cannot read the schedule from stdin: not UTF-8 text (byte 0xe9 on line 3)" in from_stdin.stderr
+    assert from_stdin.stdout == ""
+
+
+def test_stdout_in_ascii_is_utf_8_not_a_traceback(tmp_path):
+    """`PYTHONIOENCODING=ascii ppdsl fmt -` on a schedule with a non-ASCII comment: UTF-8 bytes on stdout."""
+    import subprocess
+    import sys
+
+    text = "# café ①\n" + UGLY
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run(
+        [sys.executable, "-c", "from ppdsl.cli import main; main()", "fmt", "-"],
+        input=text.encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode("utf-8") == "# café ①\n" + PRETTY
+    diff = subprocess.run(
+        [sys.executable, "-c", "from ppdsl.cli import main; main()", "fmt", "--diff", "-"],
+        input=text.encode(),
+        capture_output=True,
+        env=env,
+    )
+    assert diff.returncode == 1 and "Traceback" not in diff.stderr.decode(), diff.stderr.decode()
+    assert "+    optimizer" in diff.stdout.decode("utf-8")

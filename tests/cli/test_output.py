@@ -68,3 +68,23 @@ def test_show_piped_is_plain_whole_and_uncoloured():
     assert jobs[:2] == ["rf0", "F0"] and jobs[-1] == "opt" and len(jobs) == 33
     assert "rf = recv_forward, sb = send_backward" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_dash_is_utf_8_whatever_the_locale_says(tmp_path):
+    """`PYTHONIOENCODING=ascii ppdsl compile x.sched -o -` with a non-ASCII comment (carried into the plan): UTF-8
+    bytes on stdout, not a UnicodeEncodeError traceback."""
+    import os
+    import subprocess
+    import sys
+
+    schedule = tmp_path / "café.sched"
+    schedule.write_text("# café ①\norder { forward * microbatches  backward * microbatches  optimizer }\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "from ppdsl.cli import main; main()", "compile", str(schedule), "-o", "-"],
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert "# café ①" in done.stdout.decode("utf-8")
+    compile(done.stdout, "plan.py", "exec")

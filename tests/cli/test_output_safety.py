@@ -224,3 +224,67 @@ def test_a_launch_keeps_the_users_files_in_the_run_directory(inputs):
     }
     assert json.loads((launch / "spec.json").read_text())["launch_dir"] == str(launch.resolve())
     assert json.loads((inputs / "summary.json").read_text())["losses"]
+
+
+OTHER = 12345  # a uid with no account: another local user (tests run as root, so they can make its files)
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's files needs root")
+
+
+@as_root
+def test_compile_without_o_does_not_follow_a_planted_symlink(inputs):
+    """`ppdsl compile 1f1b` as root where another user planted `plan_1f1b.py -> precious.conf`: refused (E058),
+    the root-owned target untouched."""
+    precious = inputs / "precious.conf"
+    precious.write_text("root's own\n")
+    planted = inputs / "plan_1f1b.py"
+    planted.symlink_to(precious)
+    os.lchown(planted, OTHER, OTHER)
+    result = invoke("compile", "1f1b")
+    assert result.exit_code == 2 and "error[E058]" in result.stderr, result.stderr
+    assert precious.read_text() == "root's own\n" and planted.is_symlink()
+
+
+@as_root
+def test_compile_in_another_users_directory_is_refused(inputs):
+    os.chown(inputs, OTHER, OTHER)
+    result = invoke("compile", "1f1b")
+    assert result.exit_code == 2 and "error[E054]" in result.stderr, result.stderr
+    assert f"is owned by uid {OTHER}" in result.stderr
+    assert not (inputs / "plan_1f1b.py").exists()
+
+
+@as_root
+@pytest.mark.parametrize("flag", ["--run-dir", "--save-dir"])
+def test_a_run_or_save_directory_another_user_can_write_is_refused_before_training(inputs, flag):
+    """The ranks would read a `spec.json` that user can swap, and a resume the checkpoints they planted."""
+    theirs = inputs / "theirs"
+    theirs.mkdir()
+    theirs.chmod(0o777)
+    args = ["run", "1f1b", "--pp", "2", "-m", "2", "--steps", "1", flag, "theirs"]
+    if flag == "--run-dir":
+        args += ["--nproc-per-node", "2"]
+    result = invoke(*args)
+    assert result.exit_code == 2 and "error[E054]" in result.stderr, result.stderr
+    assert f"cannot use {flag} `theirs`" in result.stderr and "can be written by every user" in result.stderr
+    assert os.listdir(theirs) == []
+
+
+@as_root
+def test_a_planted_checkpoint_symlink_in_the_save_directory_is_not_followed(tmp_path):
+    """Another user's `checkpoint.npz` link in the save directory (planted before it was made safe) is never
+    followed (E058), in a sticky directory or not, whatever `fs.protected_symlinks` says."""
+    np = pytest.importorskip("numpy")
+    from ppdsl.common.diagnostics import DiagnosticError
+    from ppdsl.runtime.checkpoint import write_checkpoint
+
+    save_dir = tmp_path / "ckpt"
+    save_dir.mkdir()
+    precious = tmp_path / "precious.conf"
+    precious.write_text("root's own\n")
+    planted = save_dir / "checkpoint.npz"
+    planted.symlink_to(precious)
+    os.lchown(planted, OTHER, OTHER)
+    with pytest.raises(DiagnosticError) as err:
+        write_checkpoint(planted, 1, {}, {"w": np.zeros(2)})
+    assert [d.code for d in err.value.diagnostics] == ["E058"]
+    assert precious.read_text() == "root's own\n"

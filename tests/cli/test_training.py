@@ -73,8 +73,8 @@ def test_every_bad_flag_is_reported_at_once():
         ("--summary-json", ".", "E053", "cannot write --summary-json `{d}`: it is a directory"),
         ("--profile", "no_dir/trace.json", "E000", "cannot write --profile `{d}/no_dir/trace.json`"),
         ("--profile", "a_dir", "E053", "cannot write --profile `{d}/a_dir`: it is a directory"),
-        ("--save-dir", "a_file", "E000", "cannot save checkpoints into `{d}/a_file`: it is not a directory"),
-        ("--save-dir", "a_file/sub", "E000", "cannot create --save-dir `{d}/a_file/sub`"),
+        ("--save-dir", "a_file", "E000", "cannot use --save-dir `{d}/a_file`: `{d}/a_file` is not a directory"),
+        ("--save-dir", "a_file/sub", "E000", "cannot use --save-dir `{d}/a_file/sub`: `{d}/a_file` is not a directory"),
     ],
 )
 def test_an_output_that_cannot_be_written_is_refused_before_training(flag, target, code, fragment, tmp_path):

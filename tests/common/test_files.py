@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ppdsl.common import files
+from ppdsl.common import files, safe_paths
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.common.files import (
     InputError,
@@ -304,13 +304,13 @@ def test_a_writer_killed_mid_write_leaves_the_old_file_and_no_temporary(tmp_path
 
 
 def test_without_o_tmpfile_a_dead_writers_named_temporary_is_cleaned(tmp_path, monkeypatch):
-    monkeypatch.setattr(files, "_anonymous", lambda directory: None)  # a file system without O_TMPFILE
+    monkeypatch.setattr(safe_paths, "_anonymous", lambda directory: None)  # a file system without O_TMPFILE
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     out = tmp_path / "plan.py"
-    stale = tmp_path / f".plan.py.ppdsl-{files._host()}-{dead.pid}-0badc0de.tmp"
+    stale = tmp_path / f".plan.py.ppdsl-{safe_paths._host()}-{dead.pid}-0badc0de.tmp"
     stale.write_text("left by a kill -9")
-    alive = tmp_path / f".plan.py.ppdsl-{files._host()}-{os.getpid()}-feedf00d.tmp"
+    alive = tmp_path / f".plan.py.ppdsl-{safe_paths._host()}-{os.getpid()}-feedf00d.tmp"
     alive.write_text("a write still going on")
     users = tmp_path / ".plan.py.mine.tmp"
     users.write_text("not ppdsl's")
@@ -368,7 +368,7 @@ def test_another_users_symlink_in_a_shared_directory_is_not_followed(tmp_path):
     os.lchown(planted, 12345, 12345)
     with pytest.raises(DiagnosticError) as err:
         write_output(planted, "{}")
-    assert codes(err.value) == ["E053"] and "another user's symlink" in err.value.diagnostics[0].message
+    assert codes(err.value) == ["E058"] and "is a symlink of uid 12345" in err.value.diagnostics[0].message
     assert victim.read_text() == "root:x:0:0"
     os.lchown(planted, 0, 0)  # one's own link is followed
     write_output(planted, "{}")
@@ -388,12 +388,11 @@ def test_check_output_tries_the_directory_and_names_the_flag(tmp_path, monkeypat
     """The permission bits do not tell it all (a read-only mount, an ACL; root passes every `os.access`): the
     directory is tried by making a file there, which `ppdsl run` did in a copy of its own (now this one function)."""
     import errno
-    import tempfile
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(safe_paths, "_named_temporary", read_only)
     with pytest.raises(DiagnosticError) as err:
         check_output(tmp_path / "summary.json", "--summary-json")
     (d,) = err.value.diagnostics
@@ -404,3 +403,10 @@ def test_check_output_tries_the_directory_and_names_the_flag(tmp_path, monkeypat
     monkeypatch.undo()
     check_output(tmp_path / "summary.json")
     assert list(tmp_path.iterdir()) == [], "the probe left a file behind"
+
+
+def test_an_owned_directory_ignores_names_with_other_digits(tmp_path):
+    """`launch-²` is `isdigit()` but no int: a planted one made every multi-process run a traceback."""
+    (tmp_path / "launch-²").mkdir()
+    (tmp_path / "launch-٣").mkdir()  # an Arabic-Indic three
+    assert new_owned_directory(tmp_path, "launch-").name == "launch-1"

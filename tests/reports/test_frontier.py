@@ -57,3 +57,32 @@ def test_a_looser_limit_is_never_slower_on_the_frontier(monkeypatch):
     assert [p.order_only for p in fr.points] == [30.0, 30.0, 25.0]
     assert [p.with_actions for p in fr.points] == [28.0, 28.0, 25.0]
     assert "found at limit 1" in fr.points[1].actions
+
+
+def test_the_picture_goes_through_the_one_writer(tmp_path, monkeypatch):
+    """`frontier -o` wrote with matplotlib's own `savefig(path)`, which follows whatever symlink is there when the
+    long search ends: another user's link planted during the search is refused (E058), its target kept."""
+    import os
+
+    import pytest
+
+    from ppdsl.reports import frontier as module
+
+    if os.geteuid() != 0:
+        pytest.skip("making another user's symlink needs root")
+    precious = tmp_path / "precious.conf"
+    precious.write_text("root's own\n")
+    out = tmp_path / "frontier.png"
+    searched = module.frontier
+
+    def search_then_plant(*args, **kwargs):
+        found = searched(*args, **kwargs)
+        out.symlink_to(precious)
+        os.lchown(out, 12345, 12345)
+        return found
+
+    monkeypatch.setattr(module, "frontier", search_then_plant)
+    args = ["frontier", "--pp", "2", "-m", "4", "--steps", "2", "--time-limit", "0.5", "-o", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "error[E058]" in result.stderr, result.output
+    assert precious.read_text() == "root's own\n"
