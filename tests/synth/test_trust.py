@@ -69,3 +69,42 @@ def test_the_wall_clock_never_decides_the_file(actions, monkeypatch):
     monkeypatch.setattr(time, "perf_counter", lambda: real() + 1000.0 * next(ahead))
     loaded = synthesize_file(request).text
     assert loaded == calm
+
+
+def test_a_limit_is_snapped_down_to_the_memory_level_a_schedule_can_reach():
+    """With the defaults every memory level is a multiple of half an activation: 2.2 searches as 2, 1.2 as 1, a
+    level itself and no limit stay as they are."""
+    from fractions import Fraction
+
+    from ppdsl.synth.problem import level_step, searched_limits
+
+    assert level_step(build(SynthRequest(3, 6, memory_limit=2.2))) == Fraction(1, 2)
+    for asked, searched in ((2.2, 2.0), (1.2, 1.0), (2.5, 2.5), (2.0, 2.0), (2.49, 2.0), (3.0, 3.0)):
+        assert searched_limits(build(SynthRequest(3, 6, memory_limit=asked))).limit == [searched] * 3, asked
+    unlimited = build(SynthRequest(3, 6))
+    assert searched_limits(unlimited) is unlimited
+
+
+@needs_cp_sat
+def test_limits_between_two_levels_give_the_same_schedule():
+    at_level = synthesize_file(SynthRequest(3, 6, memory_limit=2.0, time_limit=0.5)).result
+    between = synthesize_file(SynthRequest(3, 6, memory_limit=2.4, time_limit=0.5)).result
+    assert between.orders == at_level.orders and between.problem.limit == [2.4] * 3
+
+
+@needs_cp_sat
+@pytest.mark.parametrize("actions", [(), ACTIONS], ids=["order", "actions"])
+def test_two_identical_runs_write_byte_identical_files(actions):
+    request = SynthRequest(3, 6, memory_limit=2.0, time_limit=0.5, memory_actions=actions, output="OUT.sched")
+    first, second = synthesize_file(request).text, synthesize_file(request).text
+    assert first.encode() == second.encode()
+
+
+@needs_cp_sat
+def test_a_looser_limit_is_never_slower():
+    """Over a grid of limits (levels and limits between them), the makespan never rises as the limit does."""
+    limits = [1.0, 1.5, 2.0, 2.2, 2.5, 3.0, 3.7, 4.0, 6.0]
+    found = [synthesize_file(SynthRequest(3, 6, memory_limit=x, time_limit=0.5)).result for x in limits]
+    for tighter, looser, x in zip(found, found[1:], limits[1:], strict=False):
+        assert looser.makespan <= tighter.makespan + 1e-9, f"limit {x}: {looser.makespan} > {tighter.makespan}"
+    assert found[-1].makespan < found[0].makespan  # (the grid spans limits that matter)
