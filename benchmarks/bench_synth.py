@@ -2,9 +2,10 @@
 
     python benchmarks/bench_synth.py [--zb-repo PATH] [--time-limit S] [--quick]
 
-1. Pareto dominance. For pp in 2, 3, 4, 6, 8, microbatches in pp, 2pp, 4pp, three cost profiles (uniform
-   F = I = W; I 1.5x and W 0.7x with link latency 0.1; the last stage 1.5x) and two shapes (one chunk, looped;
-   two chunks in a V): every library schedule of that shape that runs at those sizes, and, with `--zb-repo`
+1. Pareto dominance. For pp in 2, 3, 4, 6, 8, microbatches in pp, 2pp, 3pp, 4pp and the odd pp + 1, 2pp + 1,
+   three cost profiles (uniform F = I = W; I 1.5x and W 0.7x with link latency 0.1; the last stage 1.5x) and
+   two shapes (one chunk, looped; two chunks in a V): every library schedule of that shape that runs at those
+   sizes, and, with `--zb-repo`
    (a local clone of sail-sg/zero-bubble-pipeline-parallelism), the zero-bubble authors' automatic schedules
    (one chunk: zb.py's search at memory limits pp, 2pp, pp/2; V: v_auto_schedule's search at pp and 1.5pp,
    V-Min, V-Half, ZB-V). Each is measured by ppdsl's checker (makespan, peak activations); then `synth` runs
@@ -166,9 +167,11 @@ def zero_bubble_references(repo, profile: Profile, pp: int, m: int, vpp: int, pl
 
 
 def pareto(args, folder: Path) -> list[Row]:
-    sizes = [(2, 2), (2, 4), (4, 4), (4, 8)] if args.quick else [
-        (pp, m) for pp in (2, 3, 4, 6, 8) for m in (pp, 2 * pp, 4 * pp)
-    ]  # fmt: skip
+    sizes = (
+        [(2, 2), (2, 4), (4, 4), (4, 8)]
+        if args.quick
+        else [(pp, m) for pp in (2, 3, 4, 6, 8) for m in sorted({pp, 2 * pp, 3 * pp, 4 * pp, pp + 1, 2 * pp + 1})]
+    )  # fmt: skip (m = 3pp and odd m too: the zero-bubble searches are not only compared on the easy counts)
     if args.pp:
         sizes = [(pp, m) for pp, m in sizes if pp in args.pp]
     shapes = [(1, "looped"), (2, "vshape")]

@@ -89,7 +89,10 @@ def frontier(
         top = next((a.peak for a in out.anchors if a.name == ONE_F_ONE_B), None)
         top = top if top is not None else max((a.peak for a in out.anchors), default=low)
         limits = ladder(low, top, steps)
-    for limit in limits:
+    # monotone by construction: a schedule found under a limit fits every looser one, so a point is never slower
+    # than a tighter point (the limits in rising order; `tighter` holds the best so far of each curve)
+    tighter: dict[str, tuple[float, str, float] | None] = {"order": None, "actions": None}
+    for limit in sorted(limits):
         point = FrontierPoint(limit, None, None)
         for acts in ((), tuple(actions)):
             request = SynthRequest(
@@ -113,10 +116,25 @@ def frontier(
                 point.order_only = found.result.makespan
         if point.with_actions is None or (point.order_only is not None and point.order_only < point.with_actions):
             point.with_actions = point.order_only  # (actions are a choice: never worse than the order alone)
+        point.order_only, _ = _no_slower(tighter, "order", limit, point.order_only, "")
+        point.with_actions, point.actions = _no_slower(tighter, "actions", limit, point.with_actions, point.actions)
         out.points.append(point)
         if progress is not None:
             progress(f"limit {limit:g}: order {point.order_only}, with actions {point.with_actions}")
     return out
+
+
+def _no_slower(
+    tighter: dict[str, tuple[float, str, float] | None], curve: str, limit: float, makespan: float | None, how: str
+) -> tuple[float | None, str]:
+    """`makespan` at `limit` (and what found it), or the curve's best at a tighter limit where that is faster: its
+    schedule fits this limit too. Keeps the point's own as the curve's best when it is the faster."""
+    best = tighter[curve]
+    if best is not None and (makespan is None or best[0] < makespan - 1e-9):
+        return best[0], (f"{best[1]} (found at limit {best[2]:g}, which it fits)" if best[1] else "")
+    if makespan is not None:
+        tighter[curve] = (makespan, how, limit)
+    return makespan, how
 
 
 def draw_frontier(fr: Frontier, path: str | Path | BinaryIO, fmt: str | None = None) -> None:

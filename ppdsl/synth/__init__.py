@@ -47,14 +47,15 @@ from ppdsl.language.jobtypes import COPY_NAMES, DEFAULT_RECOMPUTE_FRACTION, MEMO
 from ppdsl.synth import exact
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement, describe_counts
 from ppdsl.synth.bounds import memory_lower_bound
+from ppdsl.synth.clock import WorkClock, safety_cap
 from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
 from ppdsl.synth.exact import available as exact_available
 from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.lns import lns
 from ppdsl.synth.periodic import Block, periodic_schedules
-from ppdsl.synth.problem import Problem, build_problem, measured_problem_memory
-from ppdsl.synth.schedule import COMPUTE, Evaluator
+from ppdsl.synth.problem import Problem, build_problem, measured_problem_memory, searched_limits
+from ppdsl.synth.schedule import COMPUTE, Evaluator, preference
 from ppdsl.synth.search import (
     PERIODIC_SECONDS_PER_DET,
     Infeasible,
@@ -256,7 +257,10 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
     if request.memory is not None and not isinstance(request.memory, MemoryModel):
         request = replace(request, memory=measure_probe(request))
     problem = build(request)
-    searched = problem
+    # each limit down to the highest level a schedule reaches under it: the same schedules fit, so limits between
+    # two levels are one search and give one file (a looser limit is never the slower for where it falls)
+    searched = searched_limits(problem)
+    lowered = False  # (below the asked limits, for what is in transit: bounds proven there may not hold)
     for _ in range(TRANSIT_ROUNDS):
         result, block = _search(request, searched, progress)
         text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
@@ -266,11 +270,14 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
             break
         # the engines count activations, not what is in transit between jobs (the check does): plan with less
         searched = replace(searched, limit=[x - over for x, over in zip(searched.limit, short, strict=True)])
-    if searched is not problem:
+        lowered = True
+    if lowered:
         # a bound proven at the lowered limits is none at the asked ones: only what the asked limits force holds
         bound = min(result.lower_bound, memory_lower_bound(problem, request.memory_actions))
         result = replace(result, problem=problem, lower_bound=bound, optimal=result.makespan <= bound + EPS)
         text = sched_text(problem, result.orders, _header(request, problem, result, block), block)
+    elif searched is not problem:
+        result = replace(result, problem=problem)
     check = verify(text, checked_request, result, checked=check)
     if block is not None:
         # the periodic form claims every number of micro-batches: prove one more, beyond the warm-up's length
@@ -444,26 +451,27 @@ def search_with_actions(
     (`windows_with_actions`). The better is kept. Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
     limit = request.time_limit
+    clock = WorkClock(limit)  # what decides is counted work, not the wall clock (clock.py)
     whole = exact_available() and (request.exact or problem.jobs_per_step <= ACTIONS_CP_SAT_MAX_JOBS)
     if request.exact:
         load_cp_model()  # a clear error when OR-Tools is missing
     if not math.isfinite(max(problem.limit)) or not exact_available():
-        return action_search(request, problem, limit, progress)
+        return action_search(request, problem, limit, progress, clock)
     if not whole:
-        found = action_search(request, problem, (1 - ACTIONS_WINDOWS_SHARE) * limit, progress)
+        found = action_search(request, problem, (1 - ACTIONS_WINDOWS_SHARE) * limit, progress, clock)
         if found.optimal:
             return found
         # what is left of the limit (what follows: writing and checking the file), but at least
         # ACTIONS_WINDOWS_LEAST of it when the actions search ran over its share: a bounded overrun
-        left = max(limit - (time.perf_counter() - t0) - min(0.05 * limit, 5.0), ACTIONS_WINDOWS_LEAST * limit)
-        return windows_with_actions(request, found, left, progress)
+        left = max(limit - clock.now() - min(0.05 * limit, 5.0), ACTIONS_WINDOWS_LEAST * limit)
+        return windows_with_actions(request, found, left, progress, clock)
     # as `--exact` without actions: the heuristic's share is small next to the proof's
     heuristic = min(limit / 2, 10.0) if request.exact else (1 - ACTIONS_CP_SAT_SHARE) * limit
-    found = action_search(request, problem, heuristic, progress)
+    found = action_search(request, problem, heuristic, progress, clock)
     if found.optimal:
         return found
     # (what follows the solve: re-timing, dropping needless actions, writing and checking the file)
-    seconds = max(limit - (time.perf_counter() - t0) - min(0.05 * limit, 5.0), 0.5)
+    seconds = max(limit - clock.now() - min(0.05 * limit, 5.0), 0.5)
     try:
         solution, hinted = solve_with_actions(
             problem,
@@ -503,6 +511,7 @@ def search_with_actions(
         seconds=time.perf_counter() - t0,
         origin=origin,
         cp_sat=solution.status,
+        capped=found.capped or clock.capped(),
     )
 
 
@@ -518,7 +527,11 @@ def actions_taken(problem: Problem, orders: list) -> str:
 
 
 def windows_with_actions(
-    request: SynthRequest, found: SynthResult, seconds: float, progress: Callable[[str], None] | None = None
+    request: SynthRequest,
+    found: SynthResult,
+    seconds: float,
+    progress: Callable[[str], None] | None = None,
+    clock: WorkClock | None = None,
 ) -> SynthResult:
     """`found` (the actions search's best) improved by the large-neighbourhood search over windows with its
     actions (`lns(..., memory_actions=...)`, window_actions.py) for about `seconds`; each repaired schedule is
@@ -528,6 +541,7 @@ def windows_with_actions(
     problem = found.problem
     if seconds <= 0:
         return found
+    clock = clock if clock is not None else WorkClock(seconds)
     timer = Evaluator(problem)
     try:
         orders, ev, spent = lns(
@@ -537,18 +551,19 @@ def windows_with_actions(
             window=ACTIONS_WINDOW,
             target=found.lower_bound,
             seed=request.seed,
-            out_of_time=lambda: time.perf_counter() > t0 + seconds,
+            out_of_time=clock.capped,  # (the windows count their work: the clock is only the safety net)
             per_window=ACTIONS_WINDOW_SECONDS,
             memory_actions=request.memory_actions,
             depth=ACTIONS_WINDOW_DEPTH,
         )
     except NotModelled as why:
         return replace(found, origin=f"{found.origin}; CP-SAT windows not run: {why}")
+    clock.spend(spent)
     if progress is not None:
         progress(f"CP-SAT windows with actions: makespan {number(round(ev.makespan, 6))} ({spent:.1f} s of work)")
     seconds_spent = found.seconds + time.perf_counter() - t0
     if not ev.feasible or ev.makespan >= found.evaluation.makespan - EPS:
-        return replace(found, seconds=seconds_spent, cp_sat="windows")
+        return replace(found, seconds=seconds_spent, cp_sat="windows", capped=found.capped or clock.capped())
     return replace(
         found,
         orders=orders,
@@ -557,11 +572,16 @@ def windows_with_actions(
         seconds=seconds_spent,
         origin=f"{found.origin} + CP-SAT windows with actions ({actions_taken(problem, orders)})",
         cp_sat="windows",
+        capped=found.capped or clock.capped(),
     )
 
 
 def action_search(
-    request: SynthRequest, problem: Problem, seconds: float, progress: Callable[[str], None] | None = None
+    request: SynthRequest,
+    problem: Problem,
+    seconds: float,
+    progress: Callable[[str], None] | None = None,
+    clock: WorkClock | None = None,
 ) -> SynthResult:
     """The fastest orders the order search finds at a few relaxed limits (no limit, between, the tightest an order
     reaches, the request's own when an order fits it), then memory actions inserted where a rank is over its
@@ -571,6 +591,9 @@ def action_search(
     chooses the actions per stage (periodic.py): finished candidates, and the block's order and a list schedule
     it plans are bases. Raises Infeasible when nothing fits."""
     t0 = time.perf_counter()
+    # every share below is of counted work (clock.py): the same inputs give the same schedule under any load
+    clock = clock if clock is not None else WorkClock(seconds)
+    start = clock.now()
     order_share = 0.65 * seconds
 
     # the orders are found without the action types: their costs are the actions engine's
@@ -594,7 +617,9 @@ def action_search(
     def order_search(limit: float | None, split: str, seconds: float) -> SynthResult:
         p = order_problem(limit, split)
         seeds = list(library_seeds(p)) if request.library else []
-        return synthesize(p, max(seconds, 0.2), seed=request.seed, seeds=seeds)
+        found = synthesize(p, max(seconds, 0.2), seed=request.seed, seeds=seeds)
+        clock.spend(found.work)
+        return found
 
     # The ladder of limits the orders are found at: the request's own (when an order reaches it), the tightest an
     # order reaches, and steps up to the peak of the fastest order without a limit. A deferred backward_w holds
@@ -616,7 +641,9 @@ def action_search(
             bound,
             best.evaluation.makespan <= bound + EPS,
             seconds=time.perf_counter() - t0,
-            origin=f"{best.origin} ({did}; {best.candidates} candidates timed)",
+            origin=f"{best.origin} ({did})",  # (no counts of work in the file: see determinism in clock.py)
+            work=clock.now() - start,
+            capped=clock.capped(),
         )
 
     def at_bound(found: ActionResult | None) -> bool:
@@ -624,9 +651,9 @@ def action_search(
         return found is not None and found.evaluation.makespan <= bound + EPS
 
     # first the list scheduler's own schedules, which take the actions while they schedule (greedy.py)
-    engine = ActionEngine(problem, request.memory_actions, t0 + seconds)
+    engine = ActionEngine(problem, request.memory_actions, start + seconds, clock)
     policies = action_policies(problem, request.memory_actions)
-    scheduled = engine.scheduled(policies, t0 + SCHEDULED_SHARE * seconds)
+    scheduled = engine.scheduled(policies, start + SCHEDULED_SHARE * seconds)
     if scheduled is not None and progress is not None:
         progress(f"{scheduled.origin}: makespan {number(round(scheduled.evaluation.makespan, 6))}")
     if at_bound(scheduled):
@@ -637,7 +664,7 @@ def action_search(
     # first a periodic block that chooses the actions itself, in a bounded share of the time (the order searches
     # share what is left of theirs)
     share = PERIODIC_SHARE if need <= limit + EPS else PERIODIC_SHARE_BELOW
-    periodic = periodic_with_actions(request, problem, share * seconds)
+    periodic = periodic_with_actions(request, problem, share * seconds, clock)
     if periodic is not None:
         # its compute order is a base too (the engine may place actions better in it), and a list schedule
         # planned by it without a limit, which fills the warm-up and cool-down the repetition leaves idle
@@ -680,9 +707,9 @@ def action_search(
         done = need <= limit + EPS and x == low and split == request.split
         if (x, split) not in configs and not done and (x == low or low < top - EPS):
             configs.append((x, split))
-    share = max(order_share - (time.perf_counter() - t0), 0.0) / max(len(configs), 1)
+    share = max(order_share - (clock.now() - start), 0.0) / max(len(configs), 1)
     for x, split in configs:
-        if time.perf_counter() - t0 > order_share:
+        if clock.now() - start > order_share:
             break
         add(x, split, share)
     # the library's orders too: an action pattern of theirs (PipeOffload's, 1F1B with recompute) is a start
@@ -695,11 +722,15 @@ def action_search(
     bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
     held = scheduled is not None or periodic is not None
     best = engine.search(((origin, orders) for _, origin, orders in bases), fallback=held, grace=INSERT_GRACE * seconds)
-    if scheduled is not None and (best is None or scheduled.evaluation.makespan < best.evaluation.makespan - EPS):
+
+    def key(found: ActionResult) -> tuple:
+        return preference(problem, found.orders, found.evaluation)
+
+    # (among equally fast ones, the least memory, then the simplest: `schedule.preference`)
+    if scheduled is not None and (best is None or key(scheduled) < key(best)):
         best = scheduled
-        best.candidates = engine.evaluator.calls
-    if periodic is not None and (best is None or periodic.evaluation.makespan < best.evaluation.makespan - EPS):
-        best = replace(periodic, candidates=best.candidates if best is not None else 1)
+    if periodic is not None and (best is None or key(periodic) < key(best)):
+        best = periodic
     if best is None:
         raise Infeasible(problem)
     return result(best)
@@ -716,17 +747,21 @@ def periodic_plan(found: ActionResult) -> dict[tuple[int, int, int], float]:
     return priority
 
 
-def periodic_with_actions(request: SynthRequest, problem: Problem, seconds: float) -> ActionResult | None:
+def periodic_with_actions(
+    request: SynthRequest, problem: Problem, seconds: float, clock: WorkClock | None = None
+) -> ActionResult | None:
     """The fastest periodic block with memory actions (`periodic_schedules` with `request.memory_actions`) found
     within `seconds` that keeps every limit once the checker's execution re-times its orders; None if none."""
     if seconds <= 0 or not exact.available():
         return None
     timer = Evaluator(problem)
     best: ActionResult | None = None
-    budget, deadline = seconds / PERIODIC_SECONDS_PER_DET, time.perf_counter() + seconds
+    budget, deadline = seconds / PERIODIC_SECONDS_PER_DET, safety_cap(seconds)
     for block in periodic_schedules(
         problem, budget, request.seed, 1, search_longer=True, actions=request.memory_actions, deadline=deadline
     ):
+        if clock is not None:
+            clock.spend(block.spent * PERIODIC_SECONDS_PER_DET)
         ev = timer.evaluate(block.orders)
         if ev.feasible and (best is None or ev.makespan < best.evaluation.makespan - EPS):
             plan = Placement({(s, mb): a for s, a in block.choice.items() for mb in range(problem.microbatches)})

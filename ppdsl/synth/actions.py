@@ -19,12 +19,12 @@ expansion): one timing rule, rule 6 of `ppdsl.analysis.timing` for the copy stre
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.synth.clock import WorkClock
 from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
@@ -32,11 +32,12 @@ from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 EPS = 1e-9
 KEEP, RECOMPUTE, OFFLOAD = "keep", RECOMPUTE_NAME, OFFLOAD_NAME
 ACTION_NAMES = (RECOMPUTE, OFFLOAD)
-# seconds: a base timed this fast gets every variant of PipeOffload's pattern even past the deadline (four
-# timings; a few milliseconds each at pp 8, m 32, 0.06-0.09 s at pp 16, m 32 on a V on the slower of the
-# machines measured, seconds at pp 64, m 512). At 0.05 that slower machine skipped the variants at pp 16 and
-# lost by 0.1% to ZB-V with PipeOffload's pattern in 3 of bench_memory_synth's limits
+# seconds of work (`clock.WorkClock`): a base timed this fast gets every variant of PipeOffload's pattern even past
+# the deadline (four timings; a few milliseconds each at pp 8, m 32, 0.06-0.09 s at pp 16, m 32 on a V on the
+# slower of the machines measured, seconds at pp 64, m 512). At 0.05 that slower machine skipped the variants at
+# pp 16 and lost by 0.1% to ZB-V with PipeOffload's pattern in 3 of bench_memory_synth's limits
 QUICK_TIMING = 0.25
+LIST_SCHEDULE_WORK = 3  # a list schedule, in evaluations of as many jobs (as `search.Search.run_policy` counts)
 
 
 @dataclass
@@ -77,16 +78,19 @@ def describe_counts(counts: Mapping[str, int]) -> str:
 class ActionEngine:
     """Inserts and improves memory actions in orders of one problem (whose expansion has the action types)."""
 
-    def __init__(self, problem: Problem, allowed: Iterable[str], deadline: float):
+    def __init__(self, problem: Problem, allowed: Iterable[str], deadline: float, clock: WorkClock | None = None):
+        """`deadline`: a point on `clock` (counted work, deterministic; a clock of its own when none is given)."""
         self.problem = problem
         self.evaluator = Evaluator(problem)
+        self.clock = clock if clock is not None else WorkClock(max(deadline, 0.0))
+        self.clock.attach(self.evaluator, problem.jobs_per_step)
         actions = MemoryActions.of(problem.expansion) if problem.expansion is not None else None
         if actions is None:
             raise ValueError("the problem was built without memory actions")
         self.types = actions
         self.allowed = [a for a in ACTION_NAMES if a in set(allowed)]
         self.deadline = deadline
-        self.started = time.perf_counter()
+        self.started = self.clock.now()
         exp = problem.expansion
         stages = range(problem.nstages)
         self.copy_time = [
@@ -105,7 +109,7 @@ class ActionEngine:
         ]
 
     def out_of_time(self) -> bool:
-        return time.perf_counter() > self.deadline
+        return self.clock.past(self.deadline)
 
     # -- building orders --------------------------------------------------------------------------------------
     def materialize(self, base: list[Order], plan: Placement) -> list[Order]:
@@ -184,6 +188,7 @@ class ActionEngine:
         def run(policy: Policy) -> None:
             nonlocal best
             orders = list_schedule(self.problem, policy)
+            self.clock.spend(LIST_SCHEDULE_WORK * self.problem.jobs_per_step / self.clock.rate)
             if orders is None:
                 return  # a memory deadlock of this policy
             ev = self.evaluator.evaluate(orders)
@@ -194,13 +199,13 @@ class ActionEngine:
                 best = ActionResult(orders, ev, Placement(), f"list scheduling {policy.label()}")
 
         for policy in policies:
-            if time.perf_counter() > until and best is not None:
+            if self.clock.past(until) and best is not None:
                 break
             run(policy)
         # (the search's improve and local steps need most of the share on large problems; this fills the rest)
         tops = [policy for _, _, policy in sorted(ranked)[:3]]
         seed = 0
-        while tops and time.perf_counter() < until - 0.5 * (until - self.started):
+        while tops and not self.clock.past(until - 0.5 * (until - self.started)):
             seed += 1
             for policy in tops:
                 run(replace(policy, seed=seed))
@@ -306,7 +311,7 @@ class ActionEngine:
         barred: set[tuple[int, int]] = set()  # offloads the host could not hold: not offloaded again
         host_full = False
         while not ev.feasible:
-            late = time.perf_counter() > (self.deadline if until is None else until)
+            late = self.clock.past(self.deadline if until is None else until)
             if ev.deadlock or (late and not must) or ev.makespan > bound:
                 return None
             if host_limit is not None and ev.host_peak > host_limit + EPS:
@@ -522,9 +527,9 @@ class ActionEngine:
         def unacted(n: int, base: list[Order]) -> tuple[list[Order], Evaluation]:
             """Base `n` timed without actions, once: the start of its pattern and of each of its insertions."""
             if n not in timed:
-                t0 = time.perf_counter()
+                t0 = self.clock.now()
                 timed[n] = self.evaluate(base, Placement())
-                spent.append(time.perf_counter() - t0)
+                spent.append(self.clock.now() - t0)
             return timed[n]
 
         for n, (origin, base) in enumerate(bases):
@@ -535,7 +540,7 @@ class ActionEngine:
         for (n, (origin, base)), early, strict in itertools.product(enumerate(bases), (False, True), (False, True)):
             # (the paper's rule on every base whatever the time, as an insertion that must end; the other variants
             # past the deadline's grace only where a timing is quick: at pp=64 m=512 one takes seconds)
-            late = time.perf_counter() > self.deadline + grace and (best is not None or fallback)
+            late = self.clock.past(self.deadline + grace) and (best is not None or fallback)
             if late and (early or strict) and max(spent, default=0.0) > QUICK_TIMING:
                 continue
             if OFFLOAD not in self.allowed:

@@ -64,6 +64,10 @@ def available() -> bool:
     return True
 
 
+# CP-SAT's wall-clock safety net around a deterministic budget: this many times it, and at least these seconds
+SAFETY_NET_FACTOR, SAFETY_NET_SECONDS = 40.0, 30.0
+
+
 def load_cp_model(feature: str = "--exact"):
     try:
         from ortools.sat.python import cp_model
@@ -315,7 +319,9 @@ class ScheduleModel:
         if deterministic:
             # CP-SAT's deterministic time runs about twice as fast as the clock here: half of it for the seconds
             solver.parameters.max_deterministic_time = max(seconds / 2, 0.05)
-            solver.parameters.max_time_in_seconds = max(4 * seconds, 1.0)  # a safety net, not the budget
+            # a safety net, not the budget, and wide: on a machine loaded 10x (2 cores, 20 busy processes) a 0.25 s
+            # deterministic budget took over 2 s of the clock, and a net of 2 s made two identical runs differ
+            solver.parameters.max_time_in_seconds = max(SAFETY_NET_FACTOR * seconds, SAFETY_NET_SECONDS)
         else:
             solver.parameters.max_time_in_seconds = max(seconds, 0.05)
         solver.parameters.num_workers = max(1, workers)

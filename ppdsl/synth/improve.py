@@ -12,9 +12,9 @@ schedule seen is kept.
 from __future__ import annotations
 
 import random
-import time
 
 from ppdsl.analysis.timing import PRODUCERS, input_stage, reads
+from ppdsl.synth.clock import cpu
 from ppdsl.synth.lns import total_score as score
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
@@ -109,7 +109,7 @@ def improve(
     reach: int = 3,
     kicks: int = 20,
 ) -> tuple[list[Order], Evaluation]:
-    """The best schedule found from `orders` within `max_evaluations`, before `deadline` (time.perf_counter, a
+    """The best schedule found from `orders` within `max_evaluations`, before `deadline` (`clock.cpu()`, a
     safety net), or on reaching `target`."""
     problem = evaluator.problem
     current, cur_ev = orders, evaluator.evaluate(orders)
@@ -118,7 +118,7 @@ def improve(
     stop = evaluator.calls + max_evaluations
 
     def out() -> bool:
-        return evaluator.calls >= stop or time.perf_counter() >= deadline
+        return evaluator.calls >= stop or cpu() >= deadline
 
     while not out() and best_ev.makespan > target + EPS and stale <= kicks:
         improved = False

@@ -36,7 +36,6 @@ they overlap fall behind and hold more than the steady state; such a block is dr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +44,7 @@ from ppdsl.analysis.memory import MemoryActions
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import KEEP, OFFLOAD, RECOMPUTE
+from ppdsl.synth.clock import cpu
 from ppdsl.synth.exact import load_cp_model
 from ppdsl.synth.modulo import BlockJob, rotation_block
 from ppdsl.synth.problem import Problem
@@ -544,7 +544,7 @@ def _solve_with_actions(
     timer = Evaluator(problem)
     spent = 0.0
     for anchored in (False, True):
-        wall = None if deadline is None else deadline - time.perf_counter()
+        wall = None  # (the solve's own safety net: a wall-clock cap here would let load decide the block)
         share = seconds * RELAXED_SHARE if not anchored else seconds - spent
         if share <= 0 or (wall is not None and wall <= 0):
             break
@@ -595,8 +595,8 @@ def periodic_schedules(
     needs a period longer than the work; a period the model proves too short costs next to nothing, and the
     step to the next one doubles every second such proof). `actions` (of recompute, offload; for a problem built
     with memory actions): what each stage's block may choose instead of keeping its activations. `deadline`
-    (`time.perf_counter()`): no period is tried after it, and none runs past it (building a model with actions
-    takes time the deterministic budget does not count)."""
+    (`clock.cpu()`, a safety net): no period is tried after it (building a model with actions takes time the
+    deterministic budget does not count); this process's CPU time, so other processes' load never decides."""
     st, acts = block_statics(problem, actions)
     out = []
     splits = {"yes": (True,), "no": (False,), "auto": (True,)}[problem.split]
@@ -606,7 +606,7 @@ def periodic_schedules(
         step = max(1, min(st.cost[t][s] for t, s in kinds(problem, split) if st.cost[t][s] > 0) // 2)
         found = misses = tries = 0
         while found < periods and left > 0 and tries < (MAX_PERIOD_TRIES if search_longer else periods):
-            if deadline is not None and time.perf_counter() >= deadline:
+            if deadline is not None and cpu() >= deadline:
                 break
             tries += 1
             if search_longer:  # half of what is left, all of it for the last block wanted
@@ -614,7 +614,7 @@ def periodic_schedules(
             else:  # 2/3 and 1/3 of the budget for two periods, and so on
                 seconds = budget / len(splits) * 2.0 ** -(tries - 1) / (2.0 - 2.0 ** (1 - periods))
             if acts is None:
-                wall = None if deadline is None else deadline - time.perf_counter()
+                wall = None  # (the solve's own safety net: a wall-clock cap here would let load decide the block)
                 model = BlockModel(st, period, split)
                 offsets, status, spent = model.solve(seconds, seed, wall)
                 left -= spent
@@ -626,7 +626,7 @@ def periodic_schedules(
                     # CP-SAT alone finds a block, that block leads the search as far or further: measured at pp = 8)
                     start, start_fits, built = rotation_block(st, period, split)
                 if start is not None:
-                    wall = None if deadline is None else deadline - time.perf_counter()
+                    wall = None  # (the solve's own safety net: a wall-clock cap here would let load decide the block)
                     offsets, status, more = model.solve(retry, seed, wall, hint=start)
                     more += built * len(model.jobs) * BUILD_SECONDS_PER_JOB
                     spent += more  # (a block found so costs both tries)

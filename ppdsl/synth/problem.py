@@ -9,8 +9,10 @@ timed and measured by exactly the rules the checker will apply to it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.execution import link_times
@@ -44,6 +46,7 @@ memory backward_b frees {frees}
 # recompute leaves; a recompute costs its fraction of the forward).
 _ACTIONS = "memory recompute fraction = {fraction}\n"
 _HOST = "memory host limit = {limit}\n"
+LEVEL_DENOMINATOR = 1000  # memory changes that are fractions with up to this denominator have a level step
 # Bytes measured on a model (`--model`) are read off the program as an expansion's orders cut it, so the probe whose
 # tables the search uses is measured with an order that runs every job type it may place: one micro-batch at a time,
 # each micro-batch forward through a rank's chunks and back (with the actions: micro-batch 0 offloaded, reloaded
@@ -285,3 +288,42 @@ def _recompute_fraction(exp: Expansion) -> float | None:
         if jt.name == MEMORY_NAMES[0]:
             return 1.0 if jt.fraction is None else jt.fraction
     return None
+
+
+def level_step(problem: Problem) -> Fraction | None:
+    """The step between the memory levels a rank can be at, in any schedule: every level is a sum of the jobs'
+    memory changes, so a multiple of their greatest common divisor (0.5 activations with the defaults). None
+    when it is not a small exact fraction (bytes measured on a model, values in transit between jobs)."""
+    exp = problem.expansion
+    if problem.memory_unit != "activations" or exp is None or exp.mem_received is not None:
+        return None
+    step = Fraction(0)
+    for per_type in exp.mem_delta:
+        for per_rank in per_type:
+            for delta in per_rank:
+                exact = Fraction(delta).limit_denominator(LEVEL_DENOMINATOR)
+                if abs(float(exact) - delta) > 1e-12:
+                    return None
+                step = _gcd(step, abs(exact))
+    return step if step > 0 else None
+
+
+TOLERANCE = Fraction(1, 10**9)
+
+
+def searched_limits(problem: Problem) -> Problem:
+    """The problem with each rank's limit lowered to the highest level a schedule can reach under it
+    (`level_step`): the same schedules fit, so every limit between two levels is the same search, and the same
+    file (but for the limit it names). The problem itself when there is nothing to lower."""
+    step = level_step(problem)
+    if step is None or all(math.isinf(x) for x in problem.limit):
+        return problem
+    # (a billionth of a step of tolerance: 1.2 is a level of 0.1 though the float 1.2 is just below it)
+    lowered = [x if math.isinf(x) else float(step * math.floor(Fraction(x) / step + TOLERANCE)) for x in problem.limit]
+    if lowered == problem.limit:
+        return problem
+    return replace(problem, limit=lowered)
+
+
+def _gcd(a: Fraction, b: Fraction) -> Fraction:
+    return Fraction(math.gcd(a.numerator * b.denominator, b.numerator * a.denominator), a.denominator * b.denominator)

@@ -91,6 +91,28 @@ class Evaluator:
         )
 
 
+def preference(problem: Problem, orders: list[Order], ev: Evaluation) -> tuple:
+    """Which of two schedules synth writes, smaller first: the one place this is decided. The faster; among
+    equally fast ones, the one with the lower peak memory (the highest rank's, then all ranks' together); then the
+    simpler: fewer memory-action jobs (recompute, offload, reload), fewer distinct job kinds (types, as the file
+    names them), fewer jobs (a whole backward rather than I then W: a shorter order text); then the order itself,
+    so that no tie is left to the order candidates were found in. An infeasible schedule comes last."""
+    if not ev.feasible:
+        return (float("inf"),)
+    actions = MemoryActions.of(problem.expansion) if problem.expansion is not None else None
+    moves = () if actions is None else (actions.recompute, actions.offload, actions.reload)
+    kinds = {job[0] for order in orders for job in order}
+    return (
+        round(ev.makespan, 9),
+        round(max(ev.peaks, default=0.0), 9),
+        round(sum(ev.peaks), 9),
+        sum(job[0] in moves for order in orders for job in order),
+        len(kinds),
+        sum(len(order) for order in orders),
+        [tuple(job) for order in orders for job in order],
+    )
+
+
 def complete(problem: Problem, orders: list[Order]) -> bool:
     """Every rank runs each of its (stage, micro-batch) once forward and once backward (whole, or I then W)."""
     m = problem.microbatches

@@ -24,17 +24,17 @@ from dataclasses import dataclass, field, replace
 from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
 from ppdsl.synth import exact
 from ppdsl.synth.bounds import lower_bound
+from ppdsl.synth.clock import WORK_PER_SECOND, cpu, safety_cap
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
 from ppdsl.synth.improve import improve
 from ppdsl.synth.lns import lns, total_score
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete, preference
 from ppdsl.synth.vfill import fill_seeds, staircase_policies
 from ppdsl.synth.weights import placements
 
 EPS = 1e-9
-WORK_PER_SECOND = 1.0e6  # job evaluations per second on this kind of machine: turns a time limit into work
 CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
 PERIODIC_SECONDS_PER_DET = 4.0  # seconds of CPU per deterministic second of CP-SAT on block models
 # of the budget left when each step starts
@@ -62,6 +62,8 @@ class SynthResult:
     seconds: float = 0.0
     origin: str = ""  # the policy or seed the final schedule grew from
     cp_sat: str = ""  # what CP-SAT did, if it ran
+    work: float = 0.0  # seconds of counted work the search spent (clock.py)
+    capped: bool = False  # the CPU-time safety net stopped it (clock.py): the result is what it had then
 
     @property
     def makespan(self) -> float:
@@ -74,12 +76,14 @@ class SynthResult:
 
 
 class Budget:
-    """Work the search may do, counted in job evaluations (deterministic), with a wall-clock safety net."""
+    """Work the search may do, counted in job evaluations (deterministic), with a CPU-time safety net
+    (`clock.safety_cap`: other processes' load never reaches it; `capped` says when it decided)."""
 
     def __init__(self, seconds: float):
         self.total = seconds * WORK_PER_SECOND
         self.used = 0.0
-        self.deadline = time.perf_counter() + 3 * seconds + 5
+        self.deadline = safety_cap(seconds)
+        self.cap_reached = False
 
     def spend(self, work: float) -> None:
         self.used += work
@@ -87,8 +91,14 @@ class Budget:
     def left(self) -> float:
         return max(self.total - self.used, 0.0)
 
+    def capped(self) -> bool:
+        """Has the safety net been reached (the result is then the one found when it was)?"""
+        if not self.cap_reached and cpu() > self.deadline:
+            self.cap_reached = True
+        return self.cap_reached
+
     def out(self) -> bool:
-        return self.used >= self.total or time.perf_counter() > self.deadline
+        return self.used >= self.total or self.capped()
 
 
 def policies(problem: Problem) -> list[Policy]:
@@ -203,7 +213,9 @@ class Search:
         self.jobs = problem.jobs_per_step
         self.bound = lower_bound(problem)
         self.steps: list[Step] = []
-        self.best: tuple[list[Order], Evaluation, str] | None = None
+        self.best: tuple[list[Order], Evaluation, str] | None = None  # what the search goes on from
+        # what it writes: of every schedule offered, the first by `preference` (the fastest, then the least memory)
+        self.chosen: tuple[tuple, tuple[list[Order], Evaluation, str]] | None = None
         self.starts: dict[str, tuple[list[Order], Evaluation, str]] = {}
 
     def reached_bound(self) -> bool:
@@ -212,6 +224,10 @@ class Search:
     def offer(self, orders: list[Order], ev: Evaluation, origin: str, family: str | None = None) -> bool:
         """Keep the schedule if it is the best so far; `family` (what kind of start it is) also keeps the best of
         each kind, for `race`."""
+        if ev.feasible:
+            key = preference(self.problem, orders, ev)
+            if self.chosen is None or key < self.chosen[0]:
+                self.chosen = (key, (orders, ev, origin))
         if family is not None and ev.feasible:
             if family not in self.starts or total_score(ev) < total_score(self.starts[family][1]):
                 self.starts[family] = (orders, ev, origin)
@@ -387,7 +403,7 @@ class Search:
         for orders, _, origin in starts:
             before = self.evaluator.calls
             evaluations = max(int(share / 2 / max(self.jobs, 1)), 10)
-            deadline = time.perf_counter() + 3 * share / WORK_PER_SECOND + 1
+            deadline = min(cpu() + 3 * share / WORK_PER_SECOND + 1, self.budget.deadline)
             found, ev = improve(
                 self.evaluator, orders, deadline, self.rng, target=self.bound, max_evaluations=evaluations
             )
@@ -399,7 +415,7 @@ class Search:
                 window=lns_window(self.problem.pp, race=True),
                 target=self.bound,
                 seed=self.seed,
-                out_of_time=lambda: time.perf_counter() > self.budget.deadline,
+                out_of_time=self.budget.capped,
             )
             self.budget.spend(spent * WORK_PER_SECOND)
             self.offer(found, ev, origin + " + local search + CP-SAT windows")
@@ -413,7 +429,7 @@ class Search:
         work = fraction * self.budget.left()
         evaluations = max(int(work / max(self.jobs, 1)), 10)
         before = self.evaluator.calls
-        deadline = time.perf_counter() + 3 * work / WORK_PER_SECOND + 1
+        deadline = min(cpu() + 3 * work / WORK_PER_SECOND + 1, self.budget.deadline)
         found, ev = improve(self.evaluator, orders, deadline, self.rng, target=self.bound, max_evaluations=evaluations)
         self.budget.spend((self.evaluator.calls - before) * self.jobs)
         self.offer(found, ev, origin + " + local search")
@@ -455,7 +471,7 @@ class Search:
             window=lns_window(self.problem.pp),
             target=self.bound,
             seed=self.seed,
-            out_of_time=lambda: time.perf_counter() > self.budget.deadline,
+            out_of_time=self.budget.capped,
         )
         self.budget.spend(spent * WORK_PER_SECOND)
         self.offer(found_orders, found, origin + " + CP-SAT windows")
@@ -500,7 +516,7 @@ class Search:
             trial = merge(done | set(group))
             found = self.evaluator.evaluate(trial)
             tried += 1
-            if found.feasible and found.makespan <= ev.makespan + EPS:
+            if found.feasible and found.makespan <= ev.makespan + EPS and max(found.peaks) <= max(ev.peaks) + EPS:
                 done |= set(group)
                 current, ev = trial, found
             elif len(group) > 1:
@@ -509,6 +525,7 @@ class Search:
         self.budget.spend(tried * self.jobs)
         if done:
             self.best = (current, ev, origin)
+            self.offer(current, ev, origin)
         self.step("whole backwards where no slower", f"{len(done)} I + W pairs merged")
 
 
@@ -543,7 +560,7 @@ def synthesize(
     status = ""
     if exact_search:
         exact.load_cp_model()  # a clear error when OR-Tools is missing
-        remaining = max(time_limit - (time.perf_counter() - t0), 1.0)
+        remaining = max(time_limit - search.budget.used / WORK_PER_SECOND, 1.0)  # (counted, not timed)
         status = search.cp_sat(remaining, whole=True, workers=workers, deterministic=workers == 1)
     elif exact.available() and not search.reached_bound():
         whole = search.jobs <= CP_SAT_WHOLE_MAX_JOBS
@@ -552,14 +569,18 @@ def synthesize(
             share = max(search.budget.left() / WORK_PER_SECOND, 0.5)
             status = search.cp_sat(share, whole=True)
     search.place_weights(starts=False)
+    if search.chosen is not None:  # among the fastest, the least memory, then the simplest (`preference`)
+        search.best = search.chosen[1]
     search.merge_backwards()
-    orders, ev, origin = search.best
+    orders, ev, origin = search.chosen[1] if search.chosen is not None else search.best
     exact_model = exact.transfers_never_queue(problem)
     optimal = ev.makespan <= lower_bound(problem) + EPS or (
         status == "OPTIMAL" and exact_model and ev.makespan <= search.bound + EPS
     )
     bound = search.bound if exact_model else lower_bound(problem)
-    return SynthResult(problem, orders, ev, bound, optimal, search.steps, time.perf_counter() - t0, origin, status)
+    work, capped = search.budget.used / WORK_PER_SECOND, search.budget.cap_reached
+    seconds = time.perf_counter() - t0
+    return SynthResult(problem, orders, ev, bound, optimal, search.steps, seconds, origin, status, work, capped)
 
 
 def periodic_search(

@@ -35,6 +35,30 @@ def test_the_command_prints_the_table(tmp_path):
     assert "synth (actions)" in result.output and "best anchor" in result.output
 
 
+def test_a_looser_limit_is_never_slower_on_the_frontier(monkeypatch):
+    """Whatever synth finds at each limit, the frontier is monotone: a schedule found under a limit fits every
+    looser one (here synth is made to find a slower schedule at the looser limit)."""
+    import types
+
+    import ppdsl.reports.frontier as module
+
+    found = {(1.0, False): 30.0, (1.0, True): 28.0, (2.0, False): 31.0, (2.0, True): 29.0, (3.0, False): 25.0}
+
+    def fake(request):
+        acts = bool(request.memory_actions)
+        makespan = found.get((request.memory_limit, acts), found.get((request.memory_limit, False)))
+        result = types.SimpleNamespace(makespan=makespan, origin=f"fake at {request.memory_limit:g}")
+        return types.SimpleNamespace(result=result)
+
+    monkeypatch.setattr(module, "synthesize_file", fake)
+    monkeypatch.setattr(module, "anchors", lambda base: [])
+    fr = frontier(2, 4, limits=[2.0, 1.0, 3.0])
+    assert [p.limit for p in fr.points] == [1.0, 2.0, 3.0]
+    assert [p.order_only for p in fr.points] == [30.0, 30.0, 25.0]
+    assert [p.with_actions for p in fr.points] == [28.0, 28.0, 25.0]
+    assert "found at limit 1" in fr.points[1].actions
+
+
 def test_the_picture_goes_through_the_one_writer(tmp_path, monkeypatch):
     """`frontier -o` wrote with matplotlib's own `savefig(path)`, which follows whatever symlink is there when the
     long search ends: another user's link planted during the search is refused (E058), its target kept."""

@@ -106,7 +106,7 @@ def test_cp_sat_polishes_an_actions_search_that_stops_above_the_bound(monkeypatc
 
     request = SynthRequest(pp=2, microbatches=4, memory_limit=1.2, split="no", time_limit=2.0, memory_actions=BOTH)
 
-    def one_at_a_time(request, problem, seconds, progress=None):
+    def one_at_a_time(request, problem, seconds, progress=None, clock=None):
         orders = problem.sequential()
         bound = memory_lower_bound(problem, request.memory_actions)
         return SynthResult(problem, orders, Evaluator(problem).evaluate(orders), bound, False, origin="one at a time")
