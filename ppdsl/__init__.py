@@ -231,11 +231,32 @@ def run(
     from ppdsl.runtime.request import RunRequest
     from ppdsl.runtime.run import run as run_request
 
+    _refuse_unknown_options("ppdsl.run", options, [f.name for f in dataclasses.fields(RunRequest) if f.init])
     if isinstance(schedule, RunRequest):
         request = dataclasses.replace(schedule, **options)
     else:
         request = RunRequest(schedule=schedule, **options)
     return run_request(request, observer)
+
+
+def _refuse_unknown_options(where: str, options: Mapping[str, object], known: list[str]) -> None:
+    """E007 for a keyword the function does not take, with the close one (`stepz` -> `steps`), as the command
+    line answers a mistyped flag: not Python's `__init__() got an unexpected keyword argument`."""
+    from ppdsl.analysis.costs import did_you_mean
+    from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+
+    unknown = [name for name in options if name not in known]
+    if unknown:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"`{where}` takes no option `{name}`",
+                    help=f"{did_you_mean(name, known)}its options: {', '.join(known)}",
+                )
+                for name in unknown
+            ]
+        )
 
 
 def __getattr__(name: str):

@@ -222,6 +222,20 @@ def split_model_name(spec: str) -> tuple[str, str]:
                 )
             ]
         )
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        # a file's path where Python wants a module's name: `mymod.py:build` would be "No module named 'mymod.py'"
+        stem = Path(module_name).with_suffix("").name if module_name.endswith(".py") else Path(module_name).name
+        folder = str(Path(module_name).parent)
+        where = "" if folder == "." else f", from the folder `{folder}` (or with it on PYTHONPATH)"
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E031",
+                    f"`--model {spec}` names a file; --model takes a module's name, as Python imports it",
+                    help=f"write `--model {stem}:{func_name}`{where}",
+                )
+            ]
+        )
     return module_name, func_name
 
 

@@ -70,3 +70,22 @@ def test_every_rank_finds_the_model_and_neither_launcher_nor_rank_runs_json_py(u
     run = _ppdsl(user_folder, *args, "--run-dir", str(tmp_path / "run"))
     assert run.returncode == 0, run.stdout + run.stderr
     assert not (user_folder / "json_shadow_ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "advice"),
+    [
+        ("mymod.py:build", "write `--model mymod:build`"),
+        ("models/mymod.py:build", "write `--model mymod:build`, from the folder `models`"),
+    ],
+)
+def test_a_files_path_for_a_module_is_told_the_module_name(spec, advice):
+    """`--model mymod.py:build` was "No module named 'mymod.py'" with no hint."""
+    from ppdsl.common.diagnostics import DiagnosticError
+    from ppdsl.runtime.builtin_models import split_model_name
+
+    with pytest.raises(DiagnosticError) as err:
+        split_model_name(spec)
+    (diag,) = err.value.diagnostics
+    assert diag.code == "E031" and "names a file" in diag.message and advice in diag.help
+    assert split_model_name("examples.paddleformers_llama:build") == ("examples.paddleformers_llama", "build")

@@ -112,3 +112,16 @@ def test_paths_are_paths_and_params_a_mapping_whichever_way_they_came():
     from_python = RunRequest(pp=2, microbatches=2, params={"a": 1, "b": True}, summary_json=Path("s.json"))
     assert from_text.summary_json == from_python.summary_json == Path("s.json")
     assert from_text.param_pairs() == ["a=1", "b=true"] and from_python.param_pairs() == ["a=1", "b=true"]
+
+
+def test_a_mistyped_keyword_of_ppdsl_run_is_a_diagnostic_with_the_close_name():
+    """`ppdsl.run(stepz=3)` is E007 naming `steps`, not `RunRequest.__init__() got an unexpected keyword`; nothing
+    trains (the refusal comes before Paddle is imported)."""
+    with pytest.raises(DiagnosticError) as err:
+        ppdsl.run("1f1b", stepz=3, batchsize=8)
+    first, second = err.value.diagnostics
+    assert (first.code, second.code) == ("E007", "E007")
+    assert "`stepz`" in first.message and "did you mean `steps`?" in first.help
+    assert "`batchsize`" in second.message and "did you mean `batch_size`?" in second.help
+    with pytest.raises(DiagnosticError, match="takes no option `lrate`"):
+        ppdsl.run(RunRequest(steps=1), lrate=0.1)
