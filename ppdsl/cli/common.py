@@ -120,6 +120,9 @@ VPP = Annotated[
         show_default=False,
     ),
 ]
+Chunks = Annotated[
+    int, typer.Option("--vpp", help="Chunks (virtual stages) per rank.", callback=in_range("--vpp", *SIZE_RANGE))
+]
 Params = Annotated[list[str] | None, typer.Option("--param", help="Schedule parameter, `name=value`; repeatable.")]
 CostPairs = Annotated[
     str | None,

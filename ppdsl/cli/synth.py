@@ -22,9 +22,9 @@ from ppdsl.cli.common import (
     PP,
     SEED_RANGE,
     TIME_LIMIT_RANGE,
-    VPP,
     WORKERS_RANGE,
     BatchOption,
+    Chunks,
     CostFile,
     CostPairs,
     MaxJobs,
@@ -68,7 +68,7 @@ def synth_cmd(
     pp: PP,
     microbatches: Micro,
     output: Annotated[str, typer.Option("--output", "-o", help="The .sched file to write (`-`: stdout).")],
-    vpp: VPP = 1,
+    vpp: Chunks = 1,
     placement: Annotated[
         Placement, typer.Option("--placement", help="looped (stage = chunk * pp + rank) or vshape (ZB-V's V).")
     ] = Placement.looped,
@@ -358,7 +358,7 @@ def _print(outcome, rows, output) -> None:
 def frontier_cmd(
     pp: PP,
     microbatches: Micro,
-    vpp: VPP = 1,
+    vpp: Chunks = 1,
     cost: CostPairs = None,
     costs: CostFile = None,
     memory_actions: Annotated[
