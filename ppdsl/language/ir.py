@@ -249,4 +249,5 @@ class ScheduleDef:
 
     @property
     def summary(self) -> str:
-        return self.doc.split("\n")[0] if self.doc else ""
+        """The docstring's first paragraph on one line: its summary sentence, whole however it was wrapped."""
+        return " ".join(self.doc.split("\n\n")[0].split()) if self.doc else ""

@@ -187,6 +187,17 @@ def test_stream_rules_with_priority_expressions():
 def test_docstring_and_name():
     defn = resolve_text('"""My schedule.\n\nMore text."""\nschedule "Mine"\n' + GPIPE)
     assert (defn.name, defn.summary) == ("Mine", "My schedule.")
+    wrapped = resolve_text('"""A summary wrapped\nover two lines.\n\nMore text."""\n' + GPIPE)
+    assert wrapped.summary == "A summary wrapped over two lines."
+
+
+def test_every_library_summary_is_whole_sentences():
+    """`ppdsl list` and the plan modules quote the summary: it once stopped at the docstring's first line."""
+    from ppdsl.language.library import library_files
+
+    for path in library_files():
+        summary = load(path).summary
+        assert summary.endswith((".", ")")), f"{path.name}: {summary!r}"
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
     ppdsl compile schedules/1f1b_recompute.sched
 
-1F1B with full activation recompute: each forward keeps only its stage input, and a recompute re-runs it
+1F1B with full activation recompute: each forward keeps only its stage input, and a recompute re-runs it just before
+its backward.
 
 `job_list(rank, ...)` is a rank's job order, the same as `ppdsl expand` gives. `build_plan(...)` hands it, the job
 types, the placement and the stream rules to `ppdsl.runtime.plan`; paddle is imported only there.

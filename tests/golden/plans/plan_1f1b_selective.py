@@ -2,7 +2,8 @@
 
     ppdsl compile schedules/1f1b_selective.sched
 
-1F1B with selective recompute: of the micro-batches a rank holds at once, `recomputed` keep only their stage
+1F1B with selective recompute: of the micro-batches a rank holds at once, `recomputed` keep only their stage input
+and are re-run before their backward; the others keep all their activations.
 
 `job_list(rank, ...)` is a rank's job order, the same as `ppdsl expand` gives. `build_plan(...)` hands it, the job
 types, the placement and the stream rules to `ppdsl.runtime.plan`; paddle is imported only there.

@@ -2,7 +2,8 @@
 
     ppdsl compile tests/codegen/functions.sched
 
-User functions (`fn`), for the tests of `ppdsl compile`: called from the order, a `require`, the placement and
+User functions (`fn`), for the tests of `ppdsl compile`: called from the order, a `require`, the placement and a
+rule's priority; one calls another, one takes a condition, one is named like a Python builtin.
 
 `job_list(rank, ...)` is a rank's job order, the same as `ppdsl expand` gives. `build_plan(...)` hands it, the job
 types, the placement and the stream rules to `ppdsl.runtime.plan`; paddle is imported only there.

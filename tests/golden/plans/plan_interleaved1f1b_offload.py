@@ -2,7 +2,17 @@
 
     ppdsl compile schedules/interleaved1f1b_offload.sched
 
-Interleaved 1F1B with activation offload in PipeOffload's pattern: the activations of the first chunks, which
+Interleaved 1F1B with activation offload in PipeOffload's pattern: the activations of the first chunks, which live
+longest, go to host memory right after their forward and come back `ahead` backwards before they are needed.
+Simulated (the checker's timing model), the copies run on each rank's copy stream while it computes; the runtime
+does not overlap them (on CPU one stream; on GPU a plan's jobs run one after another: docs/runtime.md). Wan et al.,
+"PipeOffload: Improving Scalability of Pipeline Parallelism with Memory Optimization" (ICML 2025;
+`zerobubble/scheduler/offloading.py`): a chunk's activations are offloaded after its forward (D2H) and reloaded
+before its backward (H2D), overlapping compute on their GPU runtime; simulated here, when copies take less than a
+forward, the makespan is that of the schedule without and the offloaded chunks' activations leave the device. The
+order is interleaved1f1b.sched's; the forwards of a chunk c < offloaded are offloaded when their backwards are at
+least min_gap steps later (nearer ones stay on the device, as PipeOffload drops a pair whose round trip does not fit
+before the backward). ppdsl's runtime runs each copy as a job of its own, after the compute job before it.
 
 `job_list(rank, ...)` is a rank's job order, the same as `ppdsl expand` gives. `build_plan(...)` hands it, the job
 types, the placement and the stream rules to `ppdsl.runtime.plan`; paddle is imported only there.

@@ -2,7 +2,8 @@
 
     ppdsl compile schedules/zbvpp.sched
 
-ZBVPP (zero bubble, V-shaped virtual pipeline): two or more chunks per rank on a V placement, split
+ZBVPP (zero bubble, V-shaped virtual pipeline): two or more chunks per rank on a V placement, split backwards, and a
+greedy order that fills bubbles with weight gradients.
 
 `job_list(rank, ...)` is a rank's job order, the same as `ppdsl expand` gives. `build_plan(...)` hands it, the job
 types, the placement and the stream rules to `ppdsl.runtime.plan`; paddle is imported only there.
