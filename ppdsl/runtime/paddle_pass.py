@@ -184,6 +184,7 @@ class PipelinePPDSLPass(PipelinePassBase):
                 startup,  # where accumulators of a program that has none start (ppdsl.runtime.own_program)
                 with_stages(expansion_spec(exp), stage_of),
                 rank=rank,
+                whole_model=False,  # Paddle split the model: this program holds this rank's chunks alone
             )
         finally:
             # build_plan switches paddle to static mode; a dygraph caller (the auto-parallel engine is driven

@@ -69,6 +69,7 @@ def build_plan(
     *,
     rank: int | None = None,
     p2p: dict | None = None,
+    whole_model: bool = True,
     job_types: Sequence[dict] | None = None,
     stage_of: Sequence[Sequence[int]] | None = None,
     orders: Sequence[Sequence[tuple[str, int, int]]] | None = None,
@@ -81,7 +82,8 @@ def build_plan(
     A generated plan module hands its own data instead (`job_types`, `stage_of`, `orders`, `rules`,
     `microbatches`: the keyword contract of `ppdsl compile`'s modules). `p2p` (directed rank pair ->
     `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the programs (the GPU path); without it,
-    values cross ranks by name (emulation) or through the CPU transport.
+    values cross ranks by name (emulation) or through the CPU transport. `whole_model`: the program holds every
+    stage's ops (ppdsl's runs; E064 when one is empty), not one rank's alone (Paddle's pipeline pass).
     The spec's memory actions (`JobTypeSpec.memory` and `fraction`: recompute, offload, reload) get programs of
     their own, made from their stage's forward and backward programs (ppdsl/runtime/memory_jobs.py); their copies
     go to pinned host memory on the GPU path and to the emulated host store otherwise.
@@ -108,7 +110,8 @@ def build_plan(
     prepare_own_program(work, startup_program, microbatches)  # roles checked, loss named, gradients accumulated
     complete_roles(work)
     placed = op_stages(work)
-    check_every_stage_has_ops(work, placed, spec.nstages)
+    if whole_model:  # Paddle's pipeline pass hands one rank's program, which holds only that rank's stages
+        check_every_stage_has_ops(work, placed, spec.nstages)
     stamp_stages(work, placed)
     if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs
         insert_p2p(work, op_stages(work), rank_of_stage, p2p)
