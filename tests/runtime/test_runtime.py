@@ -116,7 +116,8 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
         theirs = apply_pass(programs[0].main, programs[0].startup, mode, attrs)
         # the rank's chunks are stages 0 .. vpp-1 of this program; other ranks' stages lie beyond
         stage_of = [[c if r == rank else vpp * (1 + r) + c for c in range(vpp)] for r in range(pp)]
-        ours = build_plan(programs[1].main, programs[1].startup, with_stages(expansion_spec(exp), stage_of), rank=rank)
+        spec = with_stages(expansion_spec(exp), stage_of)
+        ours = build_plan(programs[1].main, programs[1].startup, spec, rank=rank, whole_model=False)
         got = [normal(j.type(), j.micro_batch_id()) for j in ours.plan.job_list()]
         want = [normal(j.type(), j.micro_batch_id()) for j in theirs.job_list()]
         assert got == want, (rank, got[:6], want[:6])
