@@ -84,6 +84,7 @@ FIELD = st.one_of(
 )
 
 
+@pytest.mark.e2e
 @settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(field=FIELD, value=st.one_of(HOSTILE, st.just(DELETE)), index=st.integers(0, 20))
 def test_calibrate_on_a_hostile_profile_is_a_diagnostic_or_a_cost_file_ppdsl_reads(
@@ -95,6 +96,7 @@ def test_calibrate_on_a_hostile_profile_is_a_diagnostic_or_a_cost_file_ppdsl_rea
     _check(["calibrate", str(tmp / "p.json"), "-o", str(tmp / "c.json")], tmp / "c.json")
 
 
+@pytest.mark.e2e
 @settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(field=FIELD, value=st.one_of(HOSTILE, st.just(DELETE)), index=st.integers(0, 20))
 def test_plot_measured_on_a_hostile_profile_is_a_diagnostic_or_a_picture(

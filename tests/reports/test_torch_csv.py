@@ -98,6 +98,7 @@ def test_malformed_csv_names_row_and_column(text, row, col, fragment):
 TORCH = importlib.util.find_spec("torch") is not None
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not TORCH, reason="torch is not installed (pip install -e '.[bench]' brings torch 2.13)")
 @pytest.mark.parametrize(("stem", "pp", "m", "vpp"), [c for c in CASES if c[0] != "fthenb" or c[3] == 1])
 def test_torch_loads_our_csv(stem, pp, m, vpp, tmp_path):
@@ -140,6 +141,7 @@ def test_a_byte_order_mark_at_the_start_is_accepted(tmp_path):
 # ---------------------------------------------------------------- what an import holds (issue 26)
 
 
+@pytest.mark.e2e
 def test_an_import_holds_a_small_multiple_of_the_file():
     """Before: an object (tuple, Span, strings) per action, about 44x the text here and 120x for a 64 MiB file
     (7.5 GB); now two passes over the text and the table written into bytes. Measured around the conversion: the

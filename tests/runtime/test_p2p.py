@@ -42,6 +42,7 @@ def _rank_events(exp, rank, links):
     return events
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("stem", "pp", "m", "vpp"), [("1f1b", 2, 3, 1), ("1f1b", 4, 4, 1), ("vpp", 2, 4, 2), ("zbh1", 2, 2, 1)]
 )

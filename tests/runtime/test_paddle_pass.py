@@ -167,6 +167,7 @@ def test_split_backward_attribute_reaches_a_schedule_that_declares_it(pp_pass):
 # ---------------------------------------------------------------- (c) the plan runs
 
 
+@pytest.mark.e2e
 def test_plan_from_apply_pass_trains_like_ppdsls_own_run(pp_pass):
     from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
 
@@ -329,6 +330,7 @@ def test_uninstall_restores_paddles_functions():
 VPP2 = ["VPP@vpp=2", "ppdsl:zbv@vpp=2"]
 
 
+@pytest.mark.e2e
 def test_auto_parallel_engine_trains_with_a_sched_file(tmp_path):
     """`dist.to_static` with `strategy.pipeline.schedule_mode` set to a `.sched`: same losses and parameters as
     Paddle's own 1F1B, and the plan's jobs are the schedule's (one process, pp_degree 1: see the script).

@@ -46,6 +46,7 @@ def _dygraph_run(batches):
         return {name: p.numpy() for name, p in model.named_parameters()}, losses
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("stem", "pp", "m", "vpp"), [("1f1b", 2, 4, 1), ("zbv", 2, 4, 2)])
 def test_llama_pipelined_trains_like_the_dygraph_model(stem, pp, m, vpp, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))

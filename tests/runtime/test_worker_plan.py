@@ -101,6 +101,7 @@ def test_a_rank_refuses_a_damaged_plan(tmp_path):
     assert f"`{tmp_path / 'plan.json'}` is not a ppdsl plan specification" in err.value.diagnostics[0].message
 
 
+@pytest.mark.e2e
 @needs_paddle
 def test_a_plan_modules_orders_run_on_one_process_merged_by_the_values_each_job_reads():
     """A plan module hands `build_plan` its own data (no check merged its orders): every job runs, in an order

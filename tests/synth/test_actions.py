@@ -144,6 +144,7 @@ def test_past_the_deadline_an_insertion_stops_when_a_schedule_is_held_and_finish
     assert alone is not None and alone.evaluation.feasible
 
 
+@pytest.mark.e2e
 def test_an_order_with_pipeoffloads_rule_is_a_start_so_synth_is_never_slower_than_that_pattern():
     """Two chunks looped at 2 activations: the insertion acts one peak at a time and ran out of time before
     PipeOffload's whole pattern (every gap that covers both copies offloaded) on the library's orders, which

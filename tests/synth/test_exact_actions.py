@@ -53,6 +53,7 @@ def _problem(limit: float, host_limit: float | None = None, **costs: float):
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("limit", "host_limit", "allowed", "costs"),
     [

@@ -83,6 +83,7 @@ def _optimum_by_enumeration(problem) -> float:
     return fastest(problem, per_rank)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("limit", "costs"),
     [

@@ -65,6 +65,7 @@ def test_fill_seeds_apply_to_v_shapes_only():
     assert fill_seeds(looped) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not exact.available(), reason="needs OR-Tools (CP-SAT)")
 def test_fill_first_start_is_no_worse_and_here_better(monkeypatch):
     problem = build_problem(6, 12, 2, "vshape", SKEWED, memory_limit=8, split="yes")
