@@ -185,6 +185,7 @@ KINDS = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_each_kind_of_damage_is_a_clean_error_naming_the_file(kind, original, tmp_path):
     make, code, fragment = KINDS[kind]

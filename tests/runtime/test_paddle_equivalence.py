@@ -50,6 +50,7 @@ def _compare(mode: str, file: str, pp: int, vpp: int, m: int, **attrs) -> str | 
     return None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", sorted(SINGLE_CHUNK))
 def test_single_chunk_schedules_match_paddle(mode):
     mismatches = [

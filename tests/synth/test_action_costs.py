@@ -104,6 +104,7 @@ CALIBRATED = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("actions", [BOTH, ()], ids=["actions", "order-only"])
 def test_a_calibrated_cost_file_times_the_search_and_the_written_file_alike(actions, tmp_path):
     """The optimizer's calibrated time is written into the file too (it was left out: E042, the file checked one

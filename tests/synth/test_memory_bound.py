@@ -43,6 +43,7 @@ def _instance(seed: int) -> tuple[dict, tuple[str, ...]]:
 SEEDS = [16, 20, 22, 28, 36, 41, 45, 47, 49, 55, 60, 79, 87, 93, 104, 107, 118, 120, 131, 138]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_bound_is_at_most_the_optimum_cp_sat_proves_without_it(seed):
     pytest.importorskip("ortools")

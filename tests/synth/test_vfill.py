@@ -35,6 +35,7 @@ def _v_problem(case):
     return build_problem(pp, m, 2, "vshape", costs, memory_limit=limit, split="yes")
 
 
+@pytest.mark.e2e
 @each_case
 def test_fill_seeds_are_complete_and_within_the_limit(case):
     limit = case[3]
