@@ -44,8 +44,8 @@ for _p in (str(ROOT), str(HERE)):
 
 from ppdsl.analysis.check import check_expansion  # noqa: E402
 from ppdsl.analysis.expand import expand  # noqa: E402
-from ppdsl.language.jobtypes import COMPUTE_TYPES  # noqa: E402
 from ppdsl.language.resolve import load  # noqa: E402
+from ppdsl.plan.kinds import COMPUTE_TYPES  # noqa: E402
 from ppdsl.reports.formats import torch_actions  # noqa: E402
 
 INTERLEAVED = SCHEDULES / "interleaved1f1b.sched"
@@ -229,7 +229,7 @@ _CHILD = r"""
 import gc, json, resource, sys, time
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.expand import expand
-from ppdsl.language.jobtypes import COMPUTE_TYPES
+from ppdsl.plan.kinds import COMPUTE_TYPES
 from ppdsl.language.resolve import load
 
 def maxrss():

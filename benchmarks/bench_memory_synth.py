@@ -62,8 +62,8 @@ from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.analysis.memory import MemoryActions  # noqa: E402
 from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.common.diagnostics import DiagnosticError  # noqa: E402
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD  # noqa: E402
 from ppdsl.language.library import library_dir, library_files  # noqa: E402
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD  # noqa: E402
 from ppdsl.synth import SynthRequest, build, synthesize_file  # noqa: E402
 from ppdsl.synth.actions import OFFLOAD, RECOMPUTE, ActionEngine, Placement  # noqa: E402
 from ppdsl.synth.bounds import lower_bound  # noqa: E402

@@ -42,8 +42,8 @@ from ppdsl.analysis.check import CheckResult, check  # noqa: E402
 from ppdsl.analysis.costs import CostSpec  # noqa: E402
 from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.common.diagnostics import DiagnosticError  # noqa: E402
-from ppdsl.language.jobtypes import BACKWARD_B, BACKWARD_W, FORWARD  # noqa: E402
 from ppdsl.language.library import library_files  # noqa: E402
+from ppdsl.plan.kinds import BACKWARD_B, BACKWARD_W, FORWARD  # noqa: E402
 from ppdsl.synth import SynthRequest, synthesize_file  # noqa: E402
 from ppdsl.synth.problem import Problem, build_problem  # noqa: E402
 from ppdsl.synth.schedule import Evaluator, complete  # noqa: E402

@@ -31,7 +31,7 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.common.text import count, numbered, ranges
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 
 MAX_PER_KIND = 12  # diagnostics of one code kept in full; the rest are counted
 MAX_NOTES = 4  # per-rank details shown under one diagnostic

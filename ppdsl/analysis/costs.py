@@ -19,8 +19,8 @@ from ppdsl.common.jsontext import JsonError, parse_json
 from ppdsl.common.text import shortened
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT
 from ppdsl.language.ir import ScheduleDef
-from ppdsl.language.jobtypes import BUILTIN
 from ppdsl.language.resolve import COMM_KEYS
+from ppdsl.plan.kinds import BUILTIN
 
 # The largest cost, latency or bandwidth accepted: a million seconds (or 10^15 of any unit). Past it, sums over a
 # schedule lose the precision that makes equal makespans compare equal, and a synthesized file could not write

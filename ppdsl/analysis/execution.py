@@ -38,7 +38,7 @@ from ppdsl.analysis.timing import (
     start_time,
     transfer_seconds,
 )
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD
 
 F_SIGNAL, G_SIGNAL = 0, 1  # activation sent forward / gradient sent backward
 

@@ -21,9 +21,9 @@ from ppdsl.common.sizes import MAX_SIZE
 from ppdsl.common.text import count, number_text, numbered
 from ppdsl.language import types
 from ppdsl.language.ir import Expr, ScheduleDef
-from ppdsl.language.jobs import JobCodec
-from ppdsl.language.jobtypes import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost, recompute_share
 from ppdsl.language.runnable import compiled
+from ppdsl.plan.jobs import JobCodec
+from ppdsl.plan.kinds import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost, recompute_share
 
 DEFAULT_BACKWARD_B_FREES = 0.5
 # The most jobs an expansion may hold unless the caller raises it (`--max-jobs`): pp=64, vpp=4, microbatches=4096

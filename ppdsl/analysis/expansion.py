@@ -1,7 +1,7 @@
 """A schedule bound to sizes: every rank's job order, and the cost and memory tables the checks need.
 
 `Expansion` binds pp / vpp / microbatches / params to a `ScheduleDef` and holds every rank's job order as
-packed integers (`ppdsl.language.jobs.JobCodec`, the one encoding), so that 262,144 jobs cost one Python int
+packed integers (`ppdsl.plan.jobs.JobCodec`, the one encoding), so that 262,144 jobs cost one Python int
 each. Every later stage (checks, execution, reports, codegen, the
 runtime) reads an `Expansion`.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppdsl.language.ir import ScheduleDef, StreamRule
-from ppdsl.language.jobs import Job, JobCodec, pack_code, unpack_code
+from ppdsl.plan.jobs import Job, JobCodec, pack_code, unpack_code
 
 
 @dataclass(frozen=True)

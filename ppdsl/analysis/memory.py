@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.language.jobtypes import FORWARD, MEMORY_NAMES, OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME
+from ppdsl.plan.kinds import FORWARD, MEMORY_NAMES, OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ MeasureMemory = Callable[[Expansion], MemoryModel]
 @dataclass(frozen=True)
 class MemoryActions:
     """Where a schedule's memory actions are among its job types (their indices differ by schedule: a schedule
-    has them only when it names them, see `ppdsl.language.jobtypes`)."""
+    has them only when it names them, see `ppdsl.plan.kinds`)."""
 
     recompute: int
     offload: int

@@ -56,7 +56,7 @@ only in schedules that name them), so their rows are not in these index tables b
 
 from __future__ import annotations
 
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 
 # Rule 1: the direction each kind of job sends its output in (+1: the next stage, -1: the stage before). A job of
 # such a kind reads the same kind of data from the neighbour on the other side.

@@ -57,8 +57,8 @@ from ppdsl.common.codes import EXIT_INVALID, EXIT_VALID
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes, unit_name
-from ppdsl.language.jobtypes import MEMORY_NAMES
 from ppdsl.language.library import find_schedule, library_files
+from ppdsl.plan.kinds import MEMORY_NAMES
 from ppdsl.reports.compare import Row
 
 

@@ -51,8 +51,8 @@ from ppdsl.common import codes
 from ppdsl.common.diagnostics import DiagnosticError, SourceCache, render_all
 from ppdsl.common.text import escaped, terminal_columns
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import letter_of, style_of
 from ppdsl.language.library import library_files
+from ppdsl.plan.kinds import letter_of, style_of
 
 
 class ExpandFormat(str, Enum):

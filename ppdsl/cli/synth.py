@@ -48,8 +48,8 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import check_output
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES
 from ppdsl.language.library import library_files
+from ppdsl.plan.kinds import DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES
 
 
 class Placement(str, Enum):

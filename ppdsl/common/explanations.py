@@ -1162,7 +1162,7 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl check 1f1b --pp 4 -m 8 --memory-limit 4"),
     ),
     "E090": Explanation(
-        "A plan specification (`ppdsl.analysis.plan_spec.PlanSpec`) records the fingerprint of the schedule it was "
+        "A plan specification (`ppdsl.plan.spec.PlanSpec`) records the fingerprint of the schedule it was "
         "checked from: the sha256 of the `.sched` text and of every file it includes, in order. Whatever reuses a "
         "plan or a state made under it against a source compares the two, for another text may order the jobs, "
         "and so the floating-point sums, differently: a `--resume` checkpoint saved under another text, or a "

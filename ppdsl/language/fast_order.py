@@ -11,10 +11,10 @@ micro-batch out of range, or a value growing without end, calls `_fail(site, kin
 from __future__ import annotations
 
 from ppdsl.language.ir import EmitJob, ForRange, IfElse, Let, Repeat, ScheduleDef, Stmt
-from ppdsl.language.jobs import JobCodec
 from ppdsl.language.lowering import OrderLowering
 from ppdsl.language.pysource import mangle
 from ppdsl.language.types import INT
+from ppdsl.plan.jobs import JobCodec
 
 
 def fast_order_source(defn: ScheduleDef) -> tuple[str, dict[int, int]]:

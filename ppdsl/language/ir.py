@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Span
 from ppdsl.common.text import job_label
-from ppdsl.language.jobtypes import BUILTIN, MEMORY_NAMES, letter_of
+from ppdsl.plan.kinds import BUILTIN, MEMORY_NAMES, letter_of
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,13 @@ from ppdsl.language.ir import (
     StreamRule,
     TableDef,
 )
-from ppdsl.language.jobtypes import (
+from ppdsl.language.library import missing_schedule_help
+from ppdsl.language.parser import parse, paused_gc
+from ppdsl.language.pysource import site_text
+from ppdsl.language.runnable import compiled
+from ppdsl.language.typecheck import FUNCTIONS, ExprCompiler, OrderChecker, Scope
+from ppdsl.language.types import BOOL, INT, NUMBER
+from ppdsl.plan.kinds import (
     BUILTIN_NAMES,
     BUILTIN_TYPES,
     COMPUTE_TYPES,
@@ -41,12 +47,6 @@ from ppdsl.language.jobtypes import (
     REGIONS,
     RELOAD_NAME,
 )
-from ppdsl.language.library import missing_schedule_help
-from ppdsl.language.parser import parse, paused_gc
-from ppdsl.language.pysource import site_text
-from ppdsl.language.runnable import compiled
-from ppdsl.language.typecheck import FUNCTIONS, ExprCompiler, OrderChecker, Scope
-from ppdsl.language.types import BOOL, INT, NUMBER
 
 COMM_KEYS = ("latency", "bandwidth")
 PER_JOB = ("rank", "chunk", "stage")  # what a cost or memory expression reads besides the sizes and parameters

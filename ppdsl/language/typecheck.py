@@ -15,9 +15,9 @@ from ppdsl.common.text import count
 from ppdsl.language import ast, types
 from ppdsl.language.functions import FunctionDef, call_cost, signature
 from ppdsl.language.ir import EmitJob, Expr, ForRange, IfElse, Let, OrderDef, Repeat, Site, Stmt
-from ppdsl.language.jobtypes import SHARED_COUNTER
 from ppdsl.language.pysource import file_lines, mangle, site_text
 from ppdsl.language.types import BOOL, FLOAT, INT, NUMBER
+from ppdsl.plan.kinds import SHARED_COUNTER
 
 FUNCTIONS = {"min": (2, None), "max": (2, None), "abs": (1, 1), "ceildiv": (2, 2)}
 BUILTIN_NAMES = ("pp", "vpp", "microbatches", "rank", "chunk", "stage")

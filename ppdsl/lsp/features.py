@@ -18,12 +18,12 @@ from ppdsl.common.diagnostics import Span
 from ppdsl.common.text import count
 from ppdsl.common.units import format_bytes
 from ppdsl.language import ast
-from ppdsl.language.jobtypes import BUILTIN, LETTERS, default_cost
 from ppdsl.language.typecheck import FUNCTIONS
 from ppdsl.language.types import show
 from ppdsl.lsp.checking import Checked
 from ppdsl.lsp.convert import Units, to_range, uri_of
 from ppdsl.lsp.symbols import KEYWORDS, NAME, SIZES, Index, Occurrence, Symbol, read_saved
+from ppdsl.plan.kinds import BUILTIN, LETTERS, default_cost
 
 MAX_SHOWN_JOBS = 32  # of one rank, in a statement's hover
 SIZE_MEANINGS = {

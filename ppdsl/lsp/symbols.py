@@ -22,9 +22,9 @@ from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input_text
 from ppdsl.language import ast
 from ppdsl.language.functions import walk
 from ppdsl.language.includes import SCHED_SUFFIX
-from ppdsl.language.jobtypes import BUILTIN_NAMES, LETTERS
 from ppdsl.language.typecheck import BUILTIN_NAMES as SIZE_NAMES
 from ppdsl.lsp.syntax import ItemCache
+from ppdsl.plan.kinds import BUILTIN_NAMES, LETTERS
 
 MAX_FILES = 32  # a file and its includes, as far as the index follows them (the resolver's chain bound)
 MAX_READS = 2 * MAX_FILES  # paths the index tries to read, those that cannot be read (a typo, a FIFO) included

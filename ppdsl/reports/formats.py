@@ -8,7 +8,7 @@ import json
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common import csv_cells
-from ppdsl.language.jobtypes import MEMORY_NAMES
+from ppdsl.plan.kinds import MEMORY_NAMES
 
 
 def to_dict(exp: Expansion) -> dict:

@@ -17,7 +17,7 @@ from ppdsl.analysis.execution import bubble_ratio
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import memory_curve
 from ppdsl.analysis.records import JobRecord
-from ppdsl.language.jobtypes import BUILTIN, COPY_NAMES, RECOMPUTE_NAME, USER_COLOURS
+from ppdsl.plan.kinds import BUILTIN, COPY_NAMES, RECOMPUTE_NAME, USER_COLOURS
 
 # One colour per built-in job type (`ppdsl show`'s hues); a schedule's own job types get greys.
 PALETTE = {jt.name: jt.colour for jt in BUILTIN.values()}

@@ -15,8 +15,8 @@ from pathlib import Path
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import CSV_BYTES, read_text
 from ppdsl.common.text import shortened
-from ppdsl.language.jobs import Job
 from ppdsl.language.sched_text import sched_docstring_text, sched_string
+from ppdsl.plan.jobs import Job
 
 _OVERLAP = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
 _TORCH_ONLY = re.compile(r"^\d+(UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)\d*$")

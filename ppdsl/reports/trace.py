@@ -32,7 +32,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import PROFILE_BYTES, read_text
 from ppdsl.common.jsontext import parse_json
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT, unit_name
-from ppdsl.language.jobtypes import COPY_NAMES
+from ppdsl.plan.kinds import COPY_NAMES
 from ppdsl.reports.simulate import Simulation
 
 COMPUTE_TID, SEND_TID = 0, 1

@@ -11,7 +11,7 @@ stages.py          completes op roles and stage (chunk) ids
 split.py           classifies ops into job types and splits the program into one program per job
 streams.py         applies the schedule's stream / priority / attribute rules to ops
 skip_gc.py         what each job keeps alive for later jobs of its micro-batch
-plan.py            from a `PlanSpec` (ppdsl.analysis.plan_spec): jobs in schedule order, skip-GC variables, `core.Plan`
+plan.py            from a `PlanSpec` (ppdsl.plan.spec): jobs in schedule order, skip-GC variables, `core.Plan`
 train.py           the training loop (a step whose parameters go NaN stops it) and the run summary
 checkpoint.py      checkpoints: written atomically, found for --resume, read without trusting them; the lock
 profile.py         measured job timings and held memory, from Paddle's host profiler

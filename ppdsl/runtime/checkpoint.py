@@ -43,9 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic, trusted_directory
+from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.request import TrainConfig
 
 CHECKPOINT = "checkpoint.npz"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppdsl.analysis.plan_spec import PlanSpec
+from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.memory_jobs import ProgramIO
 from ppdsl.runtime.split import ProgramKey, ValueFlow
 

@@ -4,7 +4,7 @@ one process per rank through Paddle's own launcher, `paddle.distributed.launch`.
 Each launch makes a directory of its own in the run directory (`--run-dir`, default `ppdsl-run/`):
 `launch-<n>/`, the next free n, created new, so ppdsl writes only there and never deletes or overwrites a file
 of the run directory it did not make. It holds the spec every rank reads (`spec.json`) and the plan specification
-of the checked schedule it names (`plan.json`, ppdsl.analysis.plan_spec), both bound to the launch by their sha256
+of the checked schedule it names (`plan.json`, ppdsl.plan.spec), both bound to the launch by their sha256
 (ppdsl/runtime/launch_spec.py: each rank gets the spec's on its command line), the launcher's logs
 (`launch.log`, `log/`), and what each rank writes back (`rank<r>.json`, `rank<r>.npz`, or `rank<r>.error`). No
 paddle import here: the processes import it.
@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.analysis.plan_spec import PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import new_owned_directory, next_owned_number
 from ppdsl.common.text import ascii_number, shortened
+from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.launch_spec import FAILURE_MODES, FailureSpec, LaunchSpec, write_launch
 from ppdsl.runtime.lifeline import PARENT_PID, STOP_SIGNALS, RankStatus, status_path
 from ppdsl.runtime.request import MASTER_HELP, RunRequest

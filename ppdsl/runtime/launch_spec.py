@@ -308,7 +308,7 @@ def load_plan(launch: LaunchSpec):
     """The plan specification the spec names, read once and checked against the spec's sha256 before it is
     parsed (E045), then against the schedule the launcher checked (`fingerprint`, E090); E091 for a file that is
     not a plan."""
-    from ppdsl.analysis.plan_spec import PlanSpec
+    from ppdsl.plan.spec import PlanSpec
 
     path = launch.plan
     data = read_bound(path, launch.plan_sha256, PLAN_BYTES, "the plan ")

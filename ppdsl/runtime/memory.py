@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.analysis.timing import FLOW
-from ppdsl.language.jobtypes import BUILTIN_NAMES
+from ppdsl.plan.kinds import BUILTIN_NAMES
 from ppdsl.runtime.activations import BACKWARD_SIDE, classify, publishers, reads_from_earlier_jobs
 from ppdsl.runtime.memory_jobs import OFFLOAD, RECOMPUTE, MemoryJob, written_or_copied
 

@@ -26,8 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ppdsl.analysis.plan_spec import MEMORY_KINDS, PlanSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.plan.kinds import MEMORY_NAMES
+from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
 from ppdsl.runtime.skip_gc import defined_values
@@ -35,7 +36,7 @@ from ppdsl.runtime.skip_gc import defined_values
 if TYPE_CHECKING:  # a rank process imports this module, and never the language an expansion carries
     pass
 
-KINDS = MEMORY_KINDS
+KINDS = MEMORY_NAMES
 RECOMPUTE, OFFLOAD, RELOAD = KINDS
 
 

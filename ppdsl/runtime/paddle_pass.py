@@ -38,11 +38,12 @@ from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_pass_base import
 
 from ppdsl.analysis.check import check
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.analysis.plan_spec import expansion_spec, with_stages
+from ppdsl.analysis.plan_spec import expansion_spec
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.sizes import parse_params
 from ppdsl.language.library import find_schedule
+from ppdsl.plan.spec import with_stages
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 
 PASS_NAME = "pipeline_scheduler_PPDSL"

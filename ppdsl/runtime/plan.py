@@ -1,6 +1,6 @@
 """Schedule + training program -> `core.Plan`: prepare, split, apply rules, order jobs, skip-GC, Plan.
 
-`build_plan` takes the schedule as a `PlanSpec` (ppdsl.analysis.plan_spec), or a generated plan module's data
+`build_plan` takes the schedule as a `PlanSpec` (ppdsl.plan.spec), or a generated plan module's data
 (`ppdsl compile`). With `rank=None` every rank's jobs run in this one process (the single-machine emulation):
 each (job type, stage) is its own job program, named `<type>@<stage>` (the optimizer `optimizer@r<rank>`), and
 the ranks' orders run merged into one order that respects every cross-stage dependency: the one the checker's
@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ppdsl.analysis.plan_spec import JobTypeSpec, PlanSpec, RuleSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import numbered
+from ppdsl.plan.spec import JobTypeSpec, PlanSpec, RuleSpec
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.memory_jobs import (
     MemoryJob,
@@ -77,7 +77,7 @@ def build_plan(
     microbatches: int | None = None,
 ) -> BuiltPlan:
     """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule `spec`
-    (`ppdsl.analysis.plan_spec.PlanSpec`, built once from the check).
+    (`ppdsl.plan.spec.PlanSpec`, built once from the check).
 
     A generated plan module hands its own data instead (`job_types`, `stage_of`, `orders`, `rules`,
     `microbatches`: the keyword contract of `ppdsl compile`'s modules). `p2p` (directed rank pair ->
@@ -240,7 +240,7 @@ def plan_module_spec(
     STREAM_RULES at the sizes it was called with). No check merged its orders: `build_plan` merges them by the
     values each job reads. A plan module's process may import the language (a rank of `ppdsl run` never comes
     here: it has a spec)."""
-    from ppdsl.language.jobtypes import BUILTIN, MEMORY_NAMES, letter_of, program_order
+    from ppdsl.plan.kinds import BUILTIN, MEMORY_NAMES, letter_of, program_order
 
     if job_types is None or stage_of is None or orders is None or microbatches is None:
         raise TypeError("build_plan takes a PlanSpec, or a plan module's job_types, stage_of, orders, microbatches")

@@ -30,7 +30,7 @@ from ppdsl.language.library import find_schedule
 from ppdsl.runtime.request import RunRequest, TrainConfig, flag
 
 if TYPE_CHECKING:  # imported when a run builds one: `check` alone never needs it
-    from ppdsl.analysis.plan_spec import PlanSpec
+    from ppdsl.plan.spec import PlanSpec
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ppdsl.analysis.plan_spec import JobTypeSpec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.plan.spec import JobTypeSpec
 from ppdsl.runtime.stages import UNKNOWN
 
 

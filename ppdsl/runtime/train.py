@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ppdsl.analysis.plan_spec import PlanSpec, checked_spec
+from ppdsl.analysis.plan_spec import checked_spec
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import count, numbered
+from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.checkpoint import (
     CHECKPOINT,
     LEARNING_RATE,

@@ -3,7 +3,7 @@ SHA256`, the second argument the sha256 of the spec's bytes.
 
 The launch's spec (ppdsl.runtime.launch_spec.LaunchSpec, read once and checked against that digest before it is
 parsed: E045) names the plan specification the launcher wrote beside it (`plan.json`, a
-`ppdsl.analysis.plan_spec.PlanSpec` of the checked schedule) with its sha256, the fingerprint of the schedule it
+`ppdsl.plan.spec.PlanSpec` of the checked schedule) with its sha256, the fingerprint of the schedule it
 checked, and the `--model` module's source files with theirs; the rank builds everything from those bytes, the
 model's code run from the bytes checked (E049), the plan refused (E090) if it is of another source. It never reads
 the `.sched` file nor imports `ppdsl.language` (tests/runtime/test_worker_plan.py holds it to that).

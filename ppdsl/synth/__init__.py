@@ -43,7 +43,7 @@ from ppdsl.analysis.memory import MeasureMemory, MemoryActions, MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
-from ppdsl.language.jobtypes import COPY_NAMES, DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES, OFFLOAD_NAME
+from ppdsl.plan.kinds import COPY_NAMES, DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES, OFFLOAD_NAME
 from ppdsl.synth import exact
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement, describe_counts
 from ppdsl.synth.bounds import memory_lower_bound
@@ -118,7 +118,7 @@ class SynthRequest:
     cost_options: str = ""  # `--cost ...` / `--costs FILE` as given (for the docstring)
     memory_actions: tuple[str, ...] = ()  # of "recompute", "offload": the search may choose them (actions.py)
     # what a recompute rebuilds of what its forward does not keep as the stage input (1: a full recompute, as `check`
-    # reads a recompute without a fraction); it costs that fraction of the forward (`jobtypes.recompute_share`)
+    # reads a recompute without a fraction); it costs that fraction of the forward (`kinds.recompute_share`)
     recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION
     host_limit: float | None = None  # all ranks' offloaded memory together (with offload)
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
 from ppdsl.synth.clock import WorkClock
 from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.problem import Problem

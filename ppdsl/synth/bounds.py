@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
 from ppdsl.synth.problem import Problem, stage_table
 
 LIMIT_SLACK = 1e-9  # the checker's: a level within this of the limit fits (`Evaluator`)

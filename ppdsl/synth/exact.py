@@ -38,8 +38,8 @@ from math import lcm
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.language.jobs import Job
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.jobs import Job
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 

@@ -43,8 +43,8 @@ from collections.abc import Iterable
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.analysis.timing import input_stage, link_delay
-from ppdsl.language.jobs import Job
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.jobs import Job
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.bounds import memory_lower_bound
 from ppdsl.synth.exact import KINDS, ScheduleModel, Solution, transfers_never_queue

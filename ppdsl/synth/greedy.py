@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.analysis.timing import FLOW, CopyStreams, Stream, input_stage, output_stage, start_time
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.window import Statics
 
 BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job

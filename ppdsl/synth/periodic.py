@@ -42,7 +42,7 @@ from typing import Any
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.clock import cpu
 from ppdsl.synth.exact import load_cp_model

@@ -21,7 +21,8 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.language.jobtypes import (
+from ppdsl.language.resolve import resolve_text
+from ppdsl.plan.kinds import (
     BACKWARD,
     BACKWARD_B,
     BACKWARD_W,
@@ -30,7 +31,6 @@ from ppdsl.language.jobtypes import (
     MEMORY_NAMES,
     OPTIMIZER,
 )
-from ppdsl.language.resolve import resolve_text
 
 PLACEMENTS = ("looped", "vshape")
 SPLIT_MODES = ("auto", "yes", "no")
@@ -42,7 +42,7 @@ memory backward_b frees {frees}
 {actions}order {{ optimizer }}
 """
 # With `--memory-actions` the probe names the actions, so its expansion has their job types, costs and memory as
-# `check` reads them (`jobtypes.recompute_share`: a recomputed forward keeps its stage input, and the rest a partial
+# `check` reads them (`kinds.recompute_share`: a recomputed forward keeps its stage input, and the rest a partial
 # recompute leaves; a recompute costs its fraction of the forward).
 _ACTIONS = "memory recompute fraction = {fraction}\n"
 _HOST = "memory host limit = {limit}\n"

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobs import Job
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.plan.jobs import Job
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 from ppdsl.synth.problem import Problem
 
 COMPUTE = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)

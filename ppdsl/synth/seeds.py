@@ -14,8 +14,8 @@ from pathlib import Path
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import DiagnosticError
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.language.library import library_files
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 

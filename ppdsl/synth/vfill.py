@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from ppdsl.language.jobtypes import BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import BACKWARD_W, FORWARD
 from ppdsl.synth.greedy import EPS, ListScheduler, Policy, RankState
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order

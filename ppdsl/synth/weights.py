@@ -22,7 +22,7 @@ checker's rule); the search keeps the result only when the checker times it fast
 
 from __future__ import annotations
 
-from ppdsl.language.jobtypes import BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.greedy import EPS, INF, ListScheduler, Policy, RankState
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order

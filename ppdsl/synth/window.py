@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
-from ppdsl.language.jobs import Job
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.jobs import Job
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.exact import integer_scale, load_cp_model
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Order

@@ -36,8 +36,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobs import Job
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.jobs import Job
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.exact import KINDS, load_cp_model
 from ppdsl.synth.exact_actions import hold_pieces, stage_table

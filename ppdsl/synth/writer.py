@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from ppdsl.common.text import escaped
 from ppdsl.language.format import format_text
-from ppdsl.language.jobtypes import (
+from ppdsl.plan.kinds import (
     BACKWARD,
     BACKWARD_B,
     BACKWARD_W,
@@ -97,7 +97,7 @@ def _per_stage_expression(values: list[float], index: str = "stage") -> str | No
 
 def type_name(problem: Problem, t: int) -> str:
     """A job type's name: the built-in five by index, the memory actions through the probe's types (their
-    indices depend on the schedule, see `ppdsl.language.jobtypes`)."""
+    indices depend on the schedule, see `ppdsl.plan.kinds`)."""
     if t in NAMES:
         return NAMES[t]
     assert problem.expansion is not None

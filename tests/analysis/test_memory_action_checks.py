@@ -13,8 +13,8 @@ from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.expand import expand
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryActions, rank_levels
-from ppdsl.language.jobtypes import BACKWARD
 from ppdsl.language.resolve import load, resolve_text
+from ppdsl.plan.kinds import BACKWARD
 
 from paths import LIBRARY
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.expand import expand
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobtypes import BACKWARD, FORWARD
 from ppdsl.language.resolve import resolve_text
+from ppdsl.plan.kinds import BACKWARD, FORWARD
 
 PROPERTY = settings(max_examples=80, deadline=None, derandomize=True)
 

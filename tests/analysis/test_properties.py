@@ -31,8 +31,8 @@ from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.expand import expand
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import DiagnosticError
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, MEMORY_NAMES, OPTIMIZER
 from ppdsl.language.resolve import load, resolve_text
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, MEMORY_NAMES, OPTIMIZER
 
 from paths import LIBRARY
 

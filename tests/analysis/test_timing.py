@@ -23,7 +23,7 @@ from ppdsl.analysis.timing import (
     start_time,
     transfer_seconds,
 )
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 
 from paths import LIBRARY
 

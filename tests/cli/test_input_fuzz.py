@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from ppdsl.analysis.costs import COST_FILE_KEYS
 from ppdsl.cli import app
-from ppdsl.language.jobtypes import BUILTIN_NAMES
+from ppdsl.plan.kinds import BUILTIN_NAMES
 
 runner = CliRunner()
 FUZZ = settings(

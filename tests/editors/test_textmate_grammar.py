@@ -14,8 +14,8 @@ from lark.exceptions import UnexpectedInput
 from textmate import Grammar
 
 from ppdsl.language import grammar_tables
-from ppdsl.language.jobtypes import BUILTIN_TYPES, MEMORY_TYPES
 from ppdsl.language.typecheck import FUNCTIONS
+from ppdsl.plan.kinds import BUILTIN_TYPES, MEMORY_TYPES
 
 from paths import CODEGEN, LIBRARY, ROOT, UI
 

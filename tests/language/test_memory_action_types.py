@@ -7,8 +7,8 @@ import pytest
 
 from ppdsl.analysis.expand import expand
 from ppdsl.common.diagnostics import DiagnosticError
-from ppdsl.language.jobtypes import BUILTIN_TYPES, MEMORY_NAMES, RECOMPUTE_STAGE_INPUT
 from ppdsl.language.resolve import resolve_text
+from ppdsl.plan.kinds import BUILTIN_TYPES, MEMORY_NAMES, RECOMPUTE_STAGE_INPUT
 from ppdsl.synth.problem import build_problem
 
 PLAIN = "order { forward * microbatches  backward * microbatches  optimizer }"

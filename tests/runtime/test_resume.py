@@ -153,8 +153,8 @@ def test_the_summary_states_the_learning_rate_the_run_trained_with(saved, tmp_pa
 
 def test_a_checkpoint_of_an_edited_schedule_is_refused_naming_both_fingerprints(saved, tmp_path):
     """Same name, same sizes, but another text: the job order, and so the sums, may differ (E090)."""
-    from ppdsl.analysis.plan_spec import source_fingerprint
     from ppdsl.language.library import library_dir
+    from ppdsl.plan.spec import source_fingerprint
 
     text = (library_dir() / "zbh1.sched").read_text()
     edited = tmp_path / "zbh1.sched"

@@ -93,7 +93,8 @@ def test_plan_job_sequence_equals_paddles_apply_pass(mode, stem, pp, m, vpp):
     """On the same program (one rank's chunks), ppdsl's plan and Paddle's `apply_pass` plan run the same jobs."""
     from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
 
-    from ppdsl.analysis.plan_spec import expansion_spec, with_stages
+    from ppdsl.analysis.plan_spec import expansion_spec
+    from ppdsl.plan.spec import with_stages
     from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.plan import build_plan

@@ -19,7 +19,7 @@ import ppdsl
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.cli import app
 from ppdsl.common.units import parse_size
-from ppdsl.language.jobtypes import MEMORY_NAMES
+from ppdsl.plan.kinds import MEMORY_NAMES
 from ppdsl.synth import SynthRequest, synthesize_file
 from ppdsl.synth.writer import Header, sched_text
 

@@ -15,10 +15,11 @@ import pytest
 
 from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import expand
-from ppdsl.analysis.plan_spec import plan_spec, source_fingerprint
+from ppdsl.analysis.plan_spec import plan_spec
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import load
+from ppdsl.plan.spec import source_fingerprint
 from ppdsl.runtime.launch_spec import LaunchSpec, load_plan, read_launch_spec, write_launch
 from ppdsl.runtime.request import RunRequest
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobtypes import BACKWARD, FORWARD
+from ppdsl.plan.kinds import BACKWARD, FORWARD
 from ppdsl.synth import SynthRequest, action_search, synthesize_file
 from ppdsl.synth.exact_actions import model_is_exact, solve_with_actions
 from ppdsl.synth.problem import build_problem

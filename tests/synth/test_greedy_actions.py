@@ -7,7 +7,7 @@ import pytest
 
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.common.diagnostics import DiagnosticError
-from ppdsl.language.jobtypes import FORWARD
+from ppdsl.plan.kinds import FORWARD
 from ppdsl.synth import SynthRequest, build, synthesize_file
 from ppdsl.synth.actions import ActionEngine, Placement
 from ppdsl.synth.greedy import ListScheduler, Policy

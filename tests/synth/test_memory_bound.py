@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobtypes import BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.plan.kinds import BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
 from ppdsl.synth import SynthRequest, synthesize_file
 from ppdsl.synth.bounds import lower_bound, memory_lower_bound
 from ppdsl.synth.greedy import Policy, list_schedule

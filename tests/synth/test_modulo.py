@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD
 from ppdsl.synth import exact, periodic
 from ppdsl.synth.modulo import excess, rotation_block
 from ppdsl.synth.periodic import BlockModel, minimum_period, orders_from_block, periodic_schedules

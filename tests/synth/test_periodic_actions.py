@@ -13,7 +13,7 @@ import pytest
 import ppdsl
 import ppdsl.synth as synth
 from ppdsl.analysis.check import CheckResult
-from ppdsl.language.jobtypes import MEMORY_NAMES
+from ppdsl.plan.kinds import MEMORY_NAMES
 from ppdsl.synth import SynthRequest, synthesize_file
 from ppdsl.synth.periodic import periodic_schedules
 from ppdsl.synth.problem import build_problem

@@ -17,7 +17,7 @@ import itertools
 
 import pytest
 
-from ppdsl.language.jobtypes import BACKWARD_W
+from ppdsl.plan.kinds import BACKWARD_W
 from ppdsl.synth import exact
 from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.lns import groups, lns

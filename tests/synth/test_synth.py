@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import ppdsl
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.cli import app
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth import SynthRequest, synthesize_file
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.exact import solve

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.timing import PRODUCERS, SAME_STAGE_INPUT, input_stage, link_delay
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
 from ppdsl.synth import exact
 from ppdsl.synth.greedy import ListScheduler, Policy
 from ppdsl.synth.periodic import periodic_schedules

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ppdsl.language.jobtypes import BACKWARD_W
+from ppdsl.plan.kinds import BACKWARD_W
 from ppdsl.synth import search
 from ppdsl.synth.problem import build_problem
 from ppdsl.synth.schedule import Evaluator, complete

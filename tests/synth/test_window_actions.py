@@ -8,7 +8,7 @@ import pytest
 
 import ppdsl
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.language.jobtypes import BACKWARD, FORWARD
+from ppdsl.plan.kinds import BACKWARD, FORWARD
 from ppdsl.synth import ACTIONS_CP_SAT_MAX_JOBS, SynthRequest, synthesize_file
 from ppdsl.synth.actions import OFFLOAD, ActionEngine, Placement
 from ppdsl.synth.exact_actions import model_is_exact

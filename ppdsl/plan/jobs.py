@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ppdsl.language.jobtypes import BUILTIN_TYPES
+from ppdsl.plan.kinds import BUILTIN_TYPES
 
 # PyTorch's computation letters for the built-in compute types, by type index (F, B, I, W)
 LETTER_OF: dict[int, str] = {t: jt.letter for t, jt in enumerate(BUILTIN_TYPES) if jt.letter}
@@ -35,7 +35,7 @@ _TOKEN = re.compile(r"([0-9]+)(?:([A-Z])|\[([0-9]+)\])([0-9]+)")
 
 
 class Job(NamedTuple):
-    """A job across the pipeline: type index (`ppdsl.language.jobtypes`), global stage, micro-batch."""
+    """A job across the pipeline: type index (`ppdsl.plan.kinds`), global stage, micro-batch."""
 
     type: int
     stage: int

@@ -12,9 +12,10 @@ import sys
 import pytest
 
 from ppdsl.analysis.check import check
-from ppdsl.analysis.plan_spec import FORMAT, PlanSpec, plan_spec, source_fingerprint
+from ppdsl.analysis.plan_spec import plan_spec
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import DiagnosticError
+from ppdsl.plan.spec import FORMAT, PlanSpec, source_fingerprint
 
 from paths import LIBRARY, ROOT
 
@@ -154,23 +155,15 @@ def test_a_spec_is_frozen():
 
 
 def test_reading_a_spec_imports_nothing_of_the_language():
-    """A rank process reads its plan through this module: it must not bring `ppdsl.language` in."""
+    """A rank process reads its plan through `ppdsl.plan`: it must bring in neither the language nor the analysis."""
     code = (
         "import sys\n"
-        "from ppdsl.analysis.plan_spec import PlanSpec\n"
+        "from ppdsl.plan.spec import PlanSpec\n"
         "spec = PlanSpec.from_json(sys.stdin.read())\n"
-        "print(spec.label(spec.orders[0][0]), sorted(m for m in sys.modules if m.startswith('ppdsl.language')))\n"
+        "print(spec.label(spec.orders[0][0]), sorted(m for m in sys.modules if m.startswith(('ppdsl.language', 'ppdsl.analysis'))))\n"
     )
     text = plan_spec(_checked("1f1b", 2, 4)).to_json()
     out = subprocess.run(
         [sys.executable, "-c", code], input=text, capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout
     assert out.split() == ["recv_forward0", "[]"]
-
-
-def test_the_memory_kinds_a_rank_reads_are_the_languages_memory_actions():
-    """A rank reads plan.json without the language, so the spec keeps its own list of memory kinds: the same."""
-    from ppdsl.analysis.plan_spec import MEMORY_KINDS
-    from ppdsl.language.jobtypes import MEMORY_NAMES
-
-    assert MEMORY_KINDS == MEMORY_NAMES

@@ -1,4 +1,4 @@
-"""A job's one identity (`ppdsl.language.jobs`): tokens and packed codes round-trip, and every helper of the
+"""A job's one identity (`ppdsl.plan.jobs`): tokens and packed codes round-trip, and every helper of the
 codec agrees with `pack` (the one formula), including the source the order compiler emits."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppdsl.language.jobs import Job, JobCodec
-from ppdsl.language.jobtypes import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.plan.jobs import Job, JobCodec
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 
 PROPERTY = settings(max_examples=300, deadline=None, derandomize=True)
 
