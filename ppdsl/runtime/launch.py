@@ -141,6 +141,12 @@ class ClusterResult:
     parameters: dict[str, np.ndarray]
     ranks: list[dict]
 
+    @property
+    def learning_rate(self) -> float | None:
+        """What the ranks' optimizers trained with, read from their scopes (None: no rank said, or they differ)."""
+        rates = {rep.get("learning_rate") for rep in self.ranks}
+        return rates.pop() if len(rates) == 1 else None
+
 
 def rank_environment() -> dict[str, str]:
     """The rank processes import the ppdsl that launched them (the worker script is this package's), whatever

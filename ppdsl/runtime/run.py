@@ -456,6 +456,7 @@ def _train_cluster(
         result = run_cluster(spec, exp, request, launch_dir, context.plan, on_step=observer.started_everywhere)
     report = context.report(
         model_name,
+        lr=result.learning_rate,  # what the ranks trained with, not what the flag asked for
         **{
             **_nothing_measured(request),
             "first_step": spec.resume_step,

@@ -56,6 +56,20 @@ def state_variables(startup, parameters) -> dict[str, str]:
     return {key: n for key, n in named.items() if checkpointed(key, parameters)}
 
 
+def learning_rate_in(scope, state_names, parameters, flag: float) -> float:
+    """The learning rate the optimizer runs with: its variable in `scope` (what a restore could have set), not the
+    flag. Written as `flag` when the two agree at the variable's precision (0.01 is not exact in float32)."""
+    values = {
+        float(np.array(scope.find_var(n).get_tensor()).reshape(-1)[0])
+        for n in state_names
+        if n not in parameters and canonical_name(n, parameters) == LEARNING_RATE
+    }
+    if len(values) != 1:  # no optimizer variable of its own (or several): the flag is what it was given
+        return flag
+    (value,) = values
+    return flag if np.float32(value) == np.float32(flag) else value
+
+
 def startup_state_names(startup) -> list[str]:
     """What the startup program initialises: the state a checkpoint must hold."""
     names = []
@@ -143,18 +157,8 @@ class PipelineTrainer:
         }
 
     def learning_rate(self) -> float:
-        """The learning rate the optimizer runs with: its variable in the scope (what a restore could have set), not
-        the flag. Written as `--lr` when the two agree at the variable's precision (0.01 is not exact in float32)."""
-        values = {
-            float(np.array(self.scope.find_var(n).get_tensor()).reshape(-1)[0])
-            for n in self.state_names
-            if n not in self.program.param_stage and canonical_name(n, self.program.param_stage) == LEARNING_RATE
-        }
-        flag = self.config.lr
-        if len(values) != 1:  # no optimizer variable of its own (or several): the flag is what it was given
-            return flag
-        (value,) = values
-        return flag if np.float32(value) == np.float32(flag) else value
+        """The learning rate the optimizer runs with (`learning_rate_in`), not the flag."""
+        return learning_rate_in(self.scope, self.state_names, self.program.param_stage, self.config.lr)
 
     def set_state(self, values: dict[str, np.ndarray], source: str = "the checkpoint") -> None:
         variables = state_variables(self.program.startup, self.program.param_stage)

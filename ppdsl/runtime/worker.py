@@ -312,6 +312,13 @@ class RankProcess:
             marks.append((t_start, t_ready, t_run, t_ran, time.perf_counter()))
         return [losses[mb] for mb in sorted(losses)]
 
+    def _learning_rate(self) -> float:
+        """What this rank's optimizer trained with (its scope's variable), for the run's summary."""
+        from ppdsl.runtime.train import learning_rate_in, startup_state_names
+
+        names = startup_state_names(self.program.startup)
+        return learning_rate_in(self.root, names, self.program.param_stage, self.config.lr)
+
     def _own_parameters(self) -> dict[str, np.ndarray]:
         """The parameters this rank trains (of its stages): what it checks after every step, and reports."""
         return {n: np.array(self.root.find_var(n).get_tensor()) for n in self.my_params}
@@ -343,6 +350,7 @@ class RankProcess:
         report = {
             "rank": self.rank,
             "stages": list(self.plan.stage_of[self.rank]),
+            "learning_rate": self._learning_rate(),
             "losses": losses or None,
             "step_seconds": times,
             "comm_seconds": self.transport.comm_seconds if self.transport else 0.0,

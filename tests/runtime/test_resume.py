@@ -275,3 +275,19 @@ def test_ranks_resume_from_the_newest_step_all_of_them_saved_or_are_refused_nami
     assert sorted(p.name for p in ckpt.iterdir()) == sorted([".ppdsl.lock", *names])
     reports = [json.loads((tmp_path / "run" / "launch-1" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [len(rep["step_seconds"]) for rep in reports] == [2, 2]  # steps 2 and 3 ran
+    # the summary's lr is what the ranks' optimizers trained with, as each read it from its scope (not the flag)
+    assert {rep["learning_rate"] for rep in reports} == {0.01}
+
+
+def test_a_cluster_states_a_learning_rate_only_when_its_ranks_agree():
+    """The multi-process summary's `lr` comes from the ranks' reports: one value, or none at all when they differ
+    (a rank restored from elsewhere): then the summary falls back to the flag, as a one-process run without an
+    optimizer variable does."""
+    from ppdsl.runtime.launch import ClusterResult
+
+    def result(*rates):
+        return ClusterResult([], [], {}, {}, [{"rank": r, "learning_rate": x} for r, x in enumerate(rates)])
+
+    assert result(0.01, 0.01).learning_rate == 0.01
+    assert result(0.0, 0.0).learning_rate == 0.0
+    assert result(0.01, 0.0).learning_rate is None
