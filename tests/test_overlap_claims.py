@@ -57,7 +57,24 @@ def test_every_claim_that_copies_overlap_compute_says_what_is_simulated_and_what
     assert not bad, "\n".join(bad)
 
 
+SENDS = re.compile(r"\b(send|sends|receive|receives|recv|message|messages)\b", re.IGNORECASE)
+
+
+def test_every_claim_that_sends_overlap_compute_says_what_is_simulated_and_what_the_runtime_does():
+    """The same for messages between ranks: the checker simulates their latency beside compute, the one-process-
+    per-rank runtime moves them on threads (`runtime/cluster.Transport`); a claim says which it means."""
+    bad = []
+    for path, text in _sources():
+        for passage in _passages(text):
+            claims = SENDS.search(passage) and re.search(r"overlap", passage, re.IGNORECASE)
+            if claims and "_pir_overlap_send_recv" not in passage and not all(p.search(passage) for p in SAYS_BOTH):
+                bad.append(f"{path.relative_to(ROOT)}: {' '.join(passage.split())[:160]}")
+    assert not bad, "\n".join(bad)
+
+
 def test_the_rule_finds_an_unqualified_claim():
     """The check is not vacuous: the claim the library's offload schedule made before it was qualified is caught."""
     claim = "reloaded before its backward (H2D), overlapping compute; when copies take less than a forward"
     assert COPIES.search(claim) and OVERLAP.search(claim) and not all(p.search(claim) for p in SAYS_BOTH)
+    claim = "Eager 1F1B: 1F1B with twice the warm-up, so sends overlap compute; more activation memory."  # before
+    assert SENDS.search(claim) and not all(p.search(claim) for p in SAYS_BOTH)

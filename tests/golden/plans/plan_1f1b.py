@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "1F1B"
 SOURCE = "schedules/1f1b.sched"
-SOURCE_SHA256 = "7cf1a5548821c5badffe6674391afda3b16c259bf2e046f0f38d49aa69394599"
+SOURCE_SHA256 = "1898e5e35ea91db6191dedb3a7e25ccdb20b86dfd276799b1bafb9ad790ac030"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}

@@ -2,7 +2,8 @@
 
     ppdsl compile schedules/eager1f1b.sched
 
-Eager 1F1B: 1F1B with twice the warm-up, so sends overlap compute; more activation memory.
+Eager 1F1B: 1F1B with twice the warm-up, so a send has time to arrive before its receiver needs it; more activation
+memory.
 
 `job_list(rank, ...)` is a rank's job order, the same as `ppdsl expand` gives. `build_plan(...)` hands it, the job
 types, the placement and the stream rules to `ppdsl.runtime.plan`; paddle is imported only there.
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "Eager1F1B"
 SOURCE = "schedules/eager1f1b.sched"
-SOURCE_SHA256 = "eba490212e5e88e7fbc33ea452119b0e676448960cc5e5e423a93f0d83f3653e"
+SOURCE_SHA256 = "d83eb866fa45d382ca6a3fa0942945c38267743f621b8dc94a55176fe2633e99"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -98,12 +99,12 @@ def stream_rules(pp: int, vpp: int, microbatches: int) -> list[dict]:
 # The schedule's `require`s: the sizes (and parameters) it is written for.
 REQUIRES = [
     {
-        "where": "schedules/eager1f1b.sched:8",
+        "where": "schedules/eager1f1b.sched:12",
         "condition": "microbatches >= 2 * pp - 1",
         "message": "Eager1F1B warms up with 2 * pp - 1 forwards on rank 0, so it needs microbatches >= 2 * pp - 1",
     },
     {
-        "where": "schedules/eager1f1b.sched:9",
+        "where": "schedules/eager1f1b.sched:13",
         "condition": "vpp == 1",
         "message": "Eager1F1B runs one chunk per rank",
     },
@@ -114,8 +115,8 @@ def check_requires(pp: int, vpp: int, microbatches: int) -> None:
     """Raise ValueError if these are not sizes, or break a `require` (what `ppdsl check` reports as S100)."""
     _check_sizes(pp, vpp, microbatches)
     holds = [
-        microbatches >= 2 * pp - 1,  # schedules/eager1f1b.sched:8
-        vpp == 1,  # schedules/eager1f1b.sched:9
+        microbatches >= 2 * pp - 1,  # schedules/eager1f1b.sched:12
+        vpp == 1,  # schedules/eager1f1b.sched:13
     ]
     broken = [req for req, ok in zip(REQUIRES, holds, strict=True) if not ok]
     if broken:
@@ -134,22 +135,22 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         "backward": [0] * vpp,
         "optimizer": [0] * vpp,
     }
-    warmup = 2 * (pp - rank) - 1  # schedules/eager1f1b.sched:12
-    # schedules/eager1f1b.sched:13: forward * warmup
-    for _ in range(_count(warmup, "schedules/eager1f1b.sched:13")):
+    warmup = 2 * (pp - rank) - 1  # schedules/eager1f1b.sched:16
+    # schedules/eager1f1b.sched:17: forward * warmup
+    for _ in range(_count(warmup, "schedules/eager1f1b.sched:17")):
         jobs.append(("forward", 0, next_mb["forward"][0]))
         next_mb["forward"][0] += 1
-    # schedules/eager1f1b.sched:14: repeat microbatches - warmup { backward forward }
-    for _ in range(_count(microbatches - warmup, "schedules/eager1f1b.sched:14")):
+    # schedules/eager1f1b.sched:18: repeat microbatches - warmup { backward forward }
+    for _ in range(_count(microbatches - warmup, "schedules/eager1f1b.sched:18")):
         jobs.append(("backward", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
         jobs.append(("forward", 0, next_mb["forward"][0]))
         next_mb["forward"][0] += 1
-    # schedules/eager1f1b.sched:15: backward * warmup
-    for _ in range(_count(warmup, "schedules/eager1f1b.sched:15")):
+    # schedules/eager1f1b.sched:19: backward * warmup
+    for _ in range(_count(warmup, "schedules/eager1f1b.sched:19")):
         jobs.append(("backward", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
-    # schedules/eager1f1b.sched:16: optimizer
+    # schedules/eager1f1b.sched:20: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs
