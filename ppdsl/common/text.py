@@ -23,15 +23,6 @@ def ascii_number(text: str, max_digits: int = 9) -> int | None:
     return int(text)
 
 
-def job_label(name: str, short: str, chunk: int, mb: int, vpp: int) -> str:
-    """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (one a rank).
-    `short` is its type's label prefix (PyTorch's letter, else its alias, else its name). The one spelling of a
-    label: the language's job types and the runtime's plan specification both call it."""
-    if name == "optimizer":
-        return "optimizer"
-    return f"{short}{number_text(mb)}" + (f".c{chunk}" if vpp > 1 else "")
-
-
 def plural(noun: str) -> str:
     """`jobs`, `micro-batches`."""
     return noun + ("es" if noun.endswith(("ch", "sh", "s", "x", "z")) else "s")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Span
-from ppdsl.common.text import job_label
+from ppdsl.plan.jobs import job_label
 from ppdsl.plan.kinds import BUILTIN, MEMORY_NAMES, letter_of
 
 

@@ -12,6 +12,12 @@ A job is a job type, a place and a micro-batch. The place is spelled two ways, b
   action tokens (`1F0`: stage 1, forward, micro-batch 0) and the reports use. `Job` is a NamedTuple, so a
   plain `(type, stage, mb)` tuple compares and hashes equal to it: hot loops may build plain tuples.
 
+A job has three names besides, each derived here once: its *program key* (`program_key`: the job program it
+runs, a type on a stage, the optimizer on a rank) and that program's name in a one-process plan (`program_name`,
+`forward@2`, `optimizer@r1`); its *Paddle job name* (`paddle_job_name`: `forward`, or `forward1` for chunk 1, as
+Paddle's pipeline passes name a rank's jobs); and its *label* (`job_label`: `F3`, `B0.c1`), what messages, traces
+and pictures show.
+
 This module is the only place that packs or unpacks a code, or writes or parses a token; everything else calls
 it. The hottest loops (the executor, the synthesizer's evaluator) split a code by `JobCodec.stride` into its
 micro-batch and its slot and read per-slot tables that `JobCodec.slots` lays out; other loops use the bulk
@@ -21,17 +27,20 @@ helpers (`types_of`, `chunks_of`, `types_in`) rather than repeat the arithmetic.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ppdsl.plan.kinds import BUILTIN_TYPES
+from ppdsl.common.text import number_text
+from ppdsl.plan.kinds import BUILTIN_TYPES, OPTIMIZER
 
 # PyTorch's computation letters for the built-in compute types, by type index (F, B, I, W)
 LETTER_OF: dict[int, str] = {t: jt.letter for t, jt in enumerate(BUILTIN_TYPES) if jt.letter}
 TYPE_OF_LETTER: dict[str, int] = {letter: t for t, letter in LETTER_OF.items()}
 # `1F0`; a type without a letter (the optimizer, a schedule's own job types) by its index in brackets: `0[4]0`
 _TOKEN = re.compile(r"([0-9]+)(?:([A-Z])|\[([0-9]+)\])([0-9]+)")
+# the one job type whose program is a rank's, not a stage's: it updates every parameter of the rank at once
+_PER_RANK = BUILTIN_TYPES[OPTIMIZER].name
 
 
 class Job(NamedTuple):
@@ -148,3 +157,58 @@ class JobCodec:
         if chunk == "0":
             return f"{mb} * {vpp} * {ntypes} + {t}"
         return f"({mb} * {vpp} + {chunk}) * {ntypes} + {t}"
+
+
+# ---------------------------------------------------------------------- a job's program, Paddle name and label
+
+
+@dataclass(frozen=True)
+class ProgramKey:
+    """One job program: a job type on a stage, or the optimizer on a rank (one program updates all its stages)."""
+
+    type: str
+    stage: int  # the rank, for the optimizer
+
+    @property
+    def per_rank(self) -> bool:
+        return self.type == _PER_RANK
+
+
+def program_key(type_name: str, rank: int, chunk: int, stage_of: Sequence[Sequence[int]]) -> ProgramKey:
+    """The program a job of `type_name` on (`rank`, `chunk`) runs, with stages placed by `stage_of` ([rank][chunk])."""
+    if type_name == _PER_RANK:
+        return ProgramKey(type_name, rank)
+    return ProgramKey(type_name, stage_of[rank][chunk])
+
+
+def program_name(key: ProgramKey) -> str:
+    """A program's name when every rank's programs are in one plan: `<type>@<stage>`, the optimizer's
+    `optimizer@r<rank>`. Paddle's profiler names a job's events after it (`forward@2-5`); `program_key_of` reads
+    it back."""
+    return f"{key.type}@r{key.stage}" if key.per_rank else f"{key.type}@{key.stage}"
+
+
+_PROGRAM_NAME = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_]*)@(?P<rank>r)?(?P<where>[0-9]+)")
+
+
+def program_key_of(name: str) -> ProgramKey | None:
+    """The key `program_name` wrote `name` from; None for a name it cannot have written."""
+    m = _PROGRAM_NAME.fullmatch(name)
+    if m is None or (m.group("rank") is not None) != (m.group("type") == _PER_RANK):
+        return None
+    return ProgramKey(m.group("type"), int(m.group("where")))
+
+
+def paddle_job_name(type_name: str, chunk: int, vpp: int) -> str:
+    """Paddle's name for a job of one rank's plan, as its pipeline passes name them: `forward`, or `forward1` for
+    chunk 1 when vpp > 1; the optimizer's is its type (one a rank)."""
+    return type_name if type_name == _PER_RANK or vpp == 1 else f"{type_name}{chunk}"
+
+
+def job_label(name: str, short: str, chunk: int, mb: int, vpp: int) -> str:
+    """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (one a rank).
+    `short` is its type's label prefix (PyTorch's letter, else its alias, else its name). The one spelling of a
+    label: the language's job types and the plan specification both call it."""
+    if name == _PER_RANK:
+        return name
+    return f"{short}{number_text(mb)}" + (f".c{chunk}" if vpp > 1 else "")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.jsontext import JsonError, parse_json
-from ppdsl.common.text import job_label
+from ppdsl.plan.jobs import job_label
 from ppdsl.plan.kinds import MEMORY_NAMES
 
 FORMAT = 2  # the JSON form's version: a file of another is refused (E091), never half read
@@ -132,7 +132,7 @@ class PlanSpec:
         return [(names[t], c, mb) for t, c, mb in self.orders[rank]]
 
     def label(self, job: JobTuple) -> str:
-        """Compact job name: `F3`, `B0.c1`, `recv_forward2`, `optimizer` (`ppdsl.common.text.job_label`)."""
+        """Compact job name: `F3`, `B0.c1`, `recv_forward2`, `optimizer` (`ppdsl.plan.jobs.job_label`)."""
         t, chunk, mb = job
         jt = self.job_types[t]
         return job_label(jt.name, jt.short, chunk, mb, self.vpp)

@@ -13,9 +13,11 @@ from collections import defaultdict
 
 import numpy as np
 
+from ppdsl.plan.jobs import ProgramKey, program_key_of, program_name
 from ppdsl.runtime.skip_gc import data_reads
 
 BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
+FORWARD_SIDE = ("forward", "recv_forward")  # what computes a stage's activations (Paddle's receive is its own job)
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 
@@ -54,7 +56,7 @@ def stage_activations(by_stage: dict[int, dict[str, object]]) -> dict[int, dict[
     program (any naming of the programs)."""
     made_by: dict[str, set[str]] = defaultdict(set)
     for stage, types in by_stage.items():
-        for name, programs in publishers({f"{t}@{stage}": p for t, p in types.items()}).items():
+        for name, programs in publishers({program_name(ProgramKey(t, stage)): p for t, p in types.items()}).items():
             made_by[name] |= programs
     return {stage: split[0] for stage, split in classify(by_stage, made_by).items()}
 
@@ -63,7 +65,7 @@ def classify(
     by_stage: dict[int, dict[str, object]], producers: dict[str, set[str]]
 ) -> dict[int, tuple[dict[str, int], dict[str, int], set[str]]]:
     """Per stage: (values kept from the forward, values backward_b hands to backward_w, values backward_w reads),
-    sizes in bytes. `producers` names programs `<type>@<stage>`."""
+    sizes in bytes. `producers` names programs as `ppdsl.plan.jobs.program_name` does."""
     result = {}
     for stage, types in by_stage.items():
         reads = {t: reads_from_earlier_jobs(types[t]) for t in BACKWARD_SIDE if t in types}
@@ -71,10 +73,10 @@ def classify(
         b_to_w: dict[str, int] = {}
         for t, values in reads.items():
             for name, size in values.items():
-                made_by = producers.get(name, set())
-                if not made_by or any(p.startswith(("forward@", "recv_forward@")) for p in made_by):
+                made_by = {program_key_of(p) for p in producers.get(name, ())}
+                if not made_by or any(k is not None and k.type in FORWARD_SIDE for k in made_by):
                     from_forward[name] = size
-                elif f"backward_b@{stage}" in made_by and t == "backward_w":
+                elif ProgramKey("backward_b", stage) in made_by and t == "backward_w":
                     b_to_w[name] = size
         result[stage] = (from_forward, b_to_w, set(reads.get("backward_w", {})))
     return result

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ppdsl.plan.jobs import ProgramKey, program_key
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.memory_jobs import ProgramIO
-from ppdsl.runtime.split import ProgramKey, ValueFlow
+from ppdsl.runtime.split import ValueFlow
 
 
 class CommTimeout(RuntimeError):
@@ -62,11 +63,6 @@ class RankJob:
     sends: list[Message] = field(default_factory=list)
 
 
-def job_key(spec: PlanSpec, rank: int, t: int, chunk: int) -> ProgramKey:
-    name = spec.job_types[t].name
-    return ProgramKey("optimizer", rank) if name == "optimizer" else ProgramKey(name, spec.stage_of[rank][chunk])
-
-
 def communication_plan(
     spec: PlanSpec, flow: ValueFlow, memory_io: Mapping[ProgramKey, ProgramIO] | None = None
 ) -> tuple[dict[int, list[RankJob]], dict[tuple, list]]:
@@ -89,7 +85,7 @@ def communication_plan(
         out = []
         for step, job in enumerate(spec.orders[r]):
             t, c, mb = job
-            key = job_key(spec, r, t, c)
+            key = program_key(spec.job_types[t].name, r, c, spec.stage_of)
             needs = memory_io[key].reads if key in memory_io else flow.needs.get(key, set())
             reads = sorted(n for n in needs if n not in flow.data)
             for n in reads:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.analysis.timing import FLOW
+from ppdsl.plan.jobs import ProgramKey, program_key_of, program_name
 from ppdsl.plan.kinds import BUILTIN_NAMES
 from ppdsl.runtime.activations import BACKWARD_SIDE, classify, publishers, reads_from_earlier_jobs
 from ppdsl.runtime.memory_jobs import OFFLOAD, RECOMPUTE, MemoryJob, written_or_copied
@@ -45,15 +46,13 @@ class StageMemory:
 def stage_memory(
     programs: dict[str, object], memory_jobs: Mapping[str, MemoryJob] | None = None
 ) -> dict[int, StageMemory]:
-    """Per stage, from emulation job programs named `<type>@<stage>` (`ppdsl.runtime.plan.build_plan`). With the
+    """Per stage, from emulation job programs named by stage (`ppdsl.plan.jobs.program_name`). With the
     plan's memory actions (`BuiltPlan.memory_jobs`) their rows too, as the checker's memory model reads them
     (`ppdsl.analysis.memory.job_deltas`): a recompute allocates what it writes again (so the forward before it
     keeps the rest), an offload frees what it copies, a reload allocates it again."""
     by_stage: dict[int, dict[str, object]] = defaultdict(dict)
-    for name, program in programs.items():
-        job_type, _, stage = name.partition("@")
-        if stage.isdigit():
-            by_stage[int(stage)][job_type] = program
+    for key, program in staged(programs).items():
+        by_stage[key.stage][key.type] = program
     result = {}
     for stage, (from_forward, b_to_w, read_by_w) in classify(by_stage, publishers(programs)).items():
         saved = sum(from_forward.values())
@@ -68,9 +67,15 @@ def stage_memory(
         result[stage] = StageMemory(stage, delta, saved, dict(from_forward))
     _count_received(programs, result)
     for name, acted in _acted_bytes(programs, result, memory_jobs or {}).items():
-        job_type, _, stage = name.partition("@")
-        result[int(stage)].delta[job_type] = -acted if memory_jobs[job_type].kind == OFFLOAD else acted
+        key = program_key_of(name)
+        result[key.stage].delta[key.type] = -acted if memory_jobs[key.type].kind == OFFLOAD else acted
     return result
+
+
+def staged(programs: Mapping[str, object]) -> dict[ProgramKey, object]:
+    """The programs of stages among one-process job programs (by `program_name`), by key: all but the optimizers."""
+    keys = {name: program_key_of(name) for name in programs}
+    return {k: programs[name] for name, k in keys.items() if k is not None and not k.per_rank}
 
 
 # the jobs that receive from another stage (the timing rule's data flow): a forward its input, a backward (or
@@ -81,22 +86,22 @@ RECEIVERS = tuple(BUILTIN_NAMES[t] for t in FLOW)
 def _count_received(programs: Mapping[str, object], stages: dict[int, StageMemory]) -> None:
     """Fill each stage's `received` and make backward_b keep what backward_w reads of it, from the values each job
     program reads that only programs of other stages compute."""
-    made_by = publishers(programs)
+    made_by = {v: [program_key_of(p) for p in names] for v, names in publishers(programs).items()}
+    by_key = staged(programs)
 
-    def foreign(name: str, stage: str) -> dict[str, int]:
-        """What program `name` reads that only other stages' programs on its side compute: a forward's input, a
+    def foreign(key: ProgramKey) -> dict[str, int]:
+        """What program `key` reads that only other stages' programs on its side compute: a forward's input, a
         backward-side job's gradient (a backward-side job also reads the forward's values: activations, kept)."""
-        side = ("forward",) if name.startswith("forward@") else BACKWARD_SIDE
-        reads = reads_from_earlier_jobs(programs[name])
+        side = ("forward",) if key.type == "forward" else BACKWARD_SIDE
+        reads = reads_from_earlier_jobs(by_key[key])
         return {
             v: size
             for v, size in reads.items()
-            if made_by.get(v) and all(p.partition("@")[2] != stage and p.partition("@")[0] in side for p in made_by[v])
+            if made_by.get(v) and all(p is not None and p.stage != key.stage and p.type in side for p in made_by[v])
         }
 
     for stage, mem in stages.items():
-        where = str(stage)
-        got = {t: foreign(f"{t}@{where}", where) for t in (*RECEIVERS, "backward_w") if f"{t}@{where}" in programs}
+        got = {t: foreign(ProgramKey(t, stage)) for t in (*RECEIVERS, "backward_w") if ProgramKey(t, stage) in by_key}
         for t in RECEIVERS:
             if got.get(t):
                 mem.received[t] = sum(got[t].values())
@@ -114,11 +119,10 @@ def _acted_bytes(
 ) -> dict[str, int]:
     """Memory job program -> the bytes of its stage's activations it re-makes or moves."""
     acted: dict[str, int] = {}
-    for name, program in programs.items():
-        job_type, _, stage = name.partition("@")
-        if job_type in memory_jobs and stage.isdigit():
-            touched = written_or_copied(program, memory_jobs[job_type])
-            acted[name] = sum(b for n, b in stages[int(stage)].activations.items() if n in touched)
+    for key, program in staged(programs).items():
+        if key.type in memory_jobs:
+            touched = written_or_copied(program, memory_jobs[key.type])
+            acted[program_name(key)] = sum(b for n, b in stages[key.stage].activations.items() if n in touched)
     return acted
 
 
@@ -178,7 +182,7 @@ def predicted_peaks(
     stage_of: list[list[int]],
     memory_jobs: dict[str, MemoryJob],
 ) -> PredictedPeaks:
-    """The peaks the emulation's job programs (`BuiltPlan.programs`, named `<type>@<stage>`) make when its jobs run
+    """The peaks the emulation's job programs (`BuiltPlan.programs`, by `program_name`) make when its jobs run
     in the sequence `job_names` (`BuiltPlan.job_names`, `<program>#<micro-batch>`), at every job's end.
 
     A rank's level moves at the jobs of its stages: a forward keeps its stage's activations (`stage_memory`), or,
@@ -192,22 +196,21 @@ def predicted_peaks(
     rank_of = {s: r for r, row in enumerate(stage_of) for s in row}
     acted = _acted_bytes(programs, stages, memory_jobs)  # memory job program -> bytes it re-makes or moves
     transit = _gradients_in_transit(programs)
-    sequence = [(name, int(mb)) for name, _, mb in (j.rpartition("#") for j in job_names)]
+    sequence = [(name, program_key_of(name), int(mb)) for name, _, mb in (j.rpartition("#") for j in job_names)]
     recomputed = {
-        (name.partition("@")[2], mb): name
-        for name, mb in sequence
-        if memory_jobs.get(name.partition("@")[0], MemoryJob(OFFLOAD)).kind == RECOMPUTE
+        (key.stage, mb): name
+        for name, key, mb in sequence
+        if key is not None and memory_jobs.get(key.type, MemoryJob(OFFLOAD)).kind == RECOMPUTE
     }
     pp = len(stage_of)
     level, store, peak, host_peak = [0] * pp, [0] * pp, [0] * pp, [0] * pp
-    for name, mb in sequence:
-        job_type, _, where = name.partition("@")
-        if not where.isdigit():  # the optimizer
+    for name, key, mb in sequence:
+        if key is None or key.per_rank:  # the optimizer
             continue
-        s = int(where)
+        s, job_type = key.stage, key.type
         r, job = rank_of[s], memory_jobs.get(job_type)
         if job_type == "forward":
-            level[r] += stages[s].saved_for_backward - acted.get(recomputed.get((where, mb), ""), 0)
+            level[r] += stages[s].saved_for_backward - acted.get(recomputed.get((s, mb), ""), 0)
         elif job is not None and job.kind == RECOMPUTE:
             level[r] += acted[name]
         elif job is not None:
@@ -230,14 +233,14 @@ def _gradients_in_transit(programs: dict[str, object]) -> dict[tuple[str, str, i
     backward-side program of another stage computes (the gradient of a stage's output)."""
     made_by = publishers(programs)
     out: dict[tuple[str, str, int], int] = {}
-    for name, program in programs.items():
-        job_type, _, stage = name.partition("@")
-        if job_type not in BACKWARD_SIDE or not stage.isdigit():
+    for key, program in staged(programs).items():
+        if key.type not in BACKWARD_SIDE:
             continue
+        name = program_name(key)
         for value, size in reads_from_earlier_jobs(program).items():
             for producer in made_by.get(value, ()):
-                p_type, _, p_stage = producer.partition("@")
-                if p_type in BACKWARD_SIDE and p_stage != stage:
-                    key = (producer, name, int(stage))
-                    out[key] = out.get(key, 0) + size
+                p = program_key_of(producer)
+                if p is not None and p.type in BACKWARD_SIDE and p.stage != key.stage:
+                    at = (producer, name, key.stage)
+                    out[at] = out.get(at, 0) + size
     return out

@@ -43,6 +43,7 @@ from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.sizes import parse_params
 from ppdsl.language.library import find_schedule
+from ppdsl.plan.jobs import paddle_job_name
 from ppdsl.plan.spec import with_stages
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 
@@ -72,11 +73,6 @@ def schedule_of_mode(mode: object) -> str | None:
     if mode.endswith(".sched"):
         return mode
     return None
-
-
-def job_type_name(job_type: str, chunk: int, vpp: int) -> str:
-    """Paddle's name for a job: `forward`, or `forward1` for chunk 1 when vpp > 1; the optimizer has none."""
-    return job_type if job_type == "optimizer" or vpp == 1 else f"{job_type}{chunk}"
 
 
 @register_pass(PASS_NAME)
@@ -145,7 +141,7 @@ class PipelinePPDSLPass(PipelinePassBase):
         rank = int(self.get_attr("pp_stage"))
         jobs = []
         for job_type, chunk, mb in exp.job_tuples(rank):
-            job = core.Job(job_type_name(job_type, chunk, exp.vpp))
+            job = core.Job(paddle_job_name(job_type, chunk, exp.vpp))
             job.set_micro_batch_id(mb)
             jobs.append(job)
         return jobs
@@ -339,7 +335,6 @@ __all__ = [
     "apply_schedule",
     "install",
     "installed",
-    "job_type_name",
     "schedule_of_mode",
     "uninstall",
 ]

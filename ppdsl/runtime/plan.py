@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import numbered
+from ppdsl.plan.jobs import ProgramKey, paddle_job_name, program_key, program_name
 from ppdsl.plan.spec import JobTypeSpec, PlanSpec, RuleSpec
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.memory_jobs import (
@@ -34,7 +35,6 @@ from ppdsl.runtime.program import LOSS_NAME
 from ppdsl.runtime.recompute import seed_random_ops
 from ppdsl.runtime.skip_gc import set_skip_gc_vars
 from ppdsl.runtime.split import (
-    ProgramKey,
     ValueFlow,
     assign_job_types,
     check_value_order,
@@ -142,7 +142,7 @@ def build_plan(
     types = assign_job_types(ops, kinds, spec.job_types, used)
 
     def key(r: int, t: str, c: int) -> ProgramKey:
-        return ProgramKey("optimizer", r) if t == "optimizer" else ProgramKey(t, stage_of[r][c])
+        return program_key(t, r, c, stage_of)
 
     keys = {key(r, t, c) for r in ranks for t, c, _ in orders[r]}
     every_key = {key(r, t, c) for r in range(pp) for t, c, _ in orders[r]}
@@ -170,10 +170,9 @@ def build_plan(
 
     def name(k: ProgramKey) -> str:
         if rank is None:
-            return f"optimizer@r{k.stage}" if k.type == "optimizer" else f"{k.type}@{k.stage}"
-        if k.type == "optimizer" or len(stage_of[rank]) == 1:
-            return k.type
-        return f"{k.type}{list(stage_of[rank]).index(k.stage)}"
+            return program_name(k)
+        chunk = 0 if k.per_rank else list(stage_of[rank]).index(k.stage)
+        return paddle_job_name(k.type, chunk, len(stage_of[rank]))
 
     named = {name(k): programs[k] for k in order}
     apply_rules(((k.type, programs[k]) for k in order), spec.rule_dicts())

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.records import JobRecord
+from ppdsl.plan.jobs import program_key_of
 
-# Paddle appends the duration to the name: `forward@2-5[314.963 us]`
-_JOB_EVENT = re.compile(r"^(?P<type>[A-Za-z_]+)@(?P<where>r?\d+)-(?P<mb>\d+)(\[[^\]]*\])?$")
+# a job's event is its program's name (`ppdsl.plan.jobs.program_name`) and its micro-batch; Paddle appends the
+# duration: `forward@2-5[314.963 us]`
+_JOB_EVENT = re.compile(r"^(?P<program>[^-\[]+)-(?P<mb>\d+)(\[[^\]]*\])?$")
 
 
 @contextmanager
@@ -59,12 +61,6 @@ def host_profiler(memory: bool = False):
                 events.extend(data["traceEvents"] if isinstance(data, dict) else data)
 
 
-def _program_name(exp: Expansion, job) -> str:
-    """The emulation's job program of a job event: `<type>@<stage>`, the optimizer `optimizer@r<rank>`."""
-    name = exp.type_names[job[3]]
-    return f"optimizer@r{job[2]}" if name == "optimizer" else f"{name}@{job[6]}"
-
-
 def _job_events(exp: Expansion, events: list[dict]) -> list[tuple[float, float, int, int, int, int, int]]:
     """(ts, dur in µs, rank, type index, chunk, micro-batch, stage) of every job event, in time order."""
     rank_of_stage = {s: (r, c) for r, row in enumerate(exp.stage_of) for c, s in enumerate(row)}
@@ -74,13 +70,14 @@ def _job_events(exp: Expansion, events: list[dict]) -> list[tuple[float, float, 
         if e.get("ph") != "X":
             continue
         m = _JOB_EVENT.match(e.get("name", ""))
-        if not m or m.group("type") not in index:
+        key = program_key_of(m.group("program")) if m else None
+        if key is None or key.type not in index:
             continue
-        t, where, mb = index[m.group("type")], m.group("where"), int(m.group("mb"))
-        if where.startswith("r"):  # the optimizer runs per rank
-            rank, chunk, stage = int(where[1:]), 0, exp.stage_of[int(where[1:])][0]
+        t, mb = index[key.type], int(m.group("mb"))
+        if key.per_rank:  # the optimizer runs per rank
+            rank, chunk, stage = key.stage, 0, exp.stage_of[key.stage][0]
         else:
-            stage = int(where)
+            stage = key.stage
             rank, chunk = rank_of_stage[stage]
         found.append((float(e["ts"]), float(e["dur"]), rank, t, chunk, mb, stage))
     found.sort()

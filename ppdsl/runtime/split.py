@@ -15,16 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.plan.jobs import ProgramKey, program_key
 from ppdsl.plan.spec import JobTypeSpec
 from ppdsl.runtime.stages import UNKNOWN
-
-
-@dataclass(frozen=True)
-class ProgramKey:
-    """One job program: a job type on a stage (or, for the optimizer, on a rank)."""
-
-    type: str
-    stage: int  # the rank for `optimizer`
 
 
 def split_matmul_grads(block) -> int:
@@ -215,7 +208,7 @@ def check_value_order(flow: ValueFlow, orders, stage_of, ranks) -> None:
         position: dict[tuple[ProgramKey, int], int] = {}
         for i, (t, c, mb) in enumerate(orders[r]):
             if t != "optimizer":
-                position.setdefault((ProgramKey(t, stage_of[r][c]), mb), i)
+                position.setdefault((program_key(t, r, c, stage_of), mb), i)
         microbatches = sorted({mb for _, mb in position})
         for (consumer, producer), name in pairs.items():
             for mb in microbatches:

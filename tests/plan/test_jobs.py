@@ -7,7 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppdsl.plan.jobs import Job, JobCodec
+from ppdsl.plan.jobs import (
+    Job,
+    JobCodec,
+    ProgramKey,
+    job_label,
+    paddle_job_name,
+    program_key,
+    program_key_of,
+    program_name,
+)
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
 
 PROPERTY = settings(max_examples=300, deadline=None, derandomize=True)
@@ -78,3 +87,43 @@ def test_codes_are_dense_and_distinct():
     codes = [codec.pack(t, c, mb) for mb in range(4) for c in range(3) for t in range(6)]
     assert sorted(codes) == list(range(codec.size(4)))
     assert [s for s, _, _ in codec.slots()] == list(range(codec.stride))
+
+
+# ---------------------------------------------------------------------- a job's program, Paddle name and label
+
+type_names = st.sampled_from(["forward", "backward", "backward_b", "backward_w", "optimizer", "recv_forward", "x2"])
+
+
+@PROPERTY
+@given(type_names, st.integers(0, 10**4))
+def test_a_program_name_reads_back_as_its_key(name, where):
+    key = ProgramKey(name, where)
+    assert program_key_of(program_name(key)) == key
+
+
+def test_program_names_are_a_type_on_a_stage_and_the_optimizer_on_a_rank():
+    stage_of = [[0, 3], [1, 2]]  # two ranks, two chunks each (a V placement)
+    assert program_key("forward", 1, 1, stage_of) == ProgramKey("forward", 2)
+    assert program_name(program_key("forward", 1, 1, stage_of)) == "forward@2"
+    optimizer = program_key("optimizer", 1, 1, stage_of)
+    assert optimizer == ProgramKey("optimizer", 1) and optimizer.per_rank
+    assert program_name(optimizer) == "optimizer@r1"
+
+
+@pytest.mark.parametrize("name", ["forward", "forward@", "forward@r2", "optimizer@2", "@3", "forward@2-5", "f@-1"])
+def test_a_name_no_program_has_reads_as_none(name):
+    """A stage's type with a rank, the optimizer with a stage, or not a program name at all."""
+    assert program_key_of(name) is None
+
+
+def test_paddle_names_a_ranks_jobs_by_chunk_only_with_several_chunks():
+    assert paddle_job_name("forward", 0, 1) == "forward"
+    assert [paddle_job_name("backward_w", c, 3) for c in range(3)] == ["backward_w0", "backward_w1", "backward_w2"]
+    assert paddle_job_name("optimizer", 0, 2) == "optimizer"
+
+
+def test_labels_are_the_short_name_the_micro_batch_and_with_chunks_the_chunk():
+    assert job_label("forward", "F", 0, 3, 1) == "F3"
+    assert job_label("backward", "B", 1, 0, 2) == "B0.c1"
+    assert job_label("recv_forward", "recv_forward", 0, 2, 1) == "recv_forward2"
+    assert job_label("optimizer", "optimizer", 1, 0, 2) == "optimizer"

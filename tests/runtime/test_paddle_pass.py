@@ -20,6 +20,7 @@ from ppdsl.analysis.expand import expand
 from ppdsl.common.diagnostics import SourceCache, render_all
 from ppdsl.language.library import find_schedule, library_dir
 from ppdsl.language.resolve import load
+from ppdsl.plan.jobs import paddle_job_name
 
 from paths import ROOT
 
@@ -138,7 +139,7 @@ def test_schedule_paddle_lacks_gives_ppdsls_expansion(pp_pass, stem, pp, m, vpp)
     exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)
     for rank in range(pp):
         plan = _apply(f"ppdsl:{stem}", pp, m, vpp, rank)
-        want = [(pp_pass.job_type_name(t, c, vpp), mb) for t, c, mb in exp.job_tuples(rank)]
+        want = [(paddle_job_name(t, c, vpp), mb) for t, c, mb in exp.job_tuples(rank)]
         assert _jobs(plan) == want, rank
         types = {t for t, _ in want}
         if "backward_w" in types:
