@@ -157,17 +157,13 @@ def rank_environment() -> dict[str, str]:
 
 
 def run_cluster(
-    spec: LaunchSpec,
-    exp: Expansion,
-    opts: RunRequest,
-    run_dir: Path,
-    plan: PlanSpec,
-    on_step: Callable[[int], None] | None = None,
+    spec: LaunchSpec, run_dir: Path, plan: PlanSpec, on_step: Callable[[int], None] | None = None
 ) -> ClusterResult:
     """Start every rank of this node with `run_dir` (from `new_launch_directory`) as their directory, and wait;
     raise DiagnosticError naming the failed rank(s). Check the port (`check_master_port`) before making `run_dir`.
     Every rank builds its plan from `plan`, written beside the spec, and from nothing else of the schedule.
     `on_step(step)` is called with each new step (0-based) that every rank of this node has started."""
+    opts = spec.request
     spec_path, digest = write_launch(run_dir, spec, plan.to_json(), plan.fingerprint)
     cmd = launch_command(opts, spec_path, digest)
     local = range(opts.node_rank * opts.nproc_per_node, (opts.node_rank + 1) * opts.nproc_per_node)

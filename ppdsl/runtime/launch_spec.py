@@ -33,10 +33,10 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import MODEL_SOURCE_BYTES, PLAN_BYTES, SPEC_BYTES, write_output
 from ppdsl.common.regular_files import TooLarge, kind, read_capped
 from ppdsl.common.text import ascii_number
+from ppdsl.runtime.request import RunRequest
 
 SPEC_NAME, PLAN_NAME = "spec.json", "plan.json"
 FAILURE_MODES = ("raise", "hang", "exit", "kill")
-TRANSPORTS = ("auto", "gloo")
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _REWRITTEN_HELP = (
     "another process changed the launch's directory while its ranks started: give `--run-dir` a directory only "
@@ -78,29 +78,24 @@ class LaunchSpec:
     """`spec.json`: everything a rank of one launch reads besides its plan. Built by `ppdsl run` (run.py) and
     completed with where the launch wrote the plan (`write_launch`); read back by `read_launch_spec`."""
 
-    options: Mapping[str, Any]  # RunRequest.to_spec(): every option of the run, as each rank rebuilds the request
+    request: RunRequest  # every option of the run, as `ppdsl run` was given them (`options` in the JSON form)
     model_dir: str  # where the command was typed: what the model module's own imports find, after all else
     model_sources: tuple[ModuleSource, ...] = ()  # none for a built-in model
     resume_files: Mapping[int, str] = dataclasses.field(default_factory=dict)  # rank -> its checked checkpoint
     resume_step: int = 0
     fail: FailureSpec | None = None
-    transport: str = "auto"  # "gloo": the CPU transport even where CUDA is compiled in
     # where the launch wrote the rest (filled by `write_launch`)
     launch_dir: str = ""
     plan: str = ""
     plan_sha256: str = ""
     fingerprint: str = ""
 
-    @property
-    def request(self):
-        """The run's options as `ppdsl run` was given them (a `RunRequest`, validated again)."""
-        from ppdsl.runtime.request import RunRequest
-
-        return RunRequest.from_spec(self.options)
-
     def to_json(self) -> str:
-        data = dataclasses.asdict(self)
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "request"}
+        data["options"] = self.request.to_spec()  # paths absolute: a rank may start elsewhere
+        data["model_sources"] = [dataclasses.asdict(source) for source in self.model_sources]
         data["resume_files"] = {str(r): p for r, p in self.resume_files.items()}
+        data["fail"] = None if self.fail is None else dataclasses.asdict(self.fail)
         return json.dumps(data, indent=1)
 
     @classmethod
@@ -111,6 +106,10 @@ class LaunchSpec:
             return _launch_spec(data)
         except (ValueError, _Bad, RecursionError) as err:
             raise _refused(f"{where} is not a launch spec ppdsl writes: {err}") from None
+
+
+# the JSON form's keys: the fields, the request written as its options
+JSON_FIELDS = {f.name for f in dataclasses.fields(LaunchSpec)} - {"request"} | {"options"}
 
 
 class _Bad(Exception):
@@ -147,7 +146,7 @@ def _digest(data: Mapping, name: str, allow_empty: bool = False) -> str:
 def _launch_spec(data: Any) -> LaunchSpec:
     if not isinstance(data, dict):
         raise _Bad("not a JSON object")
-    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(LaunchSpec)})
+    unknown = sorted(set(data) - JSON_FIELDS)
     if unknown:
         raise _Bad(f"unknown field `{unknown[0]}`")
     sources = []
@@ -172,17 +171,18 @@ def _launch_spec(data: Any) -> LaunchSpec:
         if mode not in FAILURE_MODES:
             raise _Bad(f"`fail` has mode `{mode}`")
         fail = FailureSpec(_count(fail, "rank"), _count(fail, "job"), _count(fail, "step"), mode)
-    transport = _field(data, "transport", str, "auto")
-    if transport not in TRANSPORTS:
-        raise _Bad(f"`transport` is `{transport}`")
+    options = _field(data, "options", dict)
+    try:
+        request = RunRequest.from_spec(options)  # validated as `ppdsl run` validates its flags
+    except TypeError as err:
+        raise _Bad(f"`options` does not make a run: {err}") from None
     return LaunchSpec(
-        options=_field(data, "options", dict),
+        request=request,
         model_dir=_field(data, "model_dir", str),
         model_sources=tuple(sources),
         resume_files=resume,
         resume_step=_count(data, "resume_step"),
         fail=fail,
-        transport=transport,
         launch_dir=_field(data, "launch_dir", str),
         plan=_field(data, "plan", str),
         plan_sha256=_digest(data, "plan_sha256"),

@@ -423,7 +423,7 @@ def _train_cluster(
 
     request, exp, observer = context.request, context.exp, context.observer
     spec = LaunchSpec(
-        options=request.to_spec(),  # every option, as each rank rebuilds the request (RunRequest.from_spec)
+        request=request,  # every option, as each rank rebuilds the request (RunRequest.from_spec)
         # where the command was typed: what the `--model` module's own imports find there (builtin_models.py)
         model_dir=os.getcwd(),
         model_sources=sources,
@@ -453,7 +453,7 @@ def _train_cluster(
         launch_dir=launch_dir,
     )
     with observer.training(start):
-        result = run_cluster(spec, exp, request, launch_dir, context.plan, on_step=observer.started_everywhere)
+        result = run_cluster(spec, launch_dir, context.plan, on_step=observer.started_everywhere)
     report = context.report(
         model_name,
         lr=result.learning_rate,  # what the ranks trained with, not what the flag asked for

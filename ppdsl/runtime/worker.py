@@ -73,8 +73,8 @@ class RankProcess:
         self.request = spec.request  # the run's options, as `ppdsl run` was given them
         self.config = self.request.train_config
         self.run_dir = Path(spec.launch_dir)
-        # GPU: p2p ops in the programs on NCCL rings; CPU (or transport "gloo"): the threaded gloo transport
-        self.gpu = paddle.is_compiled_with_cuda() and spec.transport != "gloo"
+        # GPU: p2p ops in the programs on NCCL rings; CPU: the threaded gloo transport
+        self.gpu = paddle.is_compiled_with_cuda()
         paddle.set_device(f"gpu:{dist.ParallelEnv().dev_id}" if self.gpu else "cpu")
         dist.init_parallel_env()
         self.rank, world = dist.get_rank(), dist.get_world_size()

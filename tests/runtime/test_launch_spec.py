@@ -55,7 +55,7 @@ def _launch(tmp_path: Path, model: str | None = None, sources=()) -> tuple[Path,
     """A launch of 1f1b at pp 2 written as `ppdsl run --nproc-per-node 2` writes it: spec path and its sha256."""
     plan = plan_spec(check(Scenario(str(LIBRARY / "1f1b.sched"), 2, 4), record_visits=True))
     request = RunRequest("1f1b", pp=2, microbatches=4, model=model, nproc_per_node=2, steps=1)
-    launch = LaunchSpec(options=request.to_spec(), model_dir=str(tmp_path), model_sources=tuple(sources))
+    launch = LaunchSpec(request=request, model_dir=str(tmp_path), model_sources=tuple(sources))
     directory = tmp_path / "launch-1"
     directory.mkdir()
     return write_launch(directory, launch, plan.to_json(), plan.fingerprint)
@@ -126,9 +126,10 @@ def test_a_spec_with_a_field_of_the_wrong_kind_is_refused_by_the_typed_reader(tm
         ({"fail": {"rank": 0, "job": True, "step": 0, "mode": "raise"}}, "`job` is True"),
         ({"plan_sha256": "0" * 63}, "`plan_sha256` is not a sha256"),
         ({"surprise": 1}, "unknown field `surprise`"),
+        ({"transport": "gloo"}, "unknown field `transport`"),  # a key no launch writes
     ):
         text = json.dumps(
-            {**json.loads(LaunchSpec(options={}, model_dir="/").to_json()), "plan_sha256": "0" * 64, **change}
+            {**json.loads(LaunchSpec(RunRequest(), model_dir="/").to_json()), "plan_sha256": "0" * 64, **change}
         )
         with pytest.raises(DiagnosticError) as err:
             LaunchSpec.from_json(text, "`spec.json`")
@@ -208,7 +209,8 @@ def test_a_rank_handed_a_swapped_spec_writes_its_error_and_runs_nothing_of_it(tm
 
 def test_a_launch_spec_round_trips(tmp_path):
     launch = LaunchSpec(
-        options={"pp": 2},
+        # as a rank reads it back: the paths of the options absolute
+        request=RunRequest.from_spec(RunRequest(pp=2, nproc_per_node=2, nnodes=1).to_spec()),
         model_dir="/x",
         model_sources=(ModuleSource("m", "/x/m.py", sha256(b""), False),),
         resume_files={1: "/c/checkpoint.step2.rank1.npz"},

@@ -48,7 +48,7 @@ def _launch(
         steps=1,
         nproc_per_node=pp,
     )
-    launch = LaunchSpec(options=request.to_spec(), model_dir=str(tmp_path))
+    launch = LaunchSpec(request=request, model_dir=str(tmp_path))
     spec_path, digest = write_launch(tmp_path, launch, plan_text or spec.to_json(), fingerprint or spec.fingerprint)
     return sched, read_launch_spec(spec_path, digest), digest
 
