@@ -163,6 +163,7 @@ LOSS_AFTER = HEAD_AFTER.replace('head : forward ops "pd_op.matmul"', 'loss : for
 HAND_PLAN = """import ppdsl
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.builtin_models import load_model
+from ppdsl.plan.spec import plan_module_spec
 from ppdsl.runtime.plan import build_plan
 from ppdsl.runtime.program import build_training_program
 
@@ -172,7 +173,7 @@ full = [("forward", 0, 0), ("forward", 0, 1), ("backward", 0, 0), ("backward", 0
 job_types = [jt.to_dict() for jt in ppdsl.load("fthenb").job_types]
 orders = [full, {rank1}]
 stages = [[0], [1]]
-build_plan(program.main, program.startup, job_types=job_types, stage_of=stages, orders=orders, rules=[], microbatches=2)
+build_plan(program.main, program.startup, plan_module_spec(job_types, stages, orders, [], microbatches=2))
 """
 
 OWN_PROGRAM = """\

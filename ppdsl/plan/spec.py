@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.jsontext import JsonError, parse_json
 from ppdsl.plan.jobs import job_label
-from ppdsl.plan.kinds import MEMORY_NAMES
+from ppdsl.plan.kinds import BUILTIN, MEMORY_NAMES, letter_of, program_order
 
 FORMAT = 2  # the JSON form's version: a file of another is refused (E091), never half read
 JobTuple = tuple[int, int, int]  # (type index, chunk, micro-batch)
@@ -217,6 +217,54 @@ class PlanSpec:
 def with_stages(spec: PlanSpec, stage_of: Iterable[Iterable[int]]) -> PlanSpec:
     """The same spec over other stage numbers (a program cut per rank numbers its chunks 0 .. vpp-1)."""
     return replace(spec, stage_of=tuple(tuple(row) for row in stage_of))
+
+
+def plan_module_spec(
+    job_types: Sequence[Mapping],
+    stage_of: Sequence[Sequence[int]],
+    orders: Sequence[Sequence[tuple[str, int, int]]],
+    rules: Sequence[Mapping],
+    microbatches: int,
+) -> PlanSpec:
+    """The spec of a generated plan module (`ppdsl compile`) at the sizes it was called with: its JOB_TYPES, its
+    placement, its `job_list`s (by type name) and its STREAM_RULES. No check merged its orders (`merged` is None:
+    one process running every rank merges them by the values each job reads, `ppdsl.runtime.plan.build_plan`)."""
+    index = {jt["name"]: t for t, jt in enumerate(job_types)}
+    types = tuple(
+        JobTypeSpec(
+            jt["name"],
+            jt["region"],
+            tuple(jt.get("ops") or ("*",)),
+            jt.get("before"),
+            jt.get("after"),
+            bool(jt.get("receives")),
+            bool(jt.get("sends")),
+            letter_of(jt["name"]) or jt["name"],  # JOB_TYPES has no aliases: a user type's label is its name
+            program_order(jt["name"]),
+            jt["name"] in BUILTIN,
+            jt["name"] if jt["name"] in MEMORY_NAMES else None,
+            jt.get("fraction"),
+        )
+        for jt in job_types
+    )
+    rule_specs = tuple(
+        RuleSpec(r["pattern"], r.get("job"), r.get("stream"), r.get("priority"), tuple((r.get("attrs") or {}).items()))
+        for r in rules
+    )
+    return PlanSpec(
+        schedule="plan",
+        source="<plan module>",
+        fingerprint="",
+        pp=len(stage_of),
+        vpp=len(stage_of[0]) if stage_of else 1,
+        microbatches=microbatches,
+        params=(),
+        job_types=types,
+        stage_of=tuple(tuple(row) for row in stage_of),
+        orders=tuple(tuple((index[t], c, mb) for t, c, mb in order) for order in orders),
+        merged=None,
+        rules=rule_specs,
+    )
 
 
 # ---------------------------------------------------------------------- reading the JSON form

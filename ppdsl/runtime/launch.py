@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import new_owned_directory, next_owned_number
 from ppdsl.common.text import ascii_number, shortened
@@ -108,16 +107,16 @@ def launch_command(opts: RunRequest, spec_path: Path, spec_digest: str = SPEC_DI
     return cmd
 
 
-def dry_run_text(exp: Expansion, opts: RunRequest, cmd: list[str]) -> str:
+def dry_run_text(plan: PlanSpec, opts: RunRequest, cmd: list[str]) -> str:
+    """What `--dry-run` prints: the command, every rank's jobs of `plan`, and the copy jobs of the GPU path."""
     lines = [shlex.join(cmd), ""]
-    for r, jobs in enumerate(exp.jobs):
+    for r, jobs in enumerate(plan.orders):
         node, local = divmod(r, opts.nproc_per_node)
-        stages = ", ".join(map(str, exp.stage_of[r]))
-        lines.append(f"rank {r} (node {node}, process {local}, stages {stages}): " + " ".join(map(exp.label, jobs)))
-    from ppdsl.analysis.plan_spec import expansion_spec
+        stages = ", ".join(map(str, plan.stage_of[r]))
+        lines.append(f"rank {r} (node {node}, process {local}, stages {stages}): " + " ".join(map(plan.label, jobs)))
     from ppdsl.runtime.memory_jobs import dry_run_lines  # no Paddle: what the GPU path's copy jobs run
 
-    copies = dry_run_lines(expansion_spec(exp))
+    copies = dry_run_lines(plan)
     if copies:
         lines += ["", "copies on the GPU path (on CPU the same jobs copy into an emulated host store):", *copies]
     return "\n".join(lines) + "\n"

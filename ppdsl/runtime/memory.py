@@ -149,7 +149,7 @@ def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> d
     from ppdsl.analysis.plan_spec import expansion_spec
     from ppdsl.runtime.builtin_models import load_model
     from ppdsl.runtime.env import import_paddle
-    from ppdsl.runtime.plan import build_plan
+    from ppdsl.runtime.plan import job_programs
     from ppdsl.runtime.program import build_training_program
 
     paddle = import_paddle()
@@ -162,9 +162,10 @@ def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> d
         microbatches=exp.microbatches,
         lr=0.01,
     )
-    # no check has run yet (this measures for one), so no merged order: build_plan merges by the values read
-    built = build_plan(program.main, program.startup, replace(expansion_spec(exp), rules=()))
-    return stage_memory(built.programs, built.memory_jobs)
+    # the job programs alone: no check has run yet (this measures for one), so no order of all ranks' jobs is known,
+    # and none is needed to read what each program keeps
+    made = job_programs(program.main, program.startup, replace(expansion_spec(exp), rules=()))
+    return stage_memory({program_name(k): p for k, p in made.programs.items()}, made.memory_jobs)
 
 
 @dataclass(frozen=True)

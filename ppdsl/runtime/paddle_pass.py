@@ -3,7 +3,7 @@
 `pipeline_scheduler_PPDSL` is registered with Paddle's pass registry like `pipeline_scheduler_1F1B` and reads
 the same attributes (`num_micro_batches`, `pp_degree`, `pp_stage`, `vpp_degree`, `split_backward`), plus
 `ppdsl_schedule` (a `.sched` path or a library name) and `ppdsl_params` (the schedule's `param`s). It checks the
-schedule for those sizes, takes rank `pp_stage`'s job list from the expansion and partitions the program with
+schedule for those sizes, takes rank `pp_stage`'s job list from its plan specification and partitions the program with
 ppdsl's generic splitter (`ppdsl.runtime.plan.build_plan`), and leaves the `core.Plan` in the PassContext as
 `"plan"`, where Paddle's callers look for it.
 
@@ -37,14 +37,13 @@ from paddle.distributed.passes.pass_base import PassContext, new_pass, register_
 from paddle.distributed.passes.pipeline_scheduler_pass.pipeline_pass_base import PipelinePassBase
 
 from ppdsl.analysis.check import check
-from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.plan_spec import expansion_spec
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.sizes import parse_params
 from ppdsl.language.library import find_schedule
 from ppdsl.plan.jobs import paddle_job_name
-from ppdsl.plan.spec import with_stages
+from ppdsl.plan.spec import PlanSpec, with_stages
 from ppdsl.runtime.plan import BuiltPlan, build_plan
 
 PASS_NAME = "pipeline_scheduler_PPDSL"
@@ -83,7 +82,7 @@ class PipelinePPDSLPass(PipelinePassBase):
         super().__init__()
         self.set_attr("vpp_degree", 1)
         self.set_attr("ppdsl_params", {})
-        self._expansion: Expansion | None = None
+        self._spec: PlanSpec | None = None
 
     # ------------------------------------------------------------ the schedule
 
@@ -108,10 +107,11 @@ class PipelinePPDSLPass(PipelinePassBase):
         text = [f"{k}={v}" for k, v in raw.items() if isinstance(v, str)]
         return {**{k: v for k, v in raw.items() if not isinstance(v, str)}, **parse_params(text)}
 
-    def expansion(self) -> Expansion:
-        """The schedule, checked complete, ordered and deadlock-free for the pass's sizes, and expanded."""
-        if self._expansion is not None:
-            return self._expansion
+    def spec(self) -> PlanSpec:
+        """The schedule, checked complete, ordered and deadlock-free for the pass's sizes, as a plan specification
+        (of one rank's plan: no merged order)."""
+        if self._spec is not None:
+            return self._spec
         pp, vpp, m, _ = self._sizes()
         path = find_schedule(str(self.get_attr("ppdsl_schedule")))
         spec = Scenario(path, pp, m, vpp)
@@ -130,18 +130,18 @@ class PipelinePPDSLPass(PipelinePassBase):
                 f"ppdsl schedule `{path}` cannot run at pp={pp} vpp={vpp} microbatches={m}:",
             )
         assert result.expansion is not None
-        self._expansion = result.expansion
-        return self._expansion
+        self._spec = expansion_spec(result.expansion)
+        return self._spec
 
     # ------------------------------------------------------------ PipelinePassBase's two interfaces
 
     def _create_job_list(self) -> list[core.Job]:
         """Rank `pp_stage`'s jobs in the schedule's order, as `core.Job`s with Paddle's job type names."""
-        exp = self.expansion()
+        spec = self.spec()
         rank = int(self.get_attr("pp_stage"))
         jobs = []
-        for job_type, chunk, mb in exp.job_tuples(rank):
-            job = core.Job(paddle_job_name(job_type, chunk, exp.vpp))
+        for job_type, chunk, mb in spec.job_tuples(rank):
+            job = core.Job(paddle_job_name(job_type, chunk, spec.vpp))
             job.set_micro_batch_id(mb)
             jobs.append(job)
         return jobs
@@ -167,19 +167,19 @@ class PipelinePPDSLPass(PipelinePassBase):
         context.set_attr(CONTEXT_BUILT, built)
 
     def _build(self, program: paddle.pir.Program, startup: paddle.pir.Program | None = None) -> BuiltPlan:
-        exp = self.expansion()
+        spec = self.spec()
         rank = int(self.get_attr("pp_stage"))
         # The program is this rank's alone (Paddle's passes run after the dense program is cut per rank), its
         # chunks carrying chunk ids 0 .. vpp-1. build_plan works in global stages, so this rank's chunk c is
         # stage c and the other ranks' stages are numbered past them, where no op of this program lies.
-        stage_of = [[c if r == rank else exp.vpp * (1 + r) + c for c in range(exp.vpp)] for r in range(exp.pp)]
-        work = _with_chunk_ids(program, exp.vpp)
+        stage_of = [[c if r == rank else spec.vpp * (1 + r) + c for c in range(spec.vpp)] for r in range(spec.pp)]
+        work = _with_chunk_ids(program, spec.vpp)
         dynamic = paddle.in_dynamic_mode()
         try:
             return build_plan(
                 work,
                 startup,  # where accumulators of a program that has none start (ppdsl.runtime.own_program)
-                with_stages(expansion_spec(exp), stage_of),
+                with_stages(spec, stage_of),
                 rank=rank,
                 whole_model=False,  # Paddle split the model: this program holds this rank's chunks alone
             )

@@ -1,13 +1,14 @@
 """Schedule + training program -> `core.Plan`: prepare, split, apply rules, order jobs, skip-GC, Plan.
 
-`build_plan` takes the schedule as a `PlanSpec` (ppdsl.plan.spec), or a generated plan module's data
-(`ppdsl compile`). With `rank=None` every rank's jobs run in this one process (the single-machine emulation):
-each (job type, stage) is its own job program, named `<type>@<stage>` (the optimizer `optimizer@r<rank>`), and
-the ranks' orders run merged into one order that respects every cross-stage dependency: the one the checker's
-execution recorded in the spec (by simulated start time), or for a plan module's orders one by the values each
-job reads. Values that would cross ranks pass through the micro-batch scope by name. With `rank=r` only that
-rank's jobs are built, in its order, named as Paddle's passes name them (`forward`, or `forward1` for chunk 1
-when vpp > 1).
+`build_plan` takes the schedule as a `PlanSpec` (ppdsl.plan.spec), its one way in: the check's (`ppdsl run`, every
+rank, Paddle's pass) or a generated plan module's (`ppdsl compile`, `plan_module_spec`). With `rank=None` every
+rank's jobs run in this one process (the single-machine emulation): each (job type, stage) is its own job
+program, named `<type>@<stage>` (the optimizer `optimizer@r<rank>`, `ppdsl.plan.jobs.program_name`), and the
+ranks' orders run merged into one order that respects every cross-stage dependency: the one the checker's
+execution recorded in the spec (by simulated start time), or for a plan module's orders, which no check merged,
+one by the values each job reads. Values that would cross ranks pass through the micro-batch scope by name. With
+`rank=r` only that rank's jobs are built, in its order, named as Paddle's passes name them (`forward`, or
+`forward1` for chunk 1 when vpp > 1). `job_programs` is the first half alone: the job programs, for a measurement.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import numbered
 from ppdsl.plan.jobs import ProgramKey, paddle_job_name, program_key, program_name
-from ppdsl.plan.spec import JobTypeSpec, PlanSpec, RuleSpec
+from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.memory_jobs import (
     MemoryJob,
@@ -62,37 +63,100 @@ class BuiltPlan:
     memory_jobs: dict[str, MemoryJob] = field(default_factory=dict)  # the recompute / offload / reload types used
 
 
+@dataclass
+class JobPrograms:
+    """The job programs of a plan, before its jobs are ordered: what `job_programs` makes for `build_plan`, and all a
+    measurement of the programs needs (`ppdsl.runtime.memory.measure_stages`)."""
+
+    programs: dict[ProgramKey, object]  # in the plan's program order
+    flow: ValueFlow  # what every rank's job programs hand each other (all ranks)
+    memory_jobs: dict[str, MemoryJob]  # the recompute / offload / reload types used
+    split_matmuls: int
+    seconds: dict[str, float]  # "prepare" and "split"
+
+
 def build_plan(
     main_program,
     startup_program,
-    spec: PlanSpec | None = None,
+    spec: PlanSpec,
     *,
     rank: int | None = None,
     p2p: dict | None = None,
     whole_model: bool = True,
-    job_types: Sequence[dict] | None = None,
-    stage_of: Sequence[Sequence[int]] | None = None,
-    orders: Sequence[Sequence[tuple[str, int, int]]] | None = None,
-    rules: Sequence[dict] | None = None,
-    microbatches: int | None = None,
 ) -> BuiltPlan:
-    """Prepare `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule `spec`
-    (`ppdsl.plan.spec.PlanSpec`, built once from the check).
-
-    A generated plan module hands its own data instead (`job_types`, `stage_of`, `orders`, `rules`,
-    `microbatches`: the keyword contract of `ppdsl compile`'s modules). `p2p` (directed rank pair ->
-    `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the programs (the GPU path); without it,
-    values cross ranks by name (emulation) or through the CPU transport. `whole_model`: the program holds every
-    stage's ops (ppdsl's runs; E064 when one is empty), not one rank's alone (Paddle's pipeline pass).
-    The spec's memory actions (`JobTypeSpec.memory` and `fraction`: recompute, offload, reload) get programs of
-    their own, made from their stage's forward and backward programs (ppdsl/runtime/memory_jobs.py); their copies
-    go to pinned host memory on the GPU path and to the emulated host store otherwise.
-    """
-    if spec is None:
-        spec = plan_module_spec(job_types, stage_of, orders, rules, microbatches)
+    """The plan of `main_program` (a PIR training program with op roles and stage chunk ids) for the schedule `spec`
+    (`ppdsl.plan.spec.PlanSpec`: built once from the check, or by a generated plan module from its own data,
+    `ppdsl.plan.spec.plan_module_spec`). The job programs are `job_programs`'s; every rank's jobs run in the spec's
+    merged order (`rank=None`; a spec no check merged, a plan module's, in one by the values each job reads), or
+    rank `rank`'s in its order."""
     import_paddle()
     from paddle.base import core
 
+    t0 = time.perf_counter()
+    made = job_programs(main_program, startup_program, spec, rank=rank, p2p=p2p, whole_model=whole_model)
+    t2 = time.perf_counter()
+    orders = [spec.job_tuples(r) for r in range(spec.pp)]
+
+    def key(r: int, t: str, c: int) -> ProgramKey:
+        return program_key(t, r, c, spec.stage_of)
+
+    def name(k: ProgramKey) -> str:
+        if rank is None:
+            return program_name(k)
+        chunk = 0 if k.per_rank else list(spec.stage_of[rank]).index(k.stage)
+        return paddle_job_name(k.type, chunk, len(spec.stage_of[rank]))
+
+    named = {name(k): program for k, program in made.programs.items()}
+    if rank is not None:
+        sequence = [(rank, job) for job in orders[rank]]
+    else:  # every rank on this process: the checker's merged order, or (a plan module's) one by the values read
+        merged = spec.merged if spec.merged is not None else merge_by_values(orders, made.flow, key)
+        sequence = [(r, orders[r][step]) for r, step in merged]
+    jobs, job_names = [], []
+    for r, (t, c, mb) in sequence:
+        n = name(key(r, t, c))
+        job = core.Job(n)
+        job.set_micro_batch_id(mb)
+        jobs.append(job)
+        job_names.append(f"{n}#{mb}")
+    type_to_program = set_skip_gc_vars(spec.microbatches, list(named), list(named.values()), jobs)
+    plan = core.Plan(jobs, type_to_program)
+    t3 = time.perf_counter()
+    loss_program, loss_value = _find_loss(type_to_program)
+    return BuiltPlan(
+        plan,
+        job_names,
+        dict(type_to_program),
+        loss_program,
+        loss_value,
+        made.split_matmuls,
+        {**made.seconds, "plan": t3 - t2, "total": t3 - t0},
+        {name(k): k for k in made.programs},
+        made.flow,
+        made.memory_jobs,
+    )
+
+
+def job_programs(
+    main_program,
+    startup_program,
+    spec: PlanSpec,
+    *,
+    rank: int | None = None,
+    p2p: dict | None = None,
+    whole_model: bool = True,
+) -> JobPrograms:
+    """Prepare `main_program` for the schedule `spec` and split it into the job programs of every rank's jobs
+    (`rank=None`, the single-machine emulation: each job type on each stage its own program) or rank `rank`'s.
+
+    `p2p` (directed rank pair -> `ppdsl.runtime.p2p.Link`) puts send_v2 / recv_v2 between ranks into the programs
+    (the GPU path); without it, values cross ranks by name (emulation) or through the CPU transport. `whole_model`:
+    the program holds every stage's ops (ppdsl's runs; E064 when one is empty), not one rank's alone (Paddle's
+    pipeline pass). The spec's memory actions (`JobTypeSpec.memory` and `fraction`: recompute, offload, reload) get
+    programs of their own, made from their stage's forward and backward programs (ppdsl/runtime/memory_jobs.py);
+    their copies go to pinned host memory on the GPU path and to the emulated host store otherwise.
+    """
+    import_paddle()
     t0 = time.perf_counter()
     pp, stage_of, microbatches = spec.pp, spec.stage_of, spec.microbatches
     orders = [spec.job_tuples(r) for r in range(pp)]
@@ -122,34 +186,16 @@ def build_plan(
     ops = block.ops
     stages = op_stages(work)
     kinds = classify_kinds(ops, split_backward)
-    # gradient-accumulation adds are always classed backward_w; the backward is split only if some weight
-    # gradient itself moved there
-    if split_backward and not any(
-        kind == "backward_w" and not op.has_attr("grad_merge_add") for op, kind in zip(ops, kinds, strict=True)
-    ):
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E034",
-                    "the schedule splits backwards into backward_b and backward_w, but the model's backward "
-                    "cannot be split",
-                    help="backward_w needs non-transposed matmul weight gradients on a 3-D [micro-batch, "
-                    "sequence, hidden] input with a static micro-batch dimension; or use a schedule without "
-                    "backward_w",
-                )
-            ]
-        )
+    if split_backward:
+        check_backward_splits(ops, kinds)
     types = assign_job_types(ops, kinds, spec.job_types, used)
 
-    def key(r: int, t: str, c: int) -> ProgramKey:
-        return program_key(t, r, c, stage_of)
-
-    keys = {key(r, t, c) for r in ranks for t, c, _ in orders[r]}
-    every_key = {key(r, t, c) for r in range(pp) for t, c, _ in orders[r]}
+    keys = {program_key(t, r, c, stage_of) for r in ranks for t, c, _ in orders[r]}
+    every_key = {program_key(t, r, c, stage_of) for r in range(pp) for t, c, _ in orders[r]}
     flow = value_flow(ops, op_homes(types, stages, every_key, rank_of_stage))
     check_value_order(flow, orders, stage_of, ranks)
     program_order = {jt.name: jt.program_order for jt in spec.job_types}
-    order = sorted(keys, key=lambda k: (k.type == "optimizer", k.stage, program_order[k.type], k.type))
+    order = sorted(keys, key=lambda k: (k.per_rank, k.stage, program_order[k.type], k.type))
     homes = op_homes(types, stages, keys, rank_of_stage)
     if rank is None:
         homeless = [ops[i].name() for i, h in enumerate(homes) if not h]
@@ -166,45 +212,27 @@ def build_plan(
     )
     memory_keys = [k for k in order if k.type in actions]
     add_memory_programs(programs, memory_keys, actions, GPU if p2p is not None else CPU, backward_made)
-    t2 = time.perf_counter()
-
-    def name(k: ProgramKey) -> str:
-        if rank is None:
-            return program_name(k)
-        chunk = 0 if k.per_rank else list(stage_of[rank]).index(k.stage)
-        return paddle_job_name(k.type, chunk, len(stage_of[rank]))
-
-    named = {name(k): programs[k] for k in order}
     apply_rules(((k.type, programs[k]) for k in order), spec.rule_dicts())
+    t2 = time.perf_counter()
+    return JobPrograms({k: programs[k] for k in order}, flow, actions, split, {"prepare": t1 - t0, "split": t2 - t1})
 
-    if rank is not None:
-        sequence = [(rank, job) for job in orders[rank]]
-    else:  # every rank on this process: the checker's merged order, or (a plan module's) one by the values read
-        merged = spec.merged if spec.merged is not None else merge_by_values(orders, flow, key)
-        sequence = [(r, orders[r][step]) for r, step in merged]
-    jobs, job_names = [], []
-    for r, (t, c, mb) in sequence:
-        n = name(key(r, t, c))
-        job = core.Job(n)
-        job.set_micro_batch_id(mb)
-        jobs.append(job)
-        job_names.append(f"{n}#{mb}")
-    type_to_program = set_skip_gc_vars(microbatches, list(named), list(named.values()), jobs)
-    plan = core.Plan(jobs, type_to_program)
-    t3 = time.perf_counter()
-    loss_program, loss_value = _find_loss(type_to_program)
-    return BuiltPlan(
-        plan,
-        job_names,
-        dict(type_to_program),
-        loss_program,
-        loss_value,
-        split,
-        {"prepare": t1 - t0, "split": t2 - t1, "plan": t3 - t2, "total": t3 - t0},
-        {name(k): k for k in order},
-        flow,
-        actions,
-    )
+
+def check_backward_splits(ops, kinds: list[str]) -> None:
+    """E034 unless some weight gradient moved to backward_w: gradient-accumulation adds are always classed
+    backward_w, so they alone do not make the backward split."""
+    if not any(kind == "backward_w" and not op.has_attr("grad_merge_add") for op, kind in zip(ops, kinds, strict=True)):
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E034",
+                    "the schedule splits backwards into backward_b and backward_w, but the model's backward "
+                    "cannot be split",
+                    help="backward_w needs non-transposed matmul weight gradients on a 3-D [micro-batch, "
+                    "sequence, hidden] input with a static micro-batch dimension; or use a schedule without "
+                    "backward_w",
+                )
+            ]
+        )
 
 
 def check_every_stage_has_ops(main, stages: list[int], nstages: int) -> None:
@@ -226,59 +254,6 @@ def check_every_stage_has_ops(main, stages: list[int], nstages: int) -> None:
                 )
             ]
         )
-
-
-def plan_module_spec(
-    job_types: Sequence[dict] | None,
-    stage_of: Sequence[Sequence[int]] | None,
-    orders: Sequence[Sequence[tuple[str, int, int]]] | None,
-    rules: Sequence[dict] | None,
-    microbatches: int | None,
-) -> PlanSpec:
-    """The spec of what a generated plan module hands `build_plan` (its JOB_TYPES, placement, `job_list`s and
-    STREAM_RULES at the sizes it was called with). No check merged its orders: `build_plan` merges them by the
-    values each job reads. A plan module's process may import the language (a rank of `ppdsl run` never comes
-    here: it has a spec)."""
-    from ppdsl.plan.kinds import BUILTIN, MEMORY_NAMES, letter_of, program_order
-
-    if job_types is None or stage_of is None or orders is None or microbatches is None:
-        raise TypeError("build_plan takes a PlanSpec, or a plan module's job_types, stage_of, orders, microbatches")
-    index = {jt["name"]: t for t, jt in enumerate(job_types)}
-    types = tuple(
-        JobTypeSpec(
-            jt["name"],
-            jt["region"],
-            tuple(jt.get("ops") or ("*",)),
-            jt.get("before"),
-            jt.get("after"),
-            bool(jt.get("receives")),
-            bool(jt.get("sends")),
-            letter_of(jt["name"]) or jt["name"],  # JOB_TYPES has no aliases: a user type's label is its name
-            program_order(jt["name"]),
-            jt["name"] in BUILTIN,
-            jt["name"] if jt["name"] in MEMORY_NAMES else None,
-            jt.get("fraction"),
-        )
-        for jt in job_types
-    )
-    rule_specs = tuple(
-        RuleSpec(r["pattern"], r.get("job"), r.get("stream"), r.get("priority"), tuple((r.get("attrs") or {}).items()))
-        for r in rules or ()
-    )
-    return PlanSpec(
-        schedule="plan",
-        source="<plan module>",
-        fingerprint="",
-        pp=len(stage_of),
-        vpp=len(stage_of[0]) if stage_of else 1,
-        microbatches=microbatches,
-        params=(),
-        job_types=types,
-        stage_of=tuple(tuple(row) for row in stage_of),
-        orders=tuple(tuple((index[t], c, mb) for t, c, mb in order) for order in orders),
-        merged=None,
-        rules=rule_specs,
-    )
 
 
 def merge_by_values(orders: Sequence[Sequence[tuple[str, int, int]]], flow: ValueFlow, key) -> list[tuple[int, int]]:

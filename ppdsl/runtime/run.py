@@ -357,7 +357,7 @@ def _run_cluster(context: _Context) -> RunReport:
     request, exp = context.request, context.exp
     if request.dry_run:
         command = launch_command(request, next_launch_directory(request.run_dir) / "spec.json")
-        context.observer.dry_run(dry_run_text(exp, request, command))
+        context.observer.dry_run(dry_run_text(context.plan, request, command))
         return context.report(
             None,
             **_nothing_measured(request),

@@ -224,6 +224,7 @@ def test_dry_run_shows_the_copy_jobs_of_the_gpu_path(tmp_path):
     """A schedule with offload / reload jobs (every micro-batch offloaded): the dry run adds, per rank, which copy op
     each runs, where it lands and on which stream; an order without them shows nothing more."""
     from ppdsl.analysis.expand import expand
+    from ppdsl.analysis.plan_spec import expansion_spec
     from ppdsl.language.library import library_dir
     from ppdsl.language.resolve import load, resolve_text
     from ppdsl.runtime.launch import dry_run_text
@@ -231,14 +232,14 @@ def test_dry_run_shows_the_copy_jobs_of_the_gpu_path(tmp_path):
 
     base = expand(load(library_dir() / "1f1b.sched"), 2, 4)
     opts = RunRequest(pp=2, microbatches=4, nproc_per_node=2, run_dir=tmp_path)
-    assert "copies" not in dry_run_text(base, opts, ["ppdsl"])
+    assert "copies" not in dry_run_text(expansion_spec(base), opts, ["ppdsl"])
     offload_all = resolve_text(
         'job recv_forward : forward ops "pd_op.recv_v2" before forward receives\n'
         'job send_backward : backward ops "pd_op.send_v2" after backward sends\n'
         "order { repeat microbatches { recv_forward forward offload }\n"
         " repeat microbatches { reload backward send_backward }\n optimizer }\n"
     )
-    text = dry_run_text(expand(offload_all, 2, 2), opts, ["ppdsl"])
+    text = dry_run_text(expansion_spec(expand(offload_all, 2, 2)), opts, ["ppdsl"])
     assert "stages 0): recv_forward0 F0 O0 recv_forward1 F1 O1 L0 B0 send_backward0 L1 B1 " in text
     assert (
         "rank 1 offload (2 jobs): pd_op.memcpy_d2h to CUDA pinned host memory (dst_place_type=1) on stream copy_stream"

@@ -349,7 +349,11 @@ def test_public_names_and_data(plan):
     assert plan("zbv").stage_of(0, 1, 4, 2) == 7  # vshape: chunk 1 comes back up
 
 
-def test_build_plan_hands_the_runtime_its_keyword_contract(plan, monkeypatch):
+def test_build_plan_hands_the_runtime_the_plan_specification_of_its_data(plan, monkeypatch):
+    """A plan module's one way into the runtime is a `PlanSpec` of its data at the sizes it is called with (no check
+    merged its orders); paddle stays out of it (the runtime faked here)."""
+    from ppdsl.plan.spec import PlanSpec
+
     module = plan(FEATURES)
     calls = []
     fake = types.ModuleType("ppdsl.runtime.plan")
@@ -358,15 +362,15 @@ def test_build_plan_hands_the_runtime_its_keyword_contract(plan, monkeypatch):
     monkeypatch.setitem(sys.modules, "ppdsl.runtime.plan", fake)
     assert module.build_plan("main", "startup", pp=3, vpp=2, microbatches=4, lambda_=2) == "the plan"
     ((args, kwargs),) = calls
-    assert args == ("main", "startup")
-    assert set(kwargs) == {"job_types", "stage_of", "orders", "rules", "microbatches", "rank"}
+    main, startup, spec = args
+    assert (main, startup, kwargs) == ("main", "startup", {"rank": None})
+    assert isinstance(spec, PlanSpec) and spec.merged is None
     exp = expand(load(FEATURES), 3, 4, 2, {"lambda": 2})
-    assert kwargs["job_types"] == module.JOB_TYPES
-    assert kwargs["stage_of"] == exp.stage_of
-    assert kwargs["orders"] == [exp.job_tuples(r) for r in range(3)]
-    assert [r["priority"] for r in kwargs["rules"]] == [1, -1]  # pp - lambda, evaluated
-    assert all(set(r) == {"pattern", "job", "stream", "priority", "attrs"} for r in kwargs["rules"])
-    assert (kwargs["microbatches"], kwargs["rank"]) == (4, None)
+    assert spec.type_names == [jt["name"] for jt in module.JOB_TYPES] == exp.type_names
+    assert [list(row) for row in spec.stage_of] == exp.stage_of
+    assert [spec.job_tuples(r) for r in range(3)] == [exp.job_tuples(r) for r in range(3)]
+    assert [r.priority for r in spec.rules] == [1, -1]  # pp - lambda, evaluated
+    assert (spec.pp, spec.vpp, spec.microbatches) == (3, 2, 4)
     with pytest.raises(ValueError, match="at most three chunks"):
         module.build_plan("main", "startup", pp=2, vpp=4, microbatches=4)  # checked before the runtime is touched
 
@@ -527,9 +531,10 @@ def test_a_placement_that_reads_microbatches_gets_it(tmp_path, monkeypatch):
     assert module.PLACEMENT == "expr"
     assert module.stage_of(1, 1, 2, 2, microbatches=3) == 3
     fake = types.ModuleType("ppdsl.runtime.plan")
-    fake.build_plan = lambda *args, **kwargs: types.SimpleNamespace(plan=kwargs["stage_of"])
+    fake.build_plan = lambda main, startup, spec, **kwargs: types.SimpleNamespace(plan=spec.stage_of)
     monkeypatch.setitem(sys.modules, "ppdsl.runtime.plan", fake)
-    assert module.build_plan(None, None, pp=2, vpp=2, microbatches=1) == expand(load("p.sched"), 2, 1, 2).stage_of
+    stage_of = module.build_plan(None, None, pp=2, vpp=2, microbatches=1)
+    assert [list(row) for row in stage_of] == expand(load("p.sched"), 2, 1, 2).stage_of
     assert_ruff_clean(tmp_path / "plan_p.py")
 
 

@@ -337,8 +337,8 @@ def test_a_plan_modules_memory_actions_come_from_its_job_types():
     """`ppdsl compile`'s JOB_TYPES carry a memory action's fraction: the spec a plan module hands build_plan says
     what each does, as a checked schedule's does."""
     from ppdsl.analysis.plan_spec import expansion_spec
+    from ppdsl.plan.spec import plan_module_spec
     from ppdsl.runtime.memory_jobs import MemoryJob, memory_actions
-    from ppdsl.runtime.plan import plan_module_spec
 
     exp = library("1f1b_recompute", 2, 4, "memory offload fraction = 0.25")
     orders = [exp.job_tuples(r) for r in range(2)]

@@ -105,9 +105,10 @@ def test_a_rank_refuses_a_damaged_plan(tmp_path):
 @pytest.mark.e2e
 @needs_paddle
 def test_a_plan_modules_orders_run_on_one_process_merged_by_the_values_each_job_reads():
-    """A plan module hands `build_plan` its own data (no check merged its orders): every job runs, in an order
-    the executor accepts, and the step computes what the checked spec's plan computes."""
+    """A plan module hands `build_plan` the spec of its own data (no check merged its orders): every job runs, in an
+    order the executor accepts, and the step computes what the checked spec's plan computes."""
     from ppdsl.analysis.plan_spec import expansion_spec
+    from ppdsl.plan.spec import plan_module_spec
     from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.model import synthetic_batch
@@ -116,17 +117,18 @@ def test_a_plan_modules_orders_run_on_one_process_merged_by_the_values_each_job_
 
     paddle = import_paddle()
     exp = expand(load(LIBRARY / "zbh1.sched"), 2, 4)
-    module_data = {
-        "job_types": [jt.to_dict() for jt in exp.defn.job_types],  # a plan module's JOB_TYPES
-        "stage_of": exp.stage_of,
-        "orders": [exp.job_tuples(r) for r in range(exp.pp)],
-        "rules": [],
-        "microbatches": 4,
-    }
+    module_spec = plan_module_spec(
+        [jt.to_dict() for jt in exp.defn.job_types],  # a plan module's JOB_TYPES
+        exp.stage_of,
+        [exp.job_tuples(r) for r in range(exp.pp)],
+        [],
+        4,
+    )
+    assert module_spec.merged is None
     losses = []
-    for spec in (plan_spec(check(Scenario(LIBRARY / "zbh1.sched", 2, 4), record_visits=True)), None):
+    for spec in (plan_spec(check(Scenario(LIBRARY / "zbh1.sched", 2, 4), record_visits=True)), module_spec):
         program = build_training_program(paddle, BUILTIN, micro_batch_size=2, num_stages=2, microbatches=4, lr=0.1)
-        built = build_plan(program.main, program.startup, spec, **({} if spec else module_data))
+        built = build_plan(program.main, program.startup, spec)
         assert len(built.job_names) == sum(len(j) for j in exp.jobs)
         scope = paddle.static.Scope()
         program.run_startup(paddle, scope)

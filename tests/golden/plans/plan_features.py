@@ -5,7 +5,8 @@
 What the library schedules do not use, for the tests of `ppdsl compile`.
 
 `job_list(rank, ...)` is a rank's job order, the same as `ppdsl expand` gives. `build_plan(...)` hands it, the job
-types, the placement and the stream rules to `ppdsl.runtime.plan`; paddle is imported only there.
+types, the placement and the stream rules to `ppdsl.runtime.plan` as one plan specification; paddle is imported
+only there.
 """
 
 from __future__ import annotations
@@ -265,18 +266,17 @@ def prepare(
 ) -> BuiltPlan:
     """`build_plan`'s plan with what running it needs (`ppdsl.runtime.plan.BuiltPlan`)."""
     check_requires(pp, vpp, microbatches, **params)
+    from ppdsl.plan.spec import plan_module_spec
     from ppdsl.runtime.plan import build_plan as _build_plan  # lazy: paddle is imported only here
 
-    return _build_plan(
-        main_program,
-        startup_program,
-        job_types=JOB_TYPES,
+    spec = plan_module_spec(
+        JOB_TYPES,
         stage_of=[[stage_of(r, c, pp, vpp, **params) for c in range(vpp)] for r in range(pp)],
         orders=[job_list(r, pp, vpp, microbatches, **params) for r in range(pp)],
         rules=stream_rules(pp, vpp, microbatches, **params),
         microbatches=microbatches,
-        rank=rank,
     )
+    return _build_plan(main_program, startup_program, spec, rank=rank)
 
 
 def _check_sizes(pp: int, vpp: int, microbatches: int) -> None:
