@@ -23,12 +23,12 @@ def ascii_number(text: str, max_digits: int = 9) -> int | None:
     return int(text)
 
 
-def job_label(name: str, short: str, chunk: int, mb: int, vpp: int) -> str:
-    """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (one a rank).
-    `short` is its type's label prefix (PyTorch's letter, else its alias, else its name). The one spelling of a
-    label: the language's job types and the runtime's plan specification both call it."""
-    if name == "optimizer":
-        return "optimizer"
+def job_label(name: str, short: str, chunk: int, mb: int, vpp: int, per_step: bool = False) -> str:
+    """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (a kind that runs
+    once a step, `per_step`: its name). `short` is its type's label prefix (PyTorch's letter, else its alias, else its
+    name). The one spelling of a label: the language's job types and the runtime's plan specification both call it."""
+    if per_step:
+        return name
     return f"{short}{number_text(mb)}" + (f".c{chunk}" if vpp > 1 else "")
 
 
