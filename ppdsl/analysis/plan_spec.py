@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ppdsl.common.diagnostics import DiagnosticError
-from ppdsl.plan.kinds import MEMORY_NAMES, program_order
+from ppdsl.plan.kinds import is_action, kind, program_order
 from ppdsl.plan.spec import JobTypeSpec, PlanSpec, RuleSpec, source_fingerprint
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def expansion_spec(exp: Expansion, merged: tuple[tuple[int, int], ...] | None = 
             jt.short,
             program_order(jt.name),
             jt.builtin,
-            jt.name if jt.builtin and jt.name in MEMORY_NAMES else None,
+            kind(jt.name).program if is_action(jt.name) else None,
             jt.fraction,
         )
         for jt in defn.job_types

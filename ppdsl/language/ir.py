@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Span
 from ppdsl.plan.jobs import job_label
-from ppdsl.plan.kinds import BUILTIN, MEMORY_NAMES, letter_of
+from ppdsl.plan.kinds import KINDS, Kind, is_action, letter_of, per_step
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,13 @@ class JobType:
     fraction: float | None = None
 
     @property
+    def kind(self) -> Kind | None:
+        """Its built-in kind's row (`ppdsl.plan.kinds`); None for a schedule's own job type."""
+        return KINDS.get(self.name)
+
+    @property
     def per_chunk(self) -> bool:
-        return self.name != "optimizer"
+        return not per_step(self.name)
 
     def to_dict(self) -> dict:
         """The plain form generated plan modules and the runtime exchange (`JOB_TYPES`)."""
@@ -55,13 +60,13 @@ class JobType:
             "receives": self.receives,
             "sends": self.sends,
         }
-        if self.name in MEMORY_NAMES:  # only memory actions have one: every other plan's table stays as it was
+        if is_action(self.name):  # only memory actions have one: every other plan's table stays as it was
             out["fraction"] = self.fraction
         return out
 
     @property
     def builtin(self) -> bool:
-        return self.name in BUILTIN
+        return self.name in KINDS
 
     @property
     def short(self) -> str:
@@ -70,7 +75,7 @@ class JobType:
 
     def label(self, chunk: int, mb: int, vpp: int) -> str:
         """Compact job name: `F3`, `B0.c1`, `recv_forward2`, `optimizer`."""
-        return job_label(self.name, self.short, chunk, mb, vpp)
+        return job_label(self.name, self.short, chunk, mb, vpp, not self.per_chunk)
 
 
 @dataclass(frozen=True)

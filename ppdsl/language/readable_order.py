@@ -18,6 +18,7 @@ from ppdsl.common.diagnostics import Span
 from ppdsl.language.ir import EmitJob, ForRange, Let, Repeat, ScheduleDef, Stmt
 from ppdsl.language.lowering import OrderLowering
 from ppdsl.language.pysource import LINE_LENGTH, file_lines, py_str, py_text, site_text
+from ppdsl.plan.kinds import counter_of
 
 # What a generated plan module defines or uses itself (`ppdsl/codegen/templates/`): no user name may take these.
 PLAN_NAMES = frozenset(
@@ -95,9 +96,13 @@ class ReadableOrder(OrderLowering):
             head.append("    # next_mb[job][chunk]: the micro-batch the next job of that type takes on that chunk")
             head.append("    next_mb = {")
             for slot in sorted(self._counted):
-                note = ""
-                if self.type_names[slot] == "backward" and self.type_index.get("backward_b") in self._counted_types:
-                    note = "  # backward_b's too: a micro-batch's backward is whole or split"
+                name = self.type_names[slot]
+                sharers = [
+                    n
+                    for t, n in enumerate(self.type_names)
+                    if n != name and counter_of(n) == name and t in self._counted_types
+                ]
+                note = f"  # {', '.join(sharers)}'s too: a micro-batch's {name} is whole or split" if sharers else ""
                 head.append(f"        {py_str(self.type_names[slot])}: [0] * vpp,{note}")
             head.append("    }")
         return "\n".join([*head, *self.lines, "    return jobs"]) + "\n"

@@ -37,15 +37,16 @@ from ppdsl.language.runnable import compiled
 from ppdsl.language.typecheck import FUNCTIONS, ExprCompiler, OrderChecker, Scope
 from ppdsl.language.types import BOOL, INT, NUMBER
 from ppdsl.plan.kinds import (
-    BUILTIN_NAMES,
-    BUILTIN_TYPES,
+    ALWAYS,
     COMPUTE_TYPES,
-    LETTERS,
-    MEMORY_NAMES,
-    MEMORY_TYPES,
-    OFFLOAD_NAME,
+    KINDS,
     REGIONS,
-    RELOAD_NAME,
+    Memory,
+    kind,
+    letters,
+    memory_actions,
+    memory_of,
+    per_step,
 )
 
 COMM_KEYS = ("latency", "bandwidth")
@@ -54,9 +55,11 @@ Parse = Callable[[str, str], ast.SchedFile]  # (text, file) -> its syntax tree; 
 # The host link of the copy stream (offload / reload): its time per byte, its latency, and whether it copies both
 # ways at once (full duplex: a stream per direction) or one copy at a time (the default).
 COPY_COMM_KEYS = ("offload bandwidth", "offload latency", "offload duplex")
-# `memory <job> <verb> ...`: the verbs each job type takes (the compute types and a schedule's own: allocates/frees)
-MEMORY_VERBS = {"recompute": ("keeps",), "offload": ("moves",), "reload": ()}
-FRACTION_TYPES = ("recompute", "offload")  # `memory <job> fraction = ...`; a reload moves what its offload moved
+# `memory <job> <verb> ...`: the verbs a memory action takes by what it does (the compute types and a schedule's
+# own: allocates/frees)
+MEMORY_VERBS = {Memory.REBUILDS: ("keeps",), Memory.MOVES_OUT: ("moves",), Memory.RESTORES: ()}
+# `memory <job> fraction = ...`: the actions that take one; a restore moves what its `after` moved
+FRACTION_ROLES = (Memory.REBUILDS, Memory.MOVES_OUT)
 _CELL = re.compile(r"^([A-Za-z_]+?)(\d+)?(?:\.c(\d+))?$")
 
 
@@ -458,7 +461,7 @@ class _Resolver:
         for job, item in memory.items():
             if self._known_type(job, env.type_index, item.span):
                 name = env.canonical(job)
-                verbs = MEMORY_VERBS.get(name, ("allocates", "frees"))
+                verbs = MEMORY_VERBS.get(memory_of(name), ("allocates", "frees"))
                 if item.verb not in verbs:
                     self.error(
                         "E080",
@@ -581,12 +584,13 @@ class _Resolver:
     def _memory_actions(self, decls: _Declarations) -> list[JobType]:
         """The memory actions' job types, with their declared fractions, and every other `memory <x> <key>`
         setting checked (the host limit is compiled with the other limits)."""
-        fractions: dict[str, float | None] = dict.fromkeys(MEMORY_NAMES)
+        actions = memory_actions()
+        fractions: dict[str, float | None] = {k.name: None for k in actions}
         for (subject, key), item in decls.memory_settings.items():
             if (subject, key) == ("host", "limit"):
                 continue
-            name = LETTERS.get(subject, subject)
-            if key != "fraction" or name not in FRACTION_TYPES:
+            name = letters().get(subject, subject)
+            if key != "fraction" or memory_of(name) not in FRACTION_ROLES:
                 self.error(
                     "E081",
                     f"unknown memory setting `memory {subject} {key}`",
@@ -607,14 +611,16 @@ class _Resolver:
                 )
                 continue
             fractions[name] = float(number)
-        fractions[RELOAD_NAME] = fractions[OFFLOAD_NAME]
-        return [JobType(jt.name, jt.region, alias=jt.letter, fraction=fractions[jt.name]) for jt in MEMORY_TYPES]
+        for k in actions:
+            if k.memory is Memory.RESTORES:  # it moves back what its offload moved
+                fractions[k.name] = fractions[k.after]
+        return [JobType(k.name, k.region, alias=k.letter, fraction=fractions[k.name]) for k in actions]
 
     def _job_types(self, decls: list[ast.JobDecl], actions: list[JobType]) -> list[JobType]:
-        types = [JobType(jt.name, jt.region, alias=jt.letter) for jt in BUILTIN_TYPES] + actions
-        names = set(BUILTIN_NAMES) | set(LETTERS)
+        types = [JobType(k.name, k.region, alias=k.letter) for k in ALWAYS] + actions
+        names = set(KINDS) | set(letters())
         for d in decls:
-            if d.name in BUILTIN_NAMES:
+            if d.name in KINDS:
                 self.error("E003", f"`{d.name}` is a predefined job type", d.span, help="choose another name")
                 continue
             if d.name[-1].isdigit() or (d.alias and d.alias[-1].isdigit()):
@@ -706,7 +712,7 @@ class _Resolver:
                     continue
                 mb = int(m.group(2)) if m.group(2) else 0
                 chunk = int(m.group(3)) if m.group(3) else 0
-                if m.group(2) is None and job_types[t].name != "optimizer":
+                if m.group(2) is None and not per_step(job_types[t].name):
                     self.error(
                         "E004",
                         f"`{cell.text}` needs a micro-batch number",
@@ -720,20 +726,28 @@ class _Resolver:
         return tuple(rows)
 
 
+def _article(noun: str) -> str:
+    return "an" if noun[:1] in "aeiou" else "a"
+
+
 def _memory_verb_help(name: str) -> str:
-    if name == "recompute":
-        return "write `memory recompute keeps <amount>`: what a recomputed forward keeps (its stage input)"
-    if name == "offload":
-        return "write `memory offload moves <amount>`: what an offload copies to the host"
-    if name == "reload":
-        return "a reload brings back what its offload moved: declare `memory offload moves <amount>`"
+    k = kind(name)
+    role = k.memory if k is not None else Memory.NONE
+    if role is Memory.REBUILDS:
+        return f"write `memory {name} keeps <amount>`: what a recomputed forward keeps (its stage input)"
+    if role is Memory.MOVES_OUT:
+        return f"write `memory {name} moves <amount>`: what {_article(name)} {name} copies to the host"
+    if role is Memory.RESTORES:
+        return (
+            f"{_article(name)} {name} brings back what its {k.after} moved: declare `memory {k.after} moves <amount>`"
+        )
     return f"write `memory {name} allocates <amount>` or `memory {name} frees <amount>`"
 
 
 def _names_memory_action(decls: _Declarations) -> bool:
     """Does the schedule name a memory action anywhere (a job, a table cell, a declaration)? Only then does its
     job-type list hold them, so every other schedule's types, indices and codes are what they always were."""
-    names = {*MEMORY_NAMES, *(jt.letter for jt in MEMORY_TYPES)}
+    names = {name for k in memory_actions() for name in (k.name, k.letter) if name}
     if names & (decls.costs.keys() | decls.memory.keys()):
         return True
     if any(subject in names for subject, _ in decls.memory_settings) or ("host", "limit") in decls.memory_settings:

@@ -17,7 +17,7 @@ from ppdsl.language.functions import FunctionDef, call_cost, signature
 from ppdsl.language.ir import EmitJob, Expr, ForRange, IfElse, Let, OrderDef, Repeat, Site, Stmt
 from ppdsl.language.pysource import file_lines, mangle, site_text
 from ppdsl.language.types import BOOL, FLOAT, INT, NUMBER
-from ppdsl.plan.kinds import SHARED_COUNTER
+from ppdsl.plan.kinds import counter_of, per_step
 
 FUNCTIONS = {"min": (2, None), "max": (2, None), "abs": (1, 1), "ceildiv": (2, 2)}
 BUILTIN_NAMES = ("pp", "vpp", "microbatches", "rank", "chunk", "stage")
@@ -493,7 +493,7 @@ class OrderChecker:
                 else f'declare it with `job {stmt.name} : <region> ops "<pattern>"`',
             )
             return None
-        counter = self.type_index[SHARED_COUNTER.get(self.type_names[t], self.type_names[t])]
+        counter = self.type_index[counter_of(self.type_names[t])]
         chunk = _CURRENT_CHUNK if "chunk" in scope.names else _CHUNK_ZERO
         mb = None
         for key, value, key_span in stmt.kwargs:
@@ -508,7 +508,7 @@ class OrderChecker:
                     key_span,
                     help="a job takes `chunk = <expr>` and `mb = <expr>`",
                 )
-        if self.type_names[t] == "optimizer":
+        if per_step(self.type_names[t]):  # once a step on each rank: no chunk of its own
             chunk = _CHUNK_ZERO
         times = None if stmt.times is None else self.exprs.checked(stmt.times, scope, INT, "a repeat count")
         return EmitJob(t, counter, chunk, mb, times, stmt.span, site)

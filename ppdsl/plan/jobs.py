@@ -32,15 +32,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ppdsl.common.text import number_text
-from ppdsl.plan.kinds import BUILTIN_TYPES, OPTIMIZER
+from ppdsl.plan.kinds import BUILTIN_TYPES, per_step
 
 # PyTorch's computation letters for the built-in compute types, by type index (F, B, I, W)
 LETTER_OF: dict[int, str] = {t: jt.letter for t, jt in enumerate(BUILTIN_TYPES) if jt.letter}
 TYPE_OF_LETTER: dict[str, int] = {letter: t for t, letter in LETTER_OF.items()}
 # `1F0`; a type without a letter (the optimizer, a schedule's own job types) by its index in brackets: `0[4]0`
 _TOKEN = re.compile(r"([0-9]+)(?:([A-Z])|\[([0-9]+)\])([0-9]+)")
-# the one job type whose program is a rank's, not a stage's: it updates every parameter of the rank at once
-_PER_RANK = BUILTIN_TYPES[OPTIMIZER].name
 
 
 class Job(NamedTuple):
@@ -164,19 +162,20 @@ class JobCodec:
 
 @dataclass(frozen=True)
 class ProgramKey:
-    """One job program: a job type on a stage, or the optimizer on a rank (one program updates all its stages)."""
+    """One job program: a job type on a stage, or a kind that runs once a step (the optimizer) on a rank: one
+    program for all the rank's stages."""
 
     type: str
-    stage: int  # the rank, for the optimizer
+    stage: int  # the rank, for a kind that runs once a step
 
     @property
     def per_rank(self) -> bool:
-        return self.type == _PER_RANK
+        return per_step(self.type)
 
 
 def program_key(type_name: str, rank: int, chunk: int, stage_of: Sequence[Sequence[int]]) -> ProgramKey:
     """The program a job of `type_name` on (`rank`, `chunk`) runs, with stages placed by `stage_of` ([rank][chunk])."""
-    if type_name == _PER_RANK:
+    if per_step(type_name):
         return ProgramKey(type_name, rank)
     return ProgramKey(type_name, stage_of[rank][chunk])
 
@@ -194,21 +193,21 @@ _PROGRAM_NAME = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_]*)@(?P<rank>r)?(?P<wh
 def program_key_of(name: str) -> ProgramKey | None:
     """The key `program_name` wrote `name` from; None for a name it cannot have written."""
     m = _PROGRAM_NAME.fullmatch(name)
-    if m is None or (m.group("rank") is not None) != (m.group("type") == _PER_RANK):
+    if m is None or (m.group("rank") is not None) != per_step(m.group("type")):
         return None
     return ProgramKey(m.group("type"), int(m.group("where")))
 
 
 def paddle_job_name(type_name: str, chunk: int, vpp: int) -> str:
     """Paddle's name for a job of one rank's plan, as its pipeline passes name them: `forward`, or `forward1` for
-    chunk 1 when vpp > 1; the optimizer's is its type (one a rank)."""
-    return type_name if type_name == _PER_RANK or vpp == 1 else f"{type_name}{chunk}"
+    chunk 1 when vpp > 1; a kind that runs once a step (the optimizer) is its type."""
+    return type_name if per_step(type_name) or vpp == 1 else f"{type_name}{chunk}"
 
 
-def job_label(name: str, short: str, chunk: int, mb: int, vpp: int) -> str:
-    """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (one a rank).
-    `short` is its type's label prefix (PyTorch's letter, else its alias, else its name). The one spelling of a
-    label: the language's job types and the plan specification both call it."""
-    if name == _PER_RANK:
+def job_label(name: str, short: str, chunk: int, mb: int, vpp: int, once_a_step: bool = False) -> str:
+    """A job's compact name: `F3`, `B0.c1` (chunk 1, with vpp > 1), `recv_forward2`, `optimizer` (a kind that runs
+    once a step, `once_a_step`: its name). `short` is its type's label prefix (PyTorch's letter, else its alias, else
+    its name). The one spelling of a label: the language's job types and the plan specification both call it."""
+    if once_a_step:
         return name
     return f"{short}{number_text(mb)}" + (f".c{chunk}" if vpp > 1 else "")

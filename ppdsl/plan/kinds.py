@@ -1,50 +1,249 @@
-"""The built-in job types: the one table every layer reads (names, letters, regions, default costs, colours).
+"""The job kinds: the one table every layer reads. A kind is one row (`Kind`) carrying everything callers used to
+branch on its name for: its label letter, its region, default cost and program order, what it does to activation
+memory, which stream it runs on, its PyTorch letter, what it waits for and what waits for it, whether it runs once
+a step, and its colours. Code asks the row (`kind(name).memory`, `.stream`, `.per_step`), never compares names.
 
-Every schedule's job-type list starts with these five, in this order, so their indices are the same in every
-`ScheduleDef` and `Expansion`; a schedule's own job types (`job recv_forward : ...`) follow them.
+Every schedule's job-type list starts with the five `ALWAYS` kinds, in this order, so their indices are the same in
+every `ScheduleDef` and `Expansion` (`FORWARD` .. `OPTIMIZER`); a schedule's own job types (`job recv_forward :
+...`) follow them.
 
-The memory actions (`MEMORY_TYPES`: recompute, offload, reload) are built-in too, but a schedule's list holds them
-only when the schedule names one of them (then all three, right after the five): every other schedule keeps the
-job types, indices and job codes it always had. Their indices therefore differ by schedule: code asks a schedule
-(`ScheduleDef.type_index("recompute")`, `ppdsl.analysis.memory.MemoryActions`), never a constant.
+The memory actions (the `optional` rows: recompute, offload, reload) are built-in too, but a schedule's list holds
+them only when the schedule names one of them (then all of them, in table order, right after the five): every other
+schedule keeps the job types, indices and job codes it always had. Their indices therefore differ by schedule: code
+asks a schedule (`ScheduleDef.type_index("recompute")`, `ppdsl.analysis.memory.MemoryActions`), never a constant.
+
+Adding a kind is adding its row here (`docs/architecture.md`, "a new job kind", says what else is truly new);
+`register` adds one for the time of a `with` block, so a test can show that nothing else needs writing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
+
+
+class Memory(str, Enum):
+    """What a kind does to its (chunk, micro-batch)'s activations on the device."""
+
+    NONE = "none"
+    MAKES = "makes"  # a forward: allocates them
+    FREES = "frees"  # a backward (or a part of a split one): frees what its forward allocated
+    REBUILDS = "rebuilds"  # a recompute: re-runs the forward's ops, so the forward before it keeps less
+    MOVES_OUT = "moves out"  # an offload: copies them to host memory and frees them when the copy ends
+    RESTORES = "restores"  # a reload: copies back what a `MOVES_OUT` kind moved, held from the copy's start
+
+
+# The roles of the memory actions: the kinds a schedule takes only when it names one (`Kind.optional`)
+ACTION_ROLES = frozenset({Memory.REBUILDS, Memory.MOVES_OUT, Memory.RESTORES})
+
+
+class JobStream(str, Enum):
+    """Where a kind's job runs on its rank: the rank's compute, a communication stream, or its copy stream."""
+
+    COMPUTE = "compute"
+    SEND = "send"
+    RECV = "recv"
+    COPY = "copy"  # device <-> host copies, beside the compute (`analysis.timing` rule 6)
+    COLLECTIVE = "collective"  # a collective across ranks (data-parallel reduces): no kind uses it yet
 
 
 @dataclass(frozen=True)
-class BuiltinJobType:
+class Kind:
+    """One job kind and everything the layers read off it."""
+
     name: str
-    region: str  # the part of the training program its ops come from
-    letter: str | None  # alias in schedules, prefix of job labels (`F3`) and PyTorch's action letter (`0F3`)
+    region: str  # the part of the training program its ops come from (Paddle's program region)
+    letter: str | None  # alias in schedules and prefix of job labels (`F3`)
     default_cost: float  # time of one job when neither the schedule nor the command line says
     program_order: int  # where its job program goes in a plan (Paddle's order: forward, backward..., optimizer)
     style: str  # `ppdsl show`'s terminal colours (rich)
     colour: str  # timeline pictures (matplotlib)
+    memory: Memory = Memory.NONE
+    stream: JobStream = JobStream.COMPUTE
+    torch: str | None = None  # its action letter in a PyTorch CSV (`0F3`); None: not a compute action there
+    # the kind of the same (chunk, micro-batch) whose end it reads (`backward_w` reads `backward_b`'s, `reload` the
+    # offload's), and the kinds of the same (chunk, micro-batch) that read its end (a reload's backward)
+    after: str | None = None
+    before: tuple[str, ...] = ()
+    per_step: bool = False  # once a step on each rank (the optimizer), not once per (chunk, micro-batch)
+    counter: str | None = None  # the kind whose micro-batch counter it shares (`backward_b` counts `backward`'s)
+    # the memory program the runtime builds for a memory action (`ppdsl.runtime.memory_jobs`): its own name for
+    # the built-in three; a new action that moves data as one of them does names that one
+    program: str | None = None
+
+    @property
+    def optional(self) -> bool:
+        """A memory action: in a schedule's job types only when the schedule names one."""
+        return self.memory in ACTION_ROLES
+
+    @property
+    def copies(self) -> bool:
+        return self.stream is JobStream.COPY
 
 
-BUILTIN_TYPES: tuple[BuiltinJobType, ...] = (
-    BuiltinJobType("forward", "forward", "F", 1.0, 0, "bold white on blue", "#3b6fb6"),
-    BuiltinJobType("backward", "backward", "B", 2.0, 4, "bold white on green", "#3f9b4f"),
-    BuiltinJobType("backward_b", "backward_b", "I", 1.0, 5, "bold white on dark_green", "#20877a"),
-    BuiltinJobType("backward_w", "backward_w", "W", 1.0, 6, "bold black on yellow", "#e3b23c"),
-    BuiltinJobType("optimizer", "optimize", None, 0.0, 8, "bold white on magenta", "#b5489a"),
+_GRADIENT = ("backward", "backward_b")  # the kinds that read a (chunk, micro-batch)'s activations
+ALWAYS: tuple[Kind, ...] = (
+    Kind("forward", "forward", "F", 1.0, 0, "bold white on blue", "#3b6fb6", Memory.MAKES, torch="F"),
+    Kind(
+        "backward", "backward", "B", 2.0, 4, "bold white on green", "#3f9b4f", Memory.FREES, torch="B", after="forward"
+    ),
+    Kind(
+        "backward_b",
+        "backward_b",
+        "I",
+        1.0,
+        5,
+        "bold white on dark_green",
+        "#20877a",
+        Memory.FREES,
+        torch="I",
+        after="forward",
+        counter="backward",
+    ),
+    Kind(
+        "backward_w",
+        "backward_w",
+        "W",
+        1.0,
+        6,
+        "bold black on yellow",
+        "#e3b23c",
+        Memory.FREES,
+        torch="W",
+        after="backward_b",
+    ),
+    Kind("optimizer", "optimize", None, 0.0, 8, "bold white on magenta", "#b5489a", per_step=True),
 )
-FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER = range(len(BUILTIN_TYPES))
+FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W, OPTIMIZER = range(len(ALWAYS))
 # The memory actions, per (chunk, micro-batch) like a forward. `recompute` re-runs the forward's ops before the
 # backward (a compute job); `offload` / `reload` copy the activations to host memory and back on the rank's copy
 # stream, beside its compute (their regions name what the runtime builds for them, not a part of the program).
 # Their programs go between a stage's forward and its backward in a plan, in the order they run (offload, recompute,
 # reload); the runtime makes them from the stage's forward and backward programs (`ppdsl.runtime.memory_jobs`).
 RECOMPUTE_NAME, OFFLOAD_NAME, RELOAD_NAME = "recompute", "offload", "reload"
-MEMORY_TYPES: tuple[BuiltinJobType, ...] = (
-    BuiltinJobType(RECOMPUTE_NAME, "forward", "R", 1.0, 2, "bold white on dark_blue", "#7b9fd6"),
-    BuiltinJobType(OFFLOAD_NAME, "offload", "O", 0.5, 1, "bold black on orange1", "#f08a3c"),
-    BuiltinJobType(RELOAD_NAME, "reload", "L", 0.5, 3, "bold black on light_salmon1", "#c8642a"),
+ACTIONS: tuple[Kind, ...] = (
+    Kind(
+        RECOMPUTE_NAME,
+        "forward",
+        "R",
+        1.0,
+        2,
+        "bold white on dark_blue",
+        "#7b9fd6",
+        Memory.REBUILDS,
+        after="forward",
+        before=_GRADIENT,
+        program=RECOMPUTE_NAME,
+    ),
+    Kind(
+        OFFLOAD_NAME,
+        "offload",
+        "O",
+        0.5,
+        1,
+        "bold black on orange1",
+        "#f08a3c",
+        Memory.MOVES_OUT,
+        JobStream.COPY,
+        after="forward",
+        program=OFFLOAD_NAME,
+    ),
+    Kind(
+        RELOAD_NAME,
+        "reload",
+        "L",
+        0.5,
+        3,
+        "bold black on light_salmon1",
+        "#c8642a",
+        Memory.RESTORES,
+        JobStream.COPY,
+        after=OFFLOAD_NAME,
+        before=_GRADIENT,
+        program=RELOAD_NAME,
+    ),
 )
-MEMORY_NAMES = tuple(jt.name for jt in MEMORY_TYPES)
+
+# Every built-in kind by name, in table order: the five, then the memory actions. `register` adds to it in place,
+# so readers that hold it see a registered row.
+KINDS: dict[str, Kind] = {k.name: k for k in (*ALWAYS, *ACTIONS)}
+
+
+def kind(name: str) -> Kind | None:
+    """The built-in kind of this name (None: a schedule's own job type)."""
+    return KINDS.get(name)
+
+
+def memory_of(name: str) -> Memory:
+    k = KINDS.get(name)
+    return k.memory if k is not None else Memory.NONE
+
+
+def stream_of(name: str) -> JobStream:
+    k = KINDS.get(name)
+    return k.stream if k is not None else JobStream.COMPUTE
+
+
+def copies(name: str) -> bool:
+    """Does a job of this kind run on the copy stream, beside the rank's compute?"""
+    k = KINDS.get(name)
+    return k is not None and k.stream is JobStream.COPY
+
+
+def per_step(name: str) -> bool:
+    """Does a job of this kind run once a step on each rank (the optimizer), not per micro-batch?"""
+    k = KINDS.get(name)
+    return k is not None and k.per_step
+
+
+def is_action(name: str) -> bool:
+    """Is this a memory action (a kind a schedule has only when it names one)?"""
+    k = KINDS.get(name)
+    return k is not None and k.optional
+
+
+def memory_actions() -> tuple[Kind, ...]:
+    """The memory actions, in the order a schedule's job types list them."""
+    return tuple(k for k in KINDS.values() if k.optional)
+
+
+def action_names() -> tuple[str, ...]:
+    return tuple(k.name for k in KINDS.values() if k.optional)
+
+
+def by_letter(letter: str) -> Kind | None:
+    """The built-in kind a schedule's alias names (`F` -> forward, `R` -> recompute)."""
+    return next((k for k in KINDS.values() if k.letter == letter), None)
+
+
+def letters() -> dict[str, str]:
+    """letter -> name of every built-in kind that has one."""
+    return {k.letter: k.name for k in KINDS.values() if k.letter}
+
+
+def counter_of(name: str) -> str:
+    """The kind whose micro-batch counter a kind takes its micro-batches from (its own, unless it shares one)."""
+    k = KINDS.get(name)
+    return k.counter if k is not None and k.counter else name
+
+
+@contextmanager
+def register(new: Kind) -> Iterator[Kind]:
+    """Add a row for the time of a `with` block (tests: a made-up kind that no caller knows by name). Only memory
+    actions may be added: the five every schedule has are the first indices of every schedule's job types."""
+    if new.name in KINDS:
+        raise ValueError(f"job kind `{new.name}` exists")
+    if not new.optional:
+        raise ValueError(f"job kind `{new.name}`: only a memory action can be added (its indices move per schedule)")
+    KINDS[new.name] = new
+    try:
+        yield new
+    finally:
+        del KINDS[new.name]
+
+
 # What a recompute's forward keeps for it, in activation units of a whole stage, when no `memory recompute keeps`
 # says: its stage input. A recompute re-runs the forward from the values it reads, so the forward before it keeps
 # at least its input, as the field's full recompute does (Megatron's `--recompute-granularity full` checkpoints each
@@ -66,38 +265,41 @@ def recompute_share(fraction: float | None) -> float:
     return (DEFAULT_RECOMPUTE_FRACTION if fraction is None else fraction) * (1.0 - RECOMPUTE_STAGE_INPUT)
 
 
-COPY_NAMES = (OFFLOAD_NAME, RELOAD_NAME)  # the jobs that run on the copy stream, not on the rank's compute
-BUILTIN = {jt.name: jt for jt in (*BUILTIN_TYPES, *MEMORY_TYPES)}
-BUILTIN_NAMES = tuple(BUILTIN)
-LETTERS = {jt.letter: jt.name for jt in BUILTIN.values() if jt.letter}  # F -> forward, R -> recompute
-COMPUTE_TYPES = BUILTIN_NAMES[:4]  # the types a micro-batch's compute consists of (PyTorch's F, B, I, W)
-REGIONS = tuple(jt.region for jt in BUILTIN_TYPES)  # the regions a schedule's own job types may take ops from
+# The names callers read before kinds were rows (the runtime still does, until it asks the rows): views of the
+# table at import time, so a `register`ed kind is not in them.
+BuiltinJobType = Kind
+BUILTIN_TYPES = ALWAYS
+MEMORY_TYPES = ACTIONS
+MEMORY_NAMES = tuple(k.name for k in ACTIONS)
+COPY_NAMES = tuple(k.name for k in KINDS.values() if k.copies)
+BUILTIN = KINDS
+BUILTIN_NAMES = tuple(KINDS)
+LETTERS = letters()
+COMPUTE_TYPES = tuple(k.name for k in ALWAYS if k.torch)  # the types a micro-batch's compute consists of
+REGIONS = tuple(k.region for k in ALWAYS)  # the regions a schedule's own job types may take ops from
+SHARED_COUNTER = {k.name: k.counter for k in ALWAYS if k.counter}
 
 # A schedule's own job type: no cost unless declared, programs after the built-in compute, shown in greys.
 USER_PROGRAM_ORDER = 7
 USER_STYLE = "bold black on cyan"
 USER_COLOURS = ("#8a8a8a", "#a9a9a9", "#6f6f6f", "#c4c4c4")
 
-# The backward of a micro-batch is whole or split, so `backward` and `backward_b` take micro-batches from one
-# counter: `backward_b backward` runs micro-batches k and k + 1 (Paddle's ZBH1 and DualPipeV rely on this).
-SHARED_COUNTER = {"backward_b": "backward"}
-
 
 def letter_of(name: str) -> str | None:
-    jt = BUILTIN.get(name)
-    return jt.letter if jt else None
+    k = KINDS.get(name)
+    return k.letter if k else None
 
 
 def default_cost(name: str) -> float:
-    jt = BUILTIN.get(name)
-    return jt.default_cost if jt else 0.0
+    k = KINDS.get(name)
+    return k.default_cost if k else 0.0
 
 
 def program_order(name: str) -> int:
-    jt = BUILTIN.get(name)
-    return jt.program_order if jt else USER_PROGRAM_ORDER
+    k = KINDS.get(name)
+    return k.program_order if k else USER_PROGRAM_ORDER
 
 
 def style_of(name: str) -> str:
-    jt = BUILTIN.get(name)
-    return jt.style if jt else USER_STYLE
+    k = KINDS.get(name)
+    return k.style if k else USER_STYLE

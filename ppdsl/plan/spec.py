@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.jsontext import JsonError, parse_json
 from ppdsl.plan.jobs import job_label
-from ppdsl.plan.kinds import BUILTIN, MEMORY_NAMES, letter_of, program_order
+from ppdsl.plan.kinds import is_action, kind, letter_of, memory_actions, per_step, program_order
 
 FORMAT = 2  # the JSON form's version: a file of another is refused (E091), never half read
 JobTuple = tuple[int, int, int]  # (type index, chunk, micro-batch)
@@ -48,9 +48,9 @@ class JobTypeSpec:
     onto it; `short` is its label's prefix (`F`, an alias, or the name) and `program_order` where its job program
     goes in a plan (Paddle's order: forward, backward..., optimizer); `builtin`: one of the five every schedule
     has (`ppdsl.plan.kinds`), named as the runtime classes ops (forward, backward, ..., optimizer), or a
-    built-in memory action. `memory`: what a memory action does (`recompute`, `offload`, `reload`; None for every
-    other type), `fraction` the share of a (chunk, micro-batch)'s activations it acts on (None: all), so the runtime
-    builds its program from this, never from the type's name."""
+    built-in memory action. `memory`: the program the runtime builds for a memory action (its kind's `program`:
+    `recompute`, `offload`, `reload`; None for every other type), `fraction` the share of a (chunk, micro-batch)'s
+    activations it acts on (None: all), so the runtime builds its program from this, never from the type's name."""
 
     name: str
     region: str
@@ -135,7 +135,7 @@ class PlanSpec:
         """Compact job name: `F3`, `B0.c1`, `recv_forward2`, `optimizer` (`ppdsl.plan.jobs.job_label`)."""
         t, chunk, mb = job
         jt = self.job_types[t]
-        return job_label(jt.name, jt.short, chunk, mb, self.vpp)
+        return job_label(jt.name, jt.short, chunk, mb, self.vpp, per_step(jt.name))
 
     def rule_dicts(self) -> list[dict]:
         return [rule.as_dict() for rule in self.rules]
@@ -241,8 +241,8 @@ def plan_module_spec(
             bool(jt.get("sends")),
             letter_of(jt["name"]) or jt["name"],  # JOB_TYPES has no aliases: a user type's label is its name
             program_order(jt["name"]),
-            jt["name"] in BUILTIN,
-            jt["name"] if jt["name"] in MEMORY_NAMES else None,
+            kind(jt["name"]) is not None,
+            kind(jt["name"]).program if is_action(jt["name"]) else None,
             jt.get("fraction"),
         )
         for jt in job_types
@@ -386,8 +386,9 @@ def _spec_of(data) -> PlanSpec:
 
 def _memory_kind(jt: Mapping, at: str) -> str | None:
     kind = _field(jt, "memory", (str, type(None)), at)
-    if kind is not None and kind not in MEMORY_NAMES:
-        raise _Bad(f"{at}`memory` is `{kind}`, not one of {', '.join(MEMORY_NAMES)}")
+    programs = tuple(dict.fromkeys(k.program for k in memory_actions()))  # what the runtime can build
+    if kind is not None and kind not in programs:
+        raise _Bad(f"{at}`memory` is `{kind}`, not one of {', '.join(programs)}")
     return kind
 
 

@@ -126,4 +126,4 @@ def test_labels_are_the_short_name_the_micro_batch_and_with_chunks_the_chunk():
     assert job_label("forward", "F", 0, 3, 1) == "F3"
     assert job_label("backward", "B", 1, 0, 2) == "B0.c1"
     assert job_label("recv_forward", "recv_forward", 0, 2, 1) == "recv_forward2"
-    assert job_label("optimizer", "optimizer", 1, 0, 2) == "optimizer"
+    assert job_label("optimizer", "optimizer", 1, 0, 2, once_a_step=True) == "optimizer"
