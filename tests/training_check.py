@@ -9,11 +9,12 @@ STEPS = 2
 
 
 def trainer_for(exp, optimizer: str = "sgd", model=None, batch_size: int | None = None):
+    from ppdsl.analysis.plan_spec import checked_spec
     from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig
 
     config = TrainConfig(batch_size=batch_size or 2 * exp.microbatches, lr=0.05, optimizer=optimizer, seed=3)
-    return PipelineTrainer(exp, model or BUILTIN, config)
+    return PipelineTrainer(checked_spec(exp), model or BUILTIN, config)
 
 
 def assert_trains_like_the_full_batch_run(exp, steps: int = STEPS) -> None:

@@ -45,6 +45,7 @@ import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic, trusted_directory
+from ppdsl.common.text import count, numbered
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.request import TrainConfig
 
@@ -76,6 +77,72 @@ def checkpointed(canonical: str, parameters) -> bool:
 
 
 # ---------------------------------------------------------------- what a checkpoint must match
+
+
+def canonical_name(name: str, parameters) -> str:
+    """Optimizer state is named `<param>_moment1_<n>` with `n` from a process-wide counter, so the same model
+    built twice in one process names it differently; the name without the counter is stable."""
+    return name if name in parameters else re.sub(r"_\d+$", "", name)
+
+
+def state_variables(startup, parameters) -> dict[str, str]:
+    """Canonical name -> variable of the state a checkpoint holds: what the startup program initialises, but a
+    flag's value (checkpoint.FLAG_STATE: the learning rate is the command line's, never a file's)."""
+    named = {canonical_name(n, parameters): n for n in startup_state_names(startup)}
+    return {key: n for key, n in named.items() if checkpointed(key, parameters)}
+
+
+def learning_rate_in(scope, state_names, parameters, flag: float) -> float:
+    """The learning rate the optimizer runs with: its variable in `scope` (what a restore could have set), not the
+    flag. Written as `flag` when the two agree at the variable's precision (0.01 is not exact in float32)."""
+    values = {
+        float(np.array(scope.find_var(n).get_tensor()).reshape(-1)[0])
+        for n in state_names
+        if n not in parameters and canonical_name(n, parameters) == LEARNING_RATE
+    }
+    if len(values) != 1:  # no optimizer variable of its own (or several): the flag is what it was given
+        return flag
+    (value,) = values
+    return flag if np.float32(value) == np.float32(flag) else value
+
+
+def startup_state_names(startup) -> list[str]:
+    """What the startup program initialises: the state a checkpoint must hold."""
+    names = []
+    for op in startup.global_block().ops:
+        if op.name() == "builtin.set_parameter":
+            names.append(op.attrs()["parameter_name"])
+        elif op.name() == "builtin.shadow_output":
+            names.append(op.attrs()["output_name"])
+    return sorted(set(names))
+
+
+def check_finite(step: int, losses, parameters: dict[str, np.ndarray], steps: int, where: str = "") -> None:
+    """Stop a run whose loss or parameters went NaN or infinite at `step` (1-based, as the progress counts): E060.
+
+    The loss alone does not show it: Paddle's CPU softmax maps an all-NaN row to the uniform distribution, so NaN
+    logits give the finite cross entropy ln(vocabulary) (4.1589 for 64 tokens) every step."""
+    bad_losses = [mb for mb, value in enumerate(losses) if not np.isfinite(value)]
+    bad_params = non_finite(parameters)
+    if not bad_losses and not bad_params:
+        return
+    found = []
+    if bad_params:
+        more = f" ({count(len(bad_params) - 1, 'more parameter')} too)" if len(bad_params) > 1 else ""
+        found.append(f"parameter `{bad_params[0]}` holds NaN or infinite values{more}")
+    if bad_losses:
+        found.append(f"the loss of {numbered('micro-batch', bad_losses)} is not finite")
+    raise DiagnosticError(
+        [
+            Diagnostic(
+                "E060",
+                f"training diverged{where} at step {step} of {steps}: "
+                + "; ".join(found)
+                + "; nothing of it was saved",
+                help="lower --lr, or resume from an earlier checkpoint with a lower one",
+            )
+        ]
+    )
 
 
 def run_identity(spec: PlanSpec, model_name: str, config: TrainConfig) -> dict:

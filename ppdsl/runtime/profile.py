@@ -28,9 +28,9 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.records import JobRecord
 from ppdsl.plan.jobs import program_key_of
+from ppdsl.plan.spec import PlanSpec
 
 # a job's event is its program's name (`ppdsl.plan.jobs.program_name`) and its micro-batch; Paddle appends the
 # duration: `forward@2-5[314.963 us]`
@@ -61,10 +61,10 @@ def host_profiler(memory: bool = False):
                 events.extend(data["traceEvents"] if isinstance(data, dict) else data)
 
 
-def _job_events(exp: Expansion, events: list[dict]) -> list[tuple[float, float, int, int, int, int, int]]:
+def _job_events(spec: PlanSpec, events: list[dict]) -> list[tuple[float, float, int, int, int, int, int]]:
     """(ts, dur in µs, rank, type index, chunk, micro-batch, stage) of every job event, in time order."""
-    rank_of_stage = {s: (r, c) for r, row in enumerate(exp.stage_of) for c, s in enumerate(row)}
-    index = {name: t for t, name in enumerate(exp.type_names)}
+    rank_of_stage = {s: (r, c) for r, row in enumerate(spec.stage_of) for c, s in enumerate(row)}
+    index = {name: t for t, name in enumerate(spec.type_names)}
     found = []
     for e in events:
         if e.get("ph") != "X":
@@ -75,7 +75,7 @@ def _job_events(exp: Expansion, events: list[dict]) -> list[tuple[float, float, 
             continue
         t, mb = index[key.type], int(m.group("mb"))
         if key.per_rank:  # the optimizer runs per rank
-            rank, chunk, stage = key.stage, 0, exp.stage_of[key.stage][0]
+            rank, chunk, stage = key.stage, 0, spec.stage_of[key.stage][0]
         else:
             stage = key.stage
             rank, chunk = rank_of_stage[stage]
@@ -84,12 +84,13 @@ def _job_events(exp: Expansion, events: list[dict]) -> list[tuple[float, float, 
     return found
 
 
-def job_records(exp: Expansion, events: list[dict]) -> list[JobRecord]:
+def job_records(spec: PlanSpec, events: list[dict]) -> list[JobRecord]:
     """The jobs among profiler events, on the ranks the schedule puts them, times in seconds from the first."""
-    found = _job_events(exp, events)
+    found = _job_events(spec, events)
     if not found:
         return []
     t0 = min(f[0] for f in found)
+    names = spec.type_names
     steps: dict[int, int] = {}
     out = []
     for ts, dur, rank, t, chunk, mb, stage in found:
@@ -99,11 +100,11 @@ def job_records(exp: Expansion, events: list[dict]) -> list[JobRecord]:
             JobRecord(
                 rank,
                 position,
-                exp.type_names[t],
+                names[t],
                 chunk,
                 mb,
                 stage,
-                exp.label(exp.encode(t, chunk, mb)),
+                spec.label((t, chunk, mb)),
                 (ts - t0) / 1e6,
                 (ts - t0 + dur) / 1e6,
             )
@@ -121,7 +122,7 @@ class AllocatorHeld:
     host_peak: list[int] = field(default_factory=list)
 
 
-def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = frozenset()) -> AllocatorHeld:
+def held_memory(spec: PlanSpec, events: list[dict], host_jobs: frozenset[str] = frozenset()) -> AllocatorHeld:
     """Per-rank held bytes at each job boundary, from a step profiled with `host_profiler(memory=True)`.
 
     On CPU every job's interpreter frees buffers on its own garbage-collector thread, a little after the op that let
@@ -131,9 +132,9 @@ def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = 
     releases is scratch, held at no boundary. Frees on the op threads (inside a kernel) are synchronous: the job
     running then.
     """
-    jobs = _job_events(exp, events)
+    jobs = _job_events(spec, events)
     if not jobs:
-        return AllocatorHeld([], [0] * exp.pp, [0] * exp.pp)
+        return AllocatorHeld([], [0] * spec.pp, [0] * spec.pp)
     starts = [j[0] for j in jobs]
     ends = [j[0] + j[1] for j in jobs]
 
@@ -164,7 +165,7 @@ def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = 
         if tid not in op_threads and maker is not None:
             votes.setdefault(tid, Counter())[maker] += 1
     job_of_thread = {tid: max(count, key=lambda j: (count[j], j)) for tid, count in votes.items()}
-    host_types = {t for t, name in enumerate(exp.type_names) if name in host_jobs}
+    host_types = {t for t, name in enumerate(spec.type_names) if name in host_jobs}
     if host_types:
         # an offload or a reload frees only what other jobs of its (stage, micro-batch) allocated (the originals, the
         # store), so the vote names the forward or the offload before it. A thread whose first free comes after the
@@ -181,7 +182,7 @@ def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = 
 
     def column(maker: int, rank: int) -> int:
         """Where a buffer counts: its rank, or past the ranks (pp + rank) for the host store."""
-        return rank + exp.pp if jobs[maker][3] in host_types else rank
+        return rank + spec.pp if jobs[maker][3] in host_types else rank
 
     buffers: list[tuple[float, float, int, int]] = []  # (allocated, gone by, bytes, column)
     for (at, size, maker, tid), ts in zip(freed, free_time, strict=True):
@@ -192,16 +193,16 @@ def held_memory(exp: Expansion, events: list[dict], host_jobs: frozenset[str] = 
     buffers += [(at, float("inf"), size, column(m, jobs[m][2])) for at, size, m in live.values() if m is not None]
     # a sweep over time: a buffer counts at a boundary `end` if allocated <= end < gone
     changes = sorted([(a, size, col) for a, _, size, col in buffers] + [(g, -size, col) for _, g, size, col in buffers])
-    held = [0] * (2 * exp.pp)
+    held = [0] * (2 * spec.pp)
     k, samples, host_samples = 0, [], []
     for end in ends:
         while k < len(changes) and changes[k][0] <= end:
             held[changes[k][2]] += changes[k][1]
             k += 1
-        samples.append(((end - starts[0]) / 1e6, held[: exp.pp]))
-        host_samples.append(held[exp.pp :])
-    peak = [max(sample[1][r] for sample in samples) for r in range(exp.pp)]
-    host_peak = [max(sample[r] for sample in host_samples) for r in range(exp.pp)]
+        samples.append(((end - starts[0]) / 1e6, held[: spec.pp]))
+        host_samples.append(held[spec.pp :])
+    peak = [max(sample[1][r] for sample in samples) for r in range(spec.pp)]
+    host_peak = [max(sample[r] for sample in host_samples) for r in range(spec.pp)]
     return AllocatorHeld(samples, peak, host_peak)
 
 
@@ -211,4 +212,4 @@ def allocator_held(trainer) -> AllocatorHeld:
 
     with host_profiler(memory=True) as events:
         trainer.step()
-    return held_memory(trainer.exp, events, host_job_types(trainer.built.memory_jobs))
+    return held_memory(trainer.spec, events, host_job_types(trainer.built.memory_jobs))

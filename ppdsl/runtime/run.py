@@ -261,7 +261,7 @@ def _train_one_process(context: _Context, model, resume) -> RunReport:
 
     request, exp, observer = context.request, context.exp, context.observer
     t0 = time.perf_counter()
-    trainer = PipelineTrainer(exp, model, request.train_config, spec=context.plan)
+    trainer = PipelineTrainer(context.plan, model, request.train_config)
     trainer_seconds = time.perf_counter() - t0
     if resume is not None:
         start = trainer.restore(resume)

@@ -1,36 +1,33 @@
 """Training with a schedule's plan on one machine, and the plain full-batch reference it must equal.
 
-A `PipelineTrainer` builds the training program at micro-batch size, the plan from the schedule's expansion,
-and runs steps with Paddle's standalone executor: the executor splits each fed array along dim 0 into one
-micro-batch per child scope. Checkpoints (ppdsl.runtime.checkpoint) hold what the startup program initialises
-(parameters, gradient accumulators, optimizer moments) but the learning rate, which is `--lr`'s; the next step and
-what run they belong to. Every step's parameters are checked to be finite: a diverged run stops, naming the step,
-and saves nothing of it.
+A `PipelineTrainer` builds the training program at micro-batch size, the plan from the schedule's plan
+specification (`PlanSpec`, the checked schedule as plain data: nothing of the language), and runs steps with
+Paddle's standalone executor: the executor splits each fed array along dim 0 into one micro-batch per child scope.
+Checkpoints (ppdsl.runtime.checkpoint) hold what the startup program initialises (parameters, gradient
+accumulators, optimizer moments) but the learning rate, which is `--lr`'s; the next step and what run they belong
+to. Every step's parameters are checked to be finite (`checkpoint.check_finite`): a diverged run stops, naming the
+step, and saves nothing of it.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ppdsl.analysis.plan_spec import checked_spec
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.text import count, numbered
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.checkpoint import (
     CHECKPOINT,
-    LEARNING_RATE,
     Checkpoint,
-    checkpointed,
-    non_finite,
+    check_finite,
+    learning_rate_in,
     read_resume,
     restore_state,
     run_identity,
+    startup_state_names,
+    state_variables,
     write_checkpoint,
 )
 from ppdsl.runtime.env import import_paddle
@@ -39,76 +36,30 @@ from ppdsl.runtime.plan import BuiltPlan, build_plan
 from ppdsl.runtime.program import TrainingProgram, build_training_program
 from ppdsl.runtime.request import TrainConfig
 
-if TYPE_CHECKING:  # a rank process imports this module, and never the language the expansion carries
-    from ppdsl.analysis.expansion import Expansion
-
-
-def canonical_name(name: str, parameters) -> str:
-    """Optimizer state is named `<param>_moment1_<n>` with `n` from a process-wide counter, so the same model
-    built twice in one process names it differently; the name without the counter is stable."""
-    return name if name in parameters else re.sub(r"_\d+$", "", name)
-
-
-def state_variables(startup, parameters) -> dict[str, str]:
-    """Canonical name -> variable of the state a checkpoint holds: what the startup program initialises, but a
-    flag's value (checkpoint.FLAG_STATE: the learning rate is the command line's, never a file's)."""
-    named = {canonical_name(n, parameters): n for n in startup_state_names(startup)}
-    return {key: n for key, n in named.items() if checkpointed(key, parameters)}
-
-
-def learning_rate_in(scope, state_names, parameters, flag: float) -> float:
-    """The learning rate the optimizer runs with: its variable in `scope` (what a restore could have set), not the
-    flag. Written as `flag` when the two agree at the variable's precision (0.01 is not exact in float32)."""
-    values = {
-        float(np.array(scope.find_var(n).get_tensor()).reshape(-1)[0])
-        for n in state_names
-        if n not in parameters and canonical_name(n, parameters) == LEARNING_RATE
-    }
-    if len(values) != 1:  # no optimizer variable of its own (or several): the flag is what it was given
-        return flag
-    (value,) = values
-    return flag if np.float32(value) == np.float32(flag) else value
-
-
-def startup_state_names(startup) -> list[str]:
-    """What the startup program initialises: the state a checkpoint must hold."""
-    names = []
-    for op in startup.global_block().ops:
-        if op.name() == "builtin.set_parameter":
-            names.append(op.attrs()["parameter_name"])
-        elif op.name() == "builtin.shadow_output":
-            names.append(op.attrs()["output_name"])
-    return sorted(set(names))
-
 
 @dataclass
 class PipelineTrainer:
-    """`spec`: the plan specification of `exp`'s check (`ppdsl.analysis.plan_spec.plan_spec`); without one, `exp`
-    is checked here to make it."""
+    """Training with the plan of `spec`, a checked schedule's plan specification (`ppdsl.analysis.plan_spec`:
+    `plan_spec(result)` of a check, `checked_spec(exp)` of an expansion), on this one process."""
 
-    exp: Expansion
+    spec: PlanSpec
     model: Model
     config: TrainConfig
     program: TrainingProgram = field(init=False)
     built: BuiltPlan = field(init=False)
     step_index: int = 0
-    spec: PlanSpec | None = None
 
     def __post_init__(self) -> None:
         from ppdsl.common.sizes import check_batch_size
 
-        m = self.exp.microbatches
+        m = self.spec.microbatches
         check_batch_size(self.config.batch_size, m)
-        if self.spec is None:
-            self.spec = checked_spec(self.exp)
-        elif (self.spec.pp, self.spec.vpp, self.spec.microbatches) != (self.exp.pp, self.exp.vpp, m):
-            raise ValueError("the plan specification is of other sizes than the expansion")
         paddle = self.paddle = import_paddle()
         self.program = build_training_program(
             paddle,
             self.model,
             micro_batch_size=self.config.batch_size // m,
-            num_stages=self.exp.nstages,
+            num_stages=self.spec.nstages,
             microbatches=m,
             lr=self.config.lr,
             optimizer=self.config.optimizer,
@@ -146,10 +97,6 @@ class PipelineTrainer:
             for key, n in state_variables(self.program.startup, self.program.param_stage).items()
         }
 
-    def named_state(self) -> dict[str, np.ndarray]:
-        """Everything the startup program initialises, by its variable name in this build."""
-        return {n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names}
-
     def parameters(self) -> dict[str, np.ndarray]:
         """The trainable parameters alone (a parameter's name is its canonical name): what each step checks."""
         return {
@@ -186,34 +133,6 @@ class PipelineTrainer:
     def resume(self, directory: str | Path) -> int:
         """Continue from DIR/checkpoint.npz (a whole, finite checkpoint of this run only); the step it is at."""
         return self.restore(read_resume(directory, self.identity)[0])
-
-
-def check_finite(step: int, losses, parameters: dict[str, np.ndarray], steps: int, where: str = "") -> None:
-    """Stop a run whose loss or parameters went NaN or infinite at `step` (1-based, as the progress counts): E060.
-
-    The loss alone does not show it: Paddle's CPU softmax maps an all-NaN row to the uniform distribution, so NaN
-    logits give the finite cross entropy ln(vocabulary) (4.1589 for 64 tokens) every step."""
-    bad_losses = [mb for mb, value in enumerate(losses) if not np.isfinite(value)]
-    bad_params = non_finite(parameters)
-    if not bad_losses and not bad_params:
-        return
-    found = []
-    if bad_params:
-        more = f" ({count(len(bad_params) - 1, 'more parameter')} too)" if len(bad_params) > 1 else ""
-        found.append(f"parameter `{bad_params[0]}` holds NaN or infinite values{more}")
-    if bad_losses:
-        found.append(f"the loss of {numbered('micro-batch', bad_losses)} is not finite")
-    raise DiagnosticError(
-        [
-            Diagnostic(
-                "E060",
-                f"training diverged{where} at step {step} of {steps}: "
-                + "; ".join(found)
-                + "; nothing of it was saved",
-                help="lower --lr, or resume from an earlier checkpoint with a lower one",
-            )
-        ]
-    )
 
 
 def reference_run(
@@ -330,12 +249,12 @@ def train(
         losses, times, trainer.built.seconds["total"], len(trainer.built.job_names), trainer.parameters(), first
     )
     if events is not None:
-        result.profile = job_records(trainer.exp, events)
+        result.profile = job_records(trainer.spec, events)
         result.profiled_seconds = sum(times[-min(profile_steps, todo) :])
     if memory and todo:
         try:
             result.memory = plan_held_bytes(
-                trainer.built, trainer.exp.stage_of, trainer.program.inputs, trainer.exp.microbatches
+                trainer.built, trainer.spec.stage_of, trainer.program.inputs, trainer.spec.microbatches
             )
         except ValueError:  # a variable held between jobs has a dynamic shape: the figures are null, not guessed
             result.memory = None

@@ -167,8 +167,9 @@ class RankProcess:
         self.mb_scopes = [self.root.new_scope() for _ in range(plan.microbatches)]
 
     def _state_names(self) -> dict[str, str]:
-        """Canonical name -> variable of what a checkpoint holds (train.state_variables: never the learning rate)."""
-        from ppdsl.runtime.train import state_variables
+        """Canonical name -> variable of what a checkpoint holds (checkpoint.state_variables: never the learning
+        rate)."""
+        from ppdsl.runtime.checkpoint import state_variables
 
         return state_variables(self.program.startup, self.program.param_stage)
 
@@ -314,7 +315,7 @@ class RankProcess:
 
     def _learning_rate(self) -> float:
         """What this rank's optimizer trained with (its scope's variable), for the run's summary."""
-        from ppdsl.runtime.train import learning_rate_in, startup_state_names
+        from ppdsl.runtime.checkpoint import learning_rate_in, startup_state_names
 
         names = startup_state_names(self.program.startup)
         return learning_rate_in(self.root, names, self.program.param_stage, self.config.lr)
@@ -327,7 +328,7 @@ class RankProcess:
         """Train until `steps` steps in all: a resumed run does what the checkpoint has not. `on_step(step)` is
         called as each step starts (the guard records it: the step a rank died at). A loss or parameter of this
         rank's that goes NaN or infinite stops it (E060) before that state is saved."""
-        from ppdsl.runtime.train import check_finite
+        from ppdsl.runtime.checkpoint import check_finite
 
         steps, losses, times = self.request.steps, [], []
         every, save_dir = self.request.save_every, self.request.save_dir

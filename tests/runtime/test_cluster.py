@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ppdsl.analysis.expand import expand
+from ppdsl.analysis.plan_spec import checked_spec
 from ppdsl.cli import app
 from ppdsl.language.library import library_dir
 from ppdsl.language.resolve import load
@@ -39,7 +40,9 @@ def _single_process(stem, pp, m, vpp, tmp_path):
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
     exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)
-    trainer = PipelineTrainer(exp, BUILTIN, TrainConfig(batch_size=2 * m, lr=0.05, optimizer="sgd", seed=3))
+    trainer = PipelineTrainer(
+        checked_spec(exp), BUILTIN, TrainConfig(batch_size=2 * m, lr=0.05, optimizer="sgd", seed=3)
+    )
     trainer.save(tmp_path / "init")
     run = train(trainer, STEPS)
     return run.parameters, run.losses

@@ -40,7 +40,7 @@ def _trainer(name: str, vpp: int, params=None):
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig
 
     exp = expand(load(library_dir() / f"{name}.sched"), PP, M, vpp, params=params)
-    return PipelineTrainer(exp, load_model(None), TrainConfig(batch_size=BATCH), spec=checked_spec(exp))
+    return PipelineTrainer(checked_spec(exp), load_model(None), TrainConfig(batch_size=BATCH))
 
 
 def _run_summary(tmp_path, name: str) -> dict:

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ppdsl.analysis.expand import expand
+from ppdsl.analysis.plan_spec import checked_spec
 from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.library import library_dir
@@ -90,7 +91,7 @@ def test_pipelined_layer_stack_trains_like_the_plain_run(build, stem, pp, vpp, f
     m = 4
     exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)
     model = load_model(f"tests.models.layer_stack:{build}")
-    trainer = PipelineTrainer(exp, model, TrainConfig(batch_size=2 * m, lr=0.05, optimizer="sgd", seed=3))
+    trainer = PipelineTrainer(checked_spec(exp), model, TrainConfig(batch_size=2 * m, lr=0.05, optimizer="sgd", seed=3))
     stage_of = trainer.program.param_stage
     assert stage_of["embedding.weight"] == 0 and stage_of["head.out.weight"] == exp.nstages - 1
     for block, stage in first_blocks.items():

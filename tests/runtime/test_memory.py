@@ -14,6 +14,7 @@ import pytest
 
 from ppdsl.analysis.check import check
 from ppdsl.analysis.expand import expand
+from ppdsl.analysis.plan_spec import expansion_spec
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.units import format_bytes, parse_size
 from ppdsl.language.library import library_dir
@@ -166,7 +167,7 @@ def test_held_memory_ties_each_free_to_the_job_that_released_it():
         _mem("Free", "s6", 3, 64, "gc-b0"),
         _mem("Free", "a1", 100, 82, "gc-b0"),  # released by backward@0, freed while the optimizer runs
     ]
-    held = held_memory(exp, events)
+    held = held_memory(expansion_spec(exp), events)
     assert [sample[1] for sample in held.samples] == [[100, 0], [100, 50], [100, 0], [0, 0], [0, 0], [0, 0]]
     assert held.peak == [100, 50]
     assert [round(sample[0] * 1e6) for sample in held.samples] == [10, 30, 50, 70, 85, 95]

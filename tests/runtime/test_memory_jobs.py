@@ -57,7 +57,7 @@ def trainer(exp, model=None, batch=32, optimizer="adam"):
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig
 
     config = TrainConfig(batch_size=batch, optimizer=optimizer)
-    return PipelineTrainer(exp, load_model(model), config, spec=checked_spec(exp))
+    return PipelineTrainer(checked_spec(exp), load_model(model), config)
 
 
 def max_difference(a: dict, b: dict) -> float:

@@ -172,15 +172,17 @@ def test_split_backward_attribute_reaches_a_schedule_that_declares_it(pp_pass):
 def test_plan_from_apply_pass_trains_like_ppdsls_own_run(pp_pass):
     from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
 
+    from ppdsl.analysis.plan_spec import checked_spec
     from ppdsl.runtime.builtin_models import BUILTIN
+    from ppdsl.runtime.checkpoint import canonical_name
     from ppdsl.runtime.env import import_paddle
     from ppdsl.runtime.program import LOSS_NAME
-    from ppdsl.runtime.train import PipelineTrainer, TrainConfig, canonical_name, train
+    from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
     paddle = import_paddle()
     m, steps = 4, 2
     config = TrainConfig(batch_size=2 * m, lr=0.05, optimizer="adam", seed=3)
-    own = PipelineTrainer(expand(load(library_dir() / "1f1b.sched"), 1, m), BUILTIN, config)
+    own = PipelineTrainer(checked_spec(expand(load(library_dir() / "1f1b.sched"), 1, m)), BUILTIN, config)
     initial = own.state()
     reference = train(own, steps)
 

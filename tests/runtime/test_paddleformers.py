@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ppdsl.analysis.expand import expand
+from ppdsl.analysis.plan_spec import checked_spec
 from ppdsl.language.library import library_dir
 from ppdsl.language.resolve import load
 
@@ -54,7 +55,9 @@ def test_llama_pipelined_trains_like_the_dygraph_model(stem, pp, m, vpp, monkeyp
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
     exp = expand(load(library_dir() / f"{stem}.sched"), pp, m, vpp)
-    trainer = PipelineTrainer(exp, load_model(MODEL), TrainConfig(batch_size=2 * m, lr=LR, optimizer="sgd", seed=SEED))
+    trainer = PipelineTrainer(
+        checked_spec(exp), load_model(MODEL), TrainConfig(batch_size=2 * m, lr=LR, optimizer="sgd", seed=SEED)
+    )
     if stem == "zbv":
         assert trainer.built.split_matmuls > 0  # its weight gradients really run as backward_w jobs
     run = train(trainer, STEPS)

@@ -13,6 +13,7 @@ import importlib.util
 import pytest
 
 from ppdsl.analysis.expand import expand
+from ppdsl.analysis.plan_spec import checked_spec
 from ppdsl.language.library import library_dir
 from ppdsl.language.resolve import load, resolve_text
 
@@ -28,7 +29,7 @@ def _trainer(exp, model_spec=None, batch_size=None):
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig
 
     config = TrainConfig(batch_size=batch_size or 2 * exp.microbatches, optimizer="sgd")
-    return PipelineTrainer(exp, load_model(model_spec), config)
+    return PipelineTrainer(checked_spec(exp), load_model(model_spec), config)
 
 
 def _labels(programs) -> dict[str, str]:
