@@ -14,10 +14,13 @@ from collections import defaultdict
 import numpy as np
 
 from ppdsl.plan.jobs import ProgramKey, program_key_of, program_name
+from ppdsl.plan.kinds import ALWAYS, Memory
 from ppdsl.runtime.skip_gc import data_reads
 
-BACKWARD_SIDE = ("backward", "backward_b", "backward_w")
-FORWARD_SIDE = ("forward", "recv_forward")  # what computes a stage's activations (Paddle's receive is its own job)
+# the kinds that free a stage's activations (and read them): a backward, whole or split
+BACKWARD_SIDE = tuple(k.name for k in ALWAYS if k.memory is Memory.FREES)
+# what computes a stage's activations: the kind that makes them, and Paddle's receive, a job of its own there
+FORWARD_SIDE = (*(k.name for k in ALWAYS if k.memory is Memory.MAKES), "recv_forward")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 

@@ -82,7 +82,7 @@ def plan_held_bytes(built, stage_of: Sequence[Sequence[int]], fed: Iterable[str]
     stages `stage_of` places: its jobs, the skip-GC sets they were given, each program's rank."""
     rank_of_stage = {s: r for r, row in enumerate(stage_of) for s in row}
     rank_of_program = {
-        name: key.stage if key.type == "optimizer" else rank_of_stage[key.stage] for name, key in built.keys.items()
+        name: key.stage if key.per_rank else rank_of_stage[key.stage] for name, key in built.keys.items()
     }
     return held_bytes(built.programs, built.job_names, rank_of_program, fed, len(stage_of), microbatches)
 

@@ -27,7 +27,7 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.analysis.timing import FLOW
 from ppdsl.plan.jobs import ProgramKey, program_key_of, program_name
-from ppdsl.plan.kinds import BUILTIN_NAMES
+from ppdsl.plan.kinds import BUILTIN_NAMES, Memory, memory_of
 from ppdsl.runtime.activations import BACKWARD_SIDE, classify, publishers, reads_from_earlier_jobs
 from ppdsl.runtime.memory_jobs import OFFLOAD, RECOMPUTE, MemoryJob, written_or_copied
 
@@ -92,7 +92,7 @@ def _count_received(programs: Mapping[str, object], stages: dict[int, StageMemor
     def foreign(key: ProgramKey) -> dict[str, int]:
         """What program `key` reads that only other stages' programs on its side compute: a forward's input, a
         backward-side job's gradient (a backward-side job also reads the forward's values: activations, kept)."""
-        side = ("forward",) if key.type == "forward" else BACKWARD_SIDE
+        side = (key.type,) if memory_of(key.type) is Memory.MAKES else BACKWARD_SIDE
         reads = reads_from_earlier_jobs(by_key[key])
         return {
             v: size
@@ -210,7 +210,7 @@ def predicted_peaks(
             continue
         s, job_type = key.stage, key.type
         r, job = rank_of[s], memory_jobs.get(job_type)
-        if job_type == "forward":
+        if memory_of(job_type) is Memory.MAKES:
             level[r] += stages[s].saved_for_backward - acted.get(recomputed.get((s, mb), ""), 0)
         elif job is not None and job.kind == RECOMPUTE:
             level[r] += acted[name]

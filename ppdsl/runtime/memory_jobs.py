@@ -24,19 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.plan.kinds import MEMORY_NAMES
+from ppdsl.plan.kinds import KINDS as KIND_TABLE
+from ppdsl.plan.kinds import Memory, kind, memory_of
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
 from ppdsl.runtime.skip_gc import defined_values
 
-if TYPE_CHECKING:  # a rank process imports this module, and never the language an expansion carries
-    pass
-
-KINDS = MEMORY_NAMES
+# the programs the runtime builds for memory actions, one for each built-in action (`Kind.program`): a new action
+# that moves data as one of them does names that one
+KINDS = tuple(dict.fromkeys(k.program for k in KIND_TABLE.values() if k.program))
 RECOMPUTE, OFFLOAD, RELOAD = KINDS
 
 
@@ -110,7 +109,7 @@ def add_memory_programs(
         return []
     by_stage: dict[int, dict[str, object]] = {}
     for key, program in programs.items():
-        if key.type not in actions and key.type != "optimizer":
+        if key.type not in actions and not key.per_rank:
             by_stage.setdefault(key.stage, {})[key.type] = program
     activations = {
         stage: {n: b for n, b in values.items() if n not in not_activations}
@@ -122,7 +121,7 @@ def add_memory_programs(
         job, stage = actions[key.type], key.stage
         programs_of_stage = by_stage.get(stage, {})
         if job.kind == RECOMPUTE:
-            forward = programs_of_stage.get("forward")
+            forward = programs_of_stage.get(kind(key.type).after)  # the kind whose ops it runs again
             if forward is None:
                 raise ValueError(f"`{key.type}` of stage {stage} runs where its forward does not")
             if stage not in seeds_published:
@@ -171,7 +170,7 @@ def _value_types(programs_of_stage: Mapping[str, object]) -> dict[str, object]:
     """PIR types of the values the stage's backward-side programs read by name (their keyword arguments)."""
     out = {}
     for job_type, program in programs_of_stage.items():
-        if job_type.startswith("backward"):
+        if memory_of(job_type) is Memory.FREES:
             for name, value in program.global_block().kwargs().items():
                 out.setdefault(name, value.type())
     return out
@@ -210,15 +209,17 @@ def check_memory_orders(
     """What a plan with memory jobs needs of its orders, or E086 naming the first job that breaks it: a recompute or an
     offload after the forward of its (chunk, micro-batch), a reload after an offload of it of the same fraction, and
     no backward of an offloaded (chunk, micro-batch) before its reload (it would read freed activations)."""
+    # the kinds that read a (chunk, micro-batch)'s activations, so wait for the reload of an offloaded one
+    restored_for = {name for k in KIND_TABLE.values() if k.memory is Memory.RESTORES for name in k.before}
     for r, order in enumerate(orders):
         forwarded: set[tuple[int, int]] = set()
         offloaded: dict[tuple[int, int], tuple[str, float]] = {}  # (chunk, mb) -> (offload type, fraction) not reloaded
         for t, c, mb in order:
             job, where = actions.get(t), (c, mb)
             problem = None
-            if t == "forward":
+            if memory_of(t) is Memory.MAKES:
                 forwarded.add(where)
-            elif t in ("backward", "backward_b") and where in offloaded:
+            elif t in restored_for and where in offloaded:
                 problem = (f"`{t}` of micro-batch {mb}", f"its activations were offloaded by `{offloaded[where][0]}`")
             elif job is not None and job.kind in (RECOMPUTE, OFFLOAD) and where not in forwarded:
                 problem = (f"`{t}` of micro-batch {mb}", "its forward has not run")

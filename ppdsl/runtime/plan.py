@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.text import numbered
 from ppdsl.plan.jobs import ProgramKey, paddle_job_name, program_key, program_name
+from ppdsl.plan.kinds import Memory, memory_of
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.memory_jobs import (
@@ -208,7 +209,7 @@ def job_programs(
     split_keys = [k for k in order if k.type not in actions]
     programs = split_program(work, homes, split_keys, frozenset(remote))
     backward_made = frozenset(
-        n for n, made_by in flow.producers.items() if any(k.type.startswith("backward") for k in made_by)
+        n for n, made_by in flow.producers.items() if any(memory_of(k.type) is Memory.FREES for k in made_by)
     )
     memory_keys = [k for k in order if k.type in actions]
     add_memory_programs(programs, memory_keys, actions, GPU if p2p is not None else CPU, backward_made)

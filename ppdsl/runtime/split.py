@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.plan.jobs import ProgramKey, program_key
+from ppdsl.plan.kinds import per_step
 from ppdsl.plan.spec import JobTypeSpec
 from ppdsl.runtime.stages import UNKNOWN
 
@@ -119,14 +120,14 @@ def op_homes(
 ) -> list[list[ProgramKey]]:
     """The job programs that run each op. A whole `backward` job runs both halves of a split backward; a
     stage-less optimizer op (a learning-rate constant, say) runs in every optimizer program."""
-    optimizers = sorted((k for k in programs if k.type == "optimizer"), key=lambda k: k.stage)
+    optimizers = sorted((k for k in programs if k.per_rank), key=lambda k: k.stage)
     homes = []
     for t, s in zip(types, stages, strict=True):
-        if t == "optimizer":
+        if per_step(t):
             if s == UNKNOWN:
                 homes.append(optimizers)
             else:
-                key = ProgramKey("optimizer", rank_of_stage.get(s, -1))
+                key = ProgramKey(t, rank_of_stage.get(s, -1))
                 homes.append([key] if key in programs else [])
             continue
         keys = [ProgramKey(t, s)]
@@ -202,12 +203,12 @@ def check_value_order(flow: ValueFlow, orders, stage_of, ranks) -> None:
     for consumer, names in flow.needs.items():
         for name in sorted(names - flow.data):
             for producer in flow.producers[name]:
-                if "optimizer" not in (consumer.type, producer.type):
+                if not consumer.per_rank and not producer.per_rank:
                     pairs.setdefault((consumer, producer), name)
     for r in ranks:
         position: dict[tuple[ProgramKey, int], int] = {}
         for i, (t, c, mb) in enumerate(orders[r]):
-            if t != "optimizer":
+            if not per_step(t):
                 position.setdefault((program_key(t, r, c, stage_of), mb), i)
         microbatches = sorted({mb for _, mb in position})
         for (consumer, producer), name in pairs.items():

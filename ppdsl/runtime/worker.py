@@ -283,7 +283,7 @@ class RankProcess:
             if fail is not None and (fail.rank, fail.step, fail.job) == (self.rank, step, job.step):
                 _inject_failure(fail.mode, job.label)
             name, program, outputs, data_ops = self.programs[job.key]
-            scope = self.root if job.key.type == "optimizer" else self.mb_scopes[job.mb]
+            scope = self.root if job.key.per_rank else self.mb_scopes[job.mb]
             rows = slice(job.mb * size, (job.mb + 1) * size)
             for value in job.reads:
                 arr = stash.get((value, job.mb))
