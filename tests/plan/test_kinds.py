@@ -186,3 +186,16 @@ def test_build_plan_builds_the_prefetch_as_a_reload(prefetch):
         params.append(trainer.parameters())
     assert params[0].keys() == params[1].keys()
     assert all((params[0][k] == params[1][k]).all() for k in params[0])
+
+
+def test_the_architecture_doc_lists_the_places_a_new_kind_touches():
+    """docs/architecture.md's "a new job kind" row names the row, the rule of time and the runtime builders, and
+    this test, which shows that the rest reads the row; each place it names exists."""
+    from paths import ROOT
+
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    row = next(line for line in doc.splitlines() if line.startswith("| a new job kind |"))
+    places = ["plan/kinds.py", "analysis/timing.py", "runtime/split.py", "runtime/memory_jobs.py"]
+    for place in places:
+        assert f"`{place}`" in row and (ROOT / "ppdsl" / place).is_file(), place
+    assert "`tests/plan/test_kinds.py`" in row and (ROOT / "tests" / "plan" / "test_kinds.py").is_file()
