@@ -31,7 +31,7 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.common.diagnostics import Diagnostic, Span
 from ppdsl.common.text import count, numbered, ranges
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER, Memory
 
 MAX_PER_KIND = 12  # diagnostics of one code kept in full; the rest are counted
 MAX_NOTES = 4  # per-rank details shown under one diagnostic
@@ -646,9 +646,21 @@ def _gradient_step(pos: list[int], base: int) -> int:
     return b if b >= 0 else pos[base + BACKWARD_B]
 
 
-def _memory_action_types(view: RankJobs) -> tuple[int, int, int] | None:
+def _actions_of(view: RankJobs, role: Memory) -> tuple[MemoryActions, list[int]] | None:
+    """The schedule's memory actions and those of `role` this rank runs (None: it runs none)."""
     actions = MemoryActions.of(view.exp)
-    return None if actions is None else (actions.recompute, actions.offload, actions.reload)
+    if actions is None:
+        return None
+    present = [t for t in actions.of_role(role) if max(view.steps(t), default=-1) >= 0]
+    return (actions, present) if present else None
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1] in "aeiou" else "a"
+
+
+def _gradient_type(pos: list[int], base: int) -> int:
+    return BACKWARD if pos[base + BACKWARD] >= 0 else BACKWARD_B
 
 
 def _action_finding(view: RankJobs, out: Findings, render: Render, base: int, c: int, mb: int, step: int, **d):
@@ -661,110 +673,136 @@ def _action_finding(view: RankJobs, out: Findings, render: Render, base: int, c:
 
 @rank_check("S115", _render_recompute)
 def recompute_order(view: RankJobs, out: Findings) -> None:
-    """S115: a recompute before its (chunk, micro-batch)'s forward, or after its backward (or backward_b)."""
-    types = _memory_action_types(view)
-    if types is None or max(view.steps(types[0]), default=-1) < 0:
+    """S115: a recompute (an action that rebuilds activations) before its (chunk, micro-batch)'s forward, or after
+    its backward (or backward_b)."""
+    found = _actions_of(view, Memory.REBUILDS)
+    if found is None:
         return
-    rt = types[0]
-    pos = view.pos
-    for base, c, mb in view.bases():
-        grad = _gradient_step(pos, base)
-        p = pos[base + rt]
-        if p < 0:
-            continue
-        f = pos[base + FORWARD]
-        g_type = BACKWARD if pos[base + BACKWARD] >= 0 else BACKWARD_B
-        if f < 0 or p < f:
-            what = dict(rule="runs before its forward", other_code=base + FORWARD)
-            help_text = "a recompute re-runs the forward's ops from its stage input: move it after the forward"
-        elif grad >= 0 and p > grad:
-            what = dict(rule="runs after its backward", other_code=base + g_type)
-            help_text = "the backward needs the recomputed activations: move the recompute before it"
-        else:
-            continue
-        what["help"] = help_text
-        _action_finding(view, out, _render_recompute, base, c, mb, p, t=rt, what="the recompute", **what)
+    actions, types = found
+    names, pos = view.exp.type_names, view.pos
+    for rt in types:
+        name, ft = names[rt], actions.after[rt]
+        forward = names[ft]
+        for base, c, mb in view.bases():
+            grad = _gradient_step(pos, base)
+            p = pos[base + rt]
+            if p < 0:
+                continue
+            f = pos[base + ft]
+            if f < 0 or p < f:
+                what = dict(rule=f"runs before its {forward}", other_code=base + ft)
+                help_text = (
+                    f"{_article(name)} {name} re-runs the {forward}'s ops from its stage input: move it after the "
+                    f"{forward}"
+                )
+            elif grad >= 0 and p > grad:
+                what = dict(rule="runs after its backward", other_code=base + _gradient_type(pos, base))
+                help_text = f"the backward needs the recomputed activations: move the {name} before it"
+            else:
+                continue
+            what["help"] = help_text
+            _action_finding(view, out, _render_recompute, base, c, mb, p, t=rt, what=f"the {name}", **what)
 
 
 @rank_check("S116", _render_offload)
 def offload_order(view: RankJobs, out: Findings) -> None:
-    """S116: an offload before its (chunk, micro-batch)'s forward (nothing to copy yet), or after its backward."""
-    types = _memory_action_types(view)
-    if types is None or max(view.steps(types[1]), default=-1) < 0:
+    """S116: an offload (an action that moves activations out) before its (chunk, micro-batch)'s forward (nothing
+    to copy yet), or after its backward."""
+    found = _actions_of(view, Memory.MOVES_OUT)
+    if found is None:
         return
-    ot = types[1]
-    pos = view.pos
-    for base, c, mb in view.bases():
-        grad = _gradient_step(pos, base)
-        p = pos[base + ot]
-        if p < 0:
-            continue
-        f = pos[base + FORWARD]
-        if f < 0 or p < f:
-            what = dict(rule="runs before its forward", other_code=base + FORWARD)
-            help_text = "an offload copies the forward's activations to the host: move it after the forward"
-        elif grad >= 0 and p > grad:
-            g_type = BACKWARD if pos[base + BACKWARD] >= 0 else BACKWARD_B
-            what = dict(rule="runs after its backward", other_code=base + g_type)
-            help_text = "the backward has freed the activations: offload between the forward and the backward"
-        else:
-            continue
-        _action_finding(view, out, _render_offload, base, c, mb, p, t=ot, what="the offload", help=help_text, **what)
+    actions, types = found
+    names, pos = view.exp.type_names, view.pos
+    for ot in types:
+        name, ft = names[ot], actions.after[ot]
+        forward = names[ft]
+        for base, c, mb in view.bases():
+            grad = _gradient_step(pos, base)
+            p = pos[base + ot]
+            if p < 0:
+                continue
+            f = pos[base + ft]
+            if f < 0 or p < f:
+                what = dict(rule=f"runs before its {forward}", other_code=base + ft)
+                help_text = (
+                    f"{_article(name)} {name} copies the {forward}'s activations to the host: move it after the "
+                    f"{forward}"
+                )
+            elif grad >= 0 and p > grad:
+                what = dict(rule="runs after its backward", other_code=base + _gradient_type(pos, base))
+                help_text = f"the backward has freed the activations: {name} between the {forward} and the backward"
+            else:
+                continue
+            _action_finding(
+                view, out, _render_offload, base, c, mb, p, t=ot, what=f"the {name}", help=help_text, **what
+            )
 
 
 @rank_check("S117", _render_reload)
 def reload_order(view: RankJobs, out: Findings) -> None:
-    """S117: a reload with no offload before it, or after the backward that needs it."""
-    types = _memory_action_types(view)
-    if types is None or max(view.steps(types[2]), default=-1) < 0:
+    """S117: a reload (an action that restores activations from the host) with no offload before it, or after the
+    backward that needs it."""
+    found = _actions_of(view, Memory.RESTORES)
+    if found is None:
         return
-    _, ot, lt = types
-    pos = view.pos
-    for base, c, mb in view.bases():
-        grad = _gradient_step(pos, base)
-        p = pos[base + lt]
-        if p < 0:
-            continue
-        o = pos[base + ot]
-        if o < 0 or p < o:
-            what = dict(rule="runs before its offload" if o >= 0 else "has no offload", other_code=base + ot)
-            help_text = "a reload copies back what its offload moved: offload first (after the forward)"
-        elif grad >= 0 and p > grad:
-            g_type = BACKWARD if pos[base + BACKWARD] >= 0 else BACKWARD_B
-            what = dict(rule="runs after its backward", other_code=base + g_type)
-            help_text = "the backward needs the activations back: reload before it"
-        else:
-            continue
-        _action_finding(view, out, _render_reload, base, c, mb, p, t=lt, what="the reload", help=help_text, **what)
+    actions, types = found
+    names, pos = view.exp.type_names, view.pos
+    for lt in types:
+        name, ot = names[lt], actions.after[lt]
+        offload = names[ot]
+        for base, c, mb in view.bases():
+            grad = _gradient_step(pos, base)
+            p = pos[base + lt]
+            if p < 0:
+                continue
+            o = pos[base + ot]
+            if o < 0 or p < o:
+                rule = f"runs before its {offload}" if o >= 0 else f"has no {offload}"
+                what = dict(rule=rule, other_code=base + ot)
+                help_text = (
+                    f"{_article(name)} {name} copies back what its {offload} moved: {offload} first (after the "
+                    f"{names[actions.after[ot]]})"
+                )
+            elif grad >= 0 and p > grad:
+                what = dict(rule="runs after its backward", other_code=base + _gradient_type(pos, base))
+                help_text = f"the backward needs the activations back: {name} before it"
+            else:
+                continue
+            _action_finding(view, out, _render_reload, base, c, mb, p, t=lt, what=f"the {name}", help=help_text, **what)
 
 
 @rank_check("S118", _render_unreloaded)
 def backward_without_reload(view: RankJobs, out: Findings) -> None:
-    """S118: the backward of an offloaded (chunk, micro-batch) with no reload before it: its activations are on the
-    host."""
-    types = _memory_action_types(view)
-    if types is None or max(view.steps(types[1]), default=-1) < 0:
+    """S118: the backward of an offloaded (chunk, micro-batch) with no reload (no action that restores what the
+    offload moved) before it: its activations are on the host."""
+    found = _actions_of(view, Memory.MOVES_OUT)
+    if found is None:
         return
-    _, ot, lt = types
+    actions, moved_by = found
     pos = view.pos
-    for base, c, mb in view.bases():
-        grad = _gradient_step(pos, base)
-        o = pos[base + ot]
-        if o < 0 or grad < 0 or grad < o or pos[base + lt] >= 0:
-            continue  # not offloaded, no backward, offloaded after it (S116's) or reloaded (S117 checks where)
-        g_type = BACKWARD if pos[base + BACKWARD] >= 0 else BACKWARD_B
-        help_text = "add a `reload` of this micro-batch before its backward (early enough to hide the copy)"
-        _action_finding(
-            view,
-            out,
-            _render_unreloaded,
-            base,
-            c,
-            mb,
-            grad,
-            t=g_type,
-            what="the backward",
-            rule="runs while its activations are offloaded",
-            other_code=base + lt,
-            help=help_text,
-        )
+    for ot in moved_by:
+        restored_by = [t for t in actions.of_role(Memory.RESTORES) if actions.after[t] == ot]
+        if not restored_by:
+            continue
+        lt = restored_by[0]
+        for base, c, mb in view.bases():
+            grad = _gradient_step(pos, base)
+            o = pos[base + ot]
+            if o < 0 or grad < 0 or grad < o or any(pos[base + t] >= 0 for t in restored_by):
+                continue  # not offloaded, no backward, offloaded after it (S116's) or restored (S117 checks where)
+            name = view.exp.type_names[lt]
+            help_text = f"add a `{name}` of this micro-batch before its backward (early enough to hide the copy)"
+            _action_finding(
+                view,
+                out,
+                _render_unreloaded,
+                base,
+                c,
+                mb,
+                grad,
+                t=_gradient_type(pos, base),
+                what="the backward",
+                rule="runs while its activations are offloaded",
+                other_code=base + lt,
+                help=help_text,
+            )

@@ -20,7 +20,7 @@ from ppdsl.common.text import shortened
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.resolve import COMM_KEYS
-from ppdsl.plan.kinds import BUILTIN
+from ppdsl.plan.kinds import KINDS
 
 # The largest cost, latency or bandwidth accepted: a million seconds (or 10^15 of any unit). Past it, sums over a
 # schedule lose the precision that makes equal makespans compare equal, and a synthesized file could not write
@@ -150,7 +150,7 @@ def cost_file_problems(data: object) -> list[tuple[str, str]]:
     for key, value in data.items():
         if key not in COST_FILE_KEYS:
             guess = did_you_mean(key, COST_FILE_KEYS)
-            if not guess and key in BUILTIN:
+            if not guess and key in KINDS:
                 guess = f'job costs go under `costs`: `{{"costs": {{"{key}": ...}}}}`; '
             elif not guess and key in ("traceEvents", "displayTimeUnit"):
                 guess = "this is a profile: turn it into costs with `ppdsl calibrate PROFILE -o costs.json`; "

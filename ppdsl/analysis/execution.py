@@ -38,7 +38,7 @@ from ppdsl.analysis.timing import (
     start_time,
     transfer_seconds,
 )
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD, kind
 
 F_SIGNAL, G_SIGNAL = 0, 1  # activation sent forward / gradient sent backward
 
@@ -286,7 +286,7 @@ def execute(
             k = code - mb * stride
             role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
             if role and role <= COPY_IN:  # on the copy stream: the rank's compute goes on at once
-                ready = fin.get(code + deps[k], 0.0)
+                ready = fin.get(code + deps[k][0], 0.0)
                 leave, arrive = copies[r].carry(role == COPY_IN, t_free if t_free > ready else ready, r_cost[k])
                 st_row[i], en_row[i] = leave, arrive
                 fin[code] = arrive
@@ -312,9 +312,10 @@ def execute(
                 st = t_free
             if role:
                 if role == NEEDS_RELOAD:
-                    ready = fin.get(code + deps[k], 0.0)
-                    if ready > st:
-                        st = ready
+                    for offset in deps[k]:
+                        ready = fin.get(code + offset, 0.0)
+                        if ready > st:
+                            st = ready
                     en = st + r_cost[k]
                 else:  # COPY_SOURCE: a forward an offload reads
                     en = fin[code] = st + r_cost[k]
@@ -387,31 +388,38 @@ def _sent_at(exp: Expansion, start: list[list[float]], cursor: list[int]) -> lis
 COPY_OUT, COPY_IN, COPY_SOURCE, NEEDS_RELOAD = 1, 2, 3, 4
 
 
-def _copy_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[int]]:
+def _copy_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[tuple[int, ...]]]:
     """Per slot of a code (`JobCodec.slots`): its role (an offload copies out, a reload copies in, a forward is an
-    offload's source, a backward / backward_b waits for its reload) and the code offset of the job it reads
-    (`code + offset`: the forward of an offload, the offload of a reload, the reload of a backward). None when
-    the schedule runs no copies, so that every other schedule takes the plain path."""
+    offload's source, a backward / backward_b waits for its reload) and the code offsets of the jobs it reads
+    (`code + offset`: the forward of an offload, the offload of a reload, the reloads of a backward). Read off the
+    kinds' rows (`stream`, `memory`, `after`, `before`), so a new copy kind is timed as its row says. None when the
+    schedule runs no copies, so that every other schedule takes the plain path."""
     actions = MemoryActions.of(exp)
-    if actions is None or (actions.offload not in used and actions.reload not in used):
+    if actions is None or not any(actions.copies(t) for t in used):
         return None, []
+    # read off the kinds' rows: a copy reads the end of its `after`; a job its row says a copy is `before` waits
+    copy_types = [t for t in actions.types if actions.copies(t)]
+    names = exp.type_names
+    waited: dict[int, list[int]] = {}  # type -> the copy types whose end its job waits for
+    for t in copy_types:
+        for name in kind(names[t]).before:
+            if name in names:
+                waited.setdefault(names.index(name), []).append(t)
+    sources = {actions.after[t] for t in copy_types if actions.after[t] >= 0 and not actions.copies(actions.after[t])}
     roles, deps = [], []
     for _, t, _ in exp.codec.slots():
-        if t == actions.offload:
-            roles.append(COPY_OUT)
-            deps.append(FORWARD - t)
-        elif t == actions.reload:
-            roles.append(COPY_IN)
-            deps.append(actions.offload - t)
-        elif t in (BACKWARD, BACKWARD_B):
+        if t in copy_types:
+            roles.append(COPY_IN if actions.restores(t) else COPY_OUT)
+            deps.append((actions.after[t] - t,))
+        elif t in waited:
             roles.append(NEEDS_RELOAD)
-            deps.append(actions.reload - t)
-        elif t == FORWARD:
+            deps.append(tuple(w - t for w in waited[t]))
+        elif t in sources:
             roles.append(COPY_SOURCE)
-            deps.append(0)
+            deps.append(())
         else:
             roles.append(0)
-            deps.append(0)
+            deps.append(())
     return roles, deps
 
 
@@ -492,7 +500,7 @@ def _summarise_actions(exp, actions: MemoryActions | None, start, end, cursor, c
     for r in range(pp):
         jobs = [exp.decode(code) for code in exp.jobs[r][: cursor[r]]]
         busy = sum(exp.cost[t][r][c] for t, c, _ in jobs if actions is None or not actions.copies(t))
-        recompute = 0.0 if actions is None else sum(exp.cost[t][r][c] for t, c, _ in jobs if t == actions.recompute)
+        recompute = 0.0 if actions is None else sum(exp.cost[t][r][c] for t, c, _ in jobs if actions.rebuilds(t))
         times = [(t, c, mb, start[r][i], end[r][i]) for i, (t, c, mb) in enumerate(jobs)]
         peak = peak_level(rank_levels(exp, r, times, arrivals[r][: cursor[r]] if arrivals is not None else None))
         level, at = (peak.level, peak.time) if peak else (0.0, 0.0)

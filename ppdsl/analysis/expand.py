@@ -23,7 +23,7 @@ from ppdsl.language import types
 from ppdsl.language.ir import Expr, ScheduleDef
 from ppdsl.language.runnable import compiled
 from ppdsl.plan.jobs import JobCodec
-from ppdsl.plan.kinds import OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME, default_cost, recompute_share
+from ppdsl.plan.kinds import Memory, default_cost, kind, recompute_share
 
 DEFAULT_BACKWARD_B_FREES = 0.5
 # The most jobs an expansion may hold unless the caller raises it (`--max-jobs`): pp=64, vpp=4, microbatches=4096
@@ -262,16 +262,16 @@ def _check_memory_actions(defn: ScheduleDef, mem) -> None:
     """A recompute keeps, and an offload moves, an amount from 0 to what the forward allocates: more would make a
     recompute free memory or an offload move what was never there."""
     names = [jt.name for jt in defn.job_types]
-    if RECOMPUTE_NAME not in names:
-        return
-    forward = mem[0]
-    for name, verb in ((RECOMPUTE_NAME, "keeps"), (OFFLOAD_NAME, "moves")):
-        if name not in defn.memory:
+    for t, name in enumerate(names):
+        action = kind(name)
+        if action is None or action.memory not in (Memory.REBUILDS, Memory.MOVES_OUT) or name not in defn.memory:
             continue
-        t = names.index(name)
+        rebuilds = action.memory is Memory.REBUILDS
+        verb = "keeps" if rebuilds else "moves"
+        forward = mem[names.index(action.after)]
         for r, row in enumerate(mem[t]):
             for c, value in enumerate(row):
-                amount = forward[r][c] - value if name == RECOMPUTE_NAME else -value
+                amount = forward[r][c] - value if rebuilds else -value
                 if not 0.0 <= amount <= forward[r][c] + 1e-12:
                     where = f"rank {r}" + (f", chunk {c}" if len(row) > 1 else "")
                     fn = defn.memory[name][1]
@@ -312,18 +312,16 @@ def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[st
     moves over the bandwidth (else its type's default). Called while the expansion is built, on tables nothing
     else holds yet."""
     names = [jt.name for jt in defn.job_types]
-    if RECOMPUTE_NAME not in names:
-        return
     latency, bandwidth, _ = copy
-    for name in (RECOMPUTE_NAME, OFFLOAD_NAME, RELOAD_NAME):
-        if name in defn.costs or name in given:
+    for t, name in enumerate(names):
+        action = kind(name)
+        if action is None or not action.optional or name in defn.costs or name in given:
             continue
-        t = names.index(name)
-        if name == RECOMPUTE_NAME:  # a recompute of a fraction f of the forward re-runs f of its work
+        if action.memory is Memory.REBUILDS:  # a recompute of a fraction f of the forward re-runs f of its work
             part = 1.0 if defn.job_types[t].fraction is None else defn.job_types[t].fraction
-            cost[t] = [[part * x for x in row] for row in cost[0]]
-        elif bandwidth is not None:
-            moved = mem_delta[names.index(OFFLOAD_NAME)]
+            cost[t] = [[part * x for x in row] for row in cost[names.index(action.after)]]
+        elif action.copies and bandwidth is not None:  # what it moves: its own, or (a restore) its offload's
+            moved = mem_delta[t if action.memory is Memory.MOVES_OUT else names.index(action.after)]
             cost[t] = [[latency + abs(m) / bandwidth for m in row] for row in moved]
 
 
@@ -659,31 +657,32 @@ def _memory_fns(defn: ScheduleDef):
             signed[jt.name] = (1.0 if verb == "allocates" else -1.0, fn)
     alloc = signed.get("forward", (1.0, 1.0))
     b_frees = signed.get("backward_b", (-1.0, DEFAULT_BACKWARD_B_FREES))
-    fraction = {jt.name: 1.0 if jt.fraction is None else jt.fraction for jt in defn.job_types}
-    rebuilt = recompute_share(next((jt.fraction for jt in defn.job_types if jt.name == RECOMPUTE_NAME), None))
-    declared = {name: defn.memory[name][1] for name in (RECOMPUTE_NAME, OFFLOAD_NAME) if name in defn.memory}
+    fraction = {jt.name: jt.fraction for jt in defn.job_types}
+    declared = {name: fn for name, (_, fn) in defn.memory.items()}  # `keeps` / `moves` of the memory actions
 
-    def kept(env):  # what the forward of a recomputed (chunk, micro-batch) keeps (at least its stage input)
-        if RECOMPUTE_NAME in declared:
-            return amount((1.0, declared[RECOMPUTE_NAME]), env)
-        return (1.0 - rebuilt) * amount(alloc, env)
+    def kept(name, env):  # what the forward of a (chunk, micro-batch) `name` rebuilds keeps (its stage input)
+        if name in declared:
+            return amount((1.0, declared[name]), env)
+        return (1.0 - recompute_share(fraction[name])) * amount(alloc, env)
 
-    def moved(env):  # what an offload copies to the host (and its reload back)
-        if OFFLOAD_NAME in declared:
-            return amount((1.0, declared[OFFLOAD_NAME]), env)
-        return fraction[OFFLOAD_NAME] * amount(alloc, env)
+    def moved(name, env):  # what an offload `name` copies to the host (and its restore back)
+        if name in declared:
+            return amount((1.0, declared[name]), env)
+        return (1.0 if fraction[name] is None else fraction[name]) * amount(alloc, env)
 
     def amount(pair, env):
         sign, fn = pair
         return sign * (_call(defn, fn, env, real=True) if isinstance(fn, Expr) else float(fn))
 
     for jt in defn.job_types:
-        if jt.name == RECOMPUTE_NAME:  # allocates the rest; the forward allocates it less (see analysis.memory)
-            fns[jt.name] = lambda env: amount(alloc, env) - kept(env)
-        elif jt.name == OFFLOAD_NAME:
-            fns[jt.name] = lambda env: -moved(env)
-        elif jt.name == RELOAD_NAME:
-            fns[jt.name] = moved
+        role = jt.kind.memory if jt.kind is not None else Memory.NONE
+        if role is Memory.REBUILDS:  # allocates the rest; the forward allocates it less (see analysis.memory)
+            fns[jt.name] = (lambda name: lambda env: amount(alloc, env) - kept(name, env))(jt.name)
+        elif role is Memory.MOVES_OUT:
+            fns[jt.name] = (lambda name: lambda env: -moved(name, env))(jt.name)
+        elif role is Memory.RESTORES:  # gives back what its offload moved
+            fns[jt.name] = (lambda name: lambda env: moved(name, env))(jt.kind.after)
+        # the compute kinds' own rule: a whole backward frees what its forward allocated, a split one in two parts
         elif jt.name in signed and jt.name not in ("backward", "backward_w"):
             fns[jt.name] = (lambda pair: lambda env: amount(pair, env))(signed[jt.name])
         elif jt.name == "forward":

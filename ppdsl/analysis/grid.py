@@ -22,7 +22,7 @@ def abbreviations(exp: Expansion) -> dict[str, str]:
     long = [
         name
         for name, jt in zip(exp.type_names, exp.defn.job_types, strict=True)
-        if name != "optimizer" and len(name) > 3 and jt.label(0, 0, 1).startswith(name)
+        if jt.per_chunk and len(name) > 3 and jt.label(0, 0, 1).startswith(name)
     ]
     short = {name: "".join(w[0] for w in re.split(r"[_\W]+", name) if w) for name in long}
     taken = {jt.label(0, 0, 1).rstrip("0") for jt in exp.defn.job_types if jt.name not in short} | {"opt"}
@@ -35,7 +35,7 @@ def abbreviations(exp: Expansion) -> dict[str, str]:
 def grid_label(exp: Expansion, code: int, short: dict[str, str]) -> str:
     """A job's label in the grid: `opt` for the optimizer, a long type name abbreviated as `short` says."""
     label = exp.label(code)
-    if label == "optimizer":
+    if label == "optimizer":  # the optimizer's own short form in the grid (its label is its name)
         return "opt"
     name = exp.type_names[exp.decode(code)[0]]
     return short[name] + label[len(name) :] if name in short and label.startswith(name) else label

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.plan.kinds import FORWARD, MEMORY_NAMES, OFFLOAD_NAME, RECOMPUTE_NAME, RELOAD_NAME
+from ppdsl.plan.kinds import JobStream, Memory, kind, source_of
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,12 @@ class MemoryModel:
 
         def value(stage: int, name: str) -> float:
             measured = self.delta.get(stage, nothing)
-            if name in measured or name not in MEMORY_NAMES:
+            action = kind(name)
+            if name in measured or action is None or not action.optional:
                 return float(measured.get(name, 0))
             part = fraction.get(name)
-            amount = float(measured.get("forward", 0)) * (1.0 if part is None else part)
-            return -amount if name == OFFLOAD_NAME else amount
+            amount = float(measured.get(source_of(name), 0)) * (1.0 if part is None else part)  # its forward's
+            return -amount if action.memory is Memory.MOVES_OUT else amount
 
         return [[[value(s, name) for s in row] for row in stage_of] for name in type_names]
 
@@ -82,23 +83,56 @@ MeasureMemory = Callable[[Expansion], MemoryModel]
 
 @dataclass(frozen=True)
 class MemoryActions:
-    """Where a schedule's memory actions are among its job types (their indices differ by schedule: a schedule
-    has them only when it names them, see `ppdsl.plan.kinds`)."""
+    """Where a schedule's memory actions are among its job types and what each does, read off their kinds' rows
+    (`ppdsl.plan.kinds`; their indices differ by schedule: a schedule has them only when it names them).
+
+    The accounting, the timing and the checks ask the per-type tables (`role`, `after`, `copies`), so an action of
+    a new kind is counted and timed as its row says. `recompute`, `offload`, `reload` are the first action of each
+    role (the built-in three): the synthesizer's engines, which choose where to put those, read them."""
 
     recompute: int
     offload: int
     reload: int
+    role: tuple[Memory, ...]  # [type] what it does to activations (`Memory.NONE` for a schedule's own types)
+    after: tuple[int, ...]  # [type] the type of the same (chunk, micro-batch) whose end it reads (-1: none)
+    on_copy: tuple[bool, ...]  # [type] runs on the copy stream
+    types: tuple[int, ...]  # every memory action's type index
 
     @classmethod
     def of(cls, exp: Expansion) -> MemoryActions | None:
         names = exp.type_names
-        if RECOMPUTE_NAME not in names:
+        rows = [kind(name) for name in names]
+        types = tuple(t for t, k in enumerate(rows) if k is not None and k.optional)
+        if not types:
             return None
-        return cls(names.index(RECOMPUTE_NAME), names.index(OFFLOAD_NAME), names.index(RELOAD_NAME))
+        index = {name: t for t, name in enumerate(names)}
+        role = tuple(k.memory if k is not None else Memory.NONE for k in rows)
+        after = tuple(index.get(k.after, -1) if k is not None and k.after else -1 for k in rows)
+        on_copy = tuple(k is not None and k.stream is JobStream.COPY for k in rows)
+        first = {
+            r: next(t for t in types if role[t] is r) for r in (Memory.REBUILDS, Memory.MOVES_OUT, Memory.RESTORES)
+        }
+        return cls(first[Memory.REBUILDS], first[Memory.MOVES_OUT], first[Memory.RESTORES], role, after, on_copy, types)
 
     def copies(self, t: int) -> bool:
         """Does a job of type `t` run on the copy stream?"""
-        return t == self.offload or t == self.reload
+        return self.on_copy[t]
+
+    def rebuilds(self, t: int) -> bool:
+        """Does a job of type `t` rebuild its forward's activations (a recompute)?"""
+        return self.role[t] is Memory.REBUILDS
+
+    def moves_out(self, t: int) -> bool:
+        """Does a job of type `t` move activations to the host (an offload)?"""
+        return self.role[t] is Memory.MOVES_OUT
+
+    def restores(self, t: int) -> bool:
+        """Does a job of type `t` bring activations back from the host (a reload)?"""
+        return self.role[t] is Memory.RESTORES
+
+    def of_role(self, role: Memory) -> tuple[int, ...]:
+        """The schedule's memory actions of this role, in type order."""
+        return tuple(t for t in self.types if self.role[t] is role)
 
 
 # A job as the accounting reads it: (type index, chunk, micro-batch, start, end), in the rank's order.
@@ -113,11 +147,13 @@ def job_deltas(exp: Expansion, rank: int, jobs: Sequence[tuple[int, int, int]]) 
     actions = MemoryActions.of(exp)
     if actions is None:
         return out
-    recomputed = {(c, mb) for t, c, mb in jobs if t == actions.recompute}
-    if recomputed:
+    # (type, chunk, micro-batch) of a job whose activations a later job rebuilds -> the rebuilding type
+    rebuilt = {(actions.after[t], c, mb): t for t, c, mb in jobs if actions.rebuilds(t)}
+    if rebuilt:
         for i, (t, c, mb) in enumerate(jobs):
-            if t == FORWARD and (c, mb) in recomputed:
-                out[i] -= delta[actions.recompute][rank][c]
+            by = rebuilt.get((t, c, mb))
+            if by is not None:
+                out[i] -= delta[by][rank][c]
     return out
 
 
@@ -157,9 +193,9 @@ def rank_levels(
             change -= held
         if not change and not held:
             continue
-        if copies and t == actions.offload:
+        if copies and actions.moves_out(t):
             events.append((end, 0, i, change))
-        elif copies and t == actions.reload:
+        elif copies and actions.restores(t):
             events.append((start, 2, i, change))
         else:
             events.append((end, 1, i, change))
@@ -207,9 +243,9 @@ def host_levels(exp: Expansion, start: Sequence[Sequence[float]], end: Sequence[
     for r, codes in enumerate(exp.jobs):
         for i, code in enumerate(codes[: len(end[r])]):
             t, c, _ = exp.decode(code)
-            if t == actions.offload:
+            if actions.moves_out(t):
                 events.append((start[r][i], 1, r, i, -exp.mem_delta[t][r][c]))
-            elif t == actions.reload:
+            elif actions.restores(t):
                 events.append((end[r][i], 0, r, i, -exp.mem_delta[t][r][c]))
     events.sort()
     level, out = 0.0, []

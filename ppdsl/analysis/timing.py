@@ -50,13 +50,15 @@ engines (`synth.exact`, `synth.window`, the order search) refuse a probe schedul
 Extending the rule: a kind that moves data to a neighbouring stage adds its row to `FLOW`; a kind that rides a
 stream of its own gets a `Stream` per rank in the engines that model it (as the copies' `CopyStreams`), and its
 transfer time next to `transfer_seconds`; a kind that reads a job of its own stage (as `backward_w` reads
-`backward_b`) adds its row to `SAME_STAGE_INPUT`. The memory actions' indices differ by schedule (they exist
-only in schedules that name them), so their rows are not in these index tables but in `execution._copy_roles`.
+`backward_b`) names it as its `after` in its row of `ppdsl.plan.kinds` (`SAME_STAGE_INPUT` is read off it). The
+memory actions' indices differ by schedule (they exist only in schedules that name them), so their rules are not in
+these index tables: `execution._copy_roles` and `analysis.memory.MemoryActions` read them off the rows (a copy
+kind's `stream`, `memory`, `after` and `before`), so a new copy kind, such as a second reload, needs no row here.
 """
 
 from __future__ import annotations
 
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.plan.kinds import ALWAYS, BACKWARD, BACKWARD_B, FORWARD
 
 # Rule 1: the direction each kind of job sends its output in (+1: the next stage, -1: the stage before). A job of
 # such a kind reads the same kind of data from the neighbour on the other side.
@@ -68,8 +70,10 @@ PRODUCERS: dict[int, tuple[int, ...]] = {
     BACKWARD: (BACKWARD, BACKWARD_B),
     BACKWARD_B: (BACKWARD, BACKWARD_B),
 }
-# What a job reads on its own stage (the rank's order keeps it before; the CP-SAT models add it as a precedence).
-SAME_STAGE_INPUT: dict[int, int] = {BACKWARD: FORWARD, BACKWARD_B: FORWARD, BACKWARD_W: BACKWARD_B}
+# What a job reads on its own stage (the rank's order keeps it before; the CP-SAT models add it as a precedence):
+# its kind's `after` (`ppdsl.plan.kinds`; backward and backward_b read the forward, backward_w reads backward_b).
+_INDEX = {k.name: t for t, k in enumerate(ALWAYS)}
+SAME_STAGE_INPUT: dict[int, int] = {t: _INDEX[k.after] for t, k in enumerate(ALWAYS) if k.after}
 
 
 def output_stage(kind: int, stage: int, nstages: int) -> int | None:

@@ -58,7 +58,7 @@ from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes, unit_name
 from ppdsl.language.library import find_schedule, library_files
-from ppdsl.plan.kinds import MEMORY_NAMES
+from ppdsl.plan.kinds import action_names
 from ppdsl.reports.compare import Row
 
 
@@ -327,7 +327,7 @@ def compare_cmd(
     for group, skip_broken in ((named, False), (shipped, True)):
         if group:
             # (the synth rows' action types are known too: `--cost offload=...` may be for them alone)
-            rows += diagnosed(compare, group, base, vpp is None, limit, skip_broken, MEMORY_NAMES if actions else ())
+            rows += diagnosed(compare, group, base, vpp is None, limit, skip_broken, action_names() if actions else ())
     if synth:
         rows += synthesized_rows(base, vpp, limit, time_limit, model, batch_size)
         if actions:

@@ -49,7 +49,7 @@ from ppdsl.common.files import check_output
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import library_files
-from ppdsl.plan.kinds import DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES
+from ppdsl.plan.kinds import DEFAULT_RECOMPUTE_FRACTION, action_names
 
 
 class Placement(str, Enum):
@@ -215,7 +215,7 @@ def refuse_unused_action_costs(spec: CostSpec, actions: tuple[str, ...]) -> None
     """`--cost offload=...` without `--memory-actions` times nothing synth writes (E110): more likely a forgotten
     option than an intent. A cost file's memory-action costs are left out instead (it may be calibrated on a run
     with them)."""
-    named = [name for name in MEMORY_NAMES if name in (spec.pairs or {})]
+    named = [name for name in action_names() if name in (spec.pairs or {})]
     if named and not actions:
         raise DiagnosticError(
             [

@@ -23,7 +23,7 @@ from ppdsl.language.types import show
 from ppdsl.lsp.checking import Checked
 from ppdsl.lsp.convert import Units, to_range, uri_of
 from ppdsl.lsp.symbols import KEYWORDS, NAME, SIZES, Index, Occurrence, Symbol, read_saved
-from ppdsl.plan.kinds import BUILTIN, LETTERS, default_cost
+from ppdsl.plan.kinds import KINDS, by_letter, default_cost
 
 MAX_SHOWN_JOBS = 32  # of one rank, in a statement's hover
 SIZE_MEANINGS = {
@@ -158,7 +158,7 @@ def _job_hover(doc: Document, sym: Symbol) -> str:
         src = doc.index.files[sym.span.file].source
         head = f"```sched\n{src.text_of(decl.span)}\n```"
     else:
-        builtin = BUILTIN[name]
+        builtin = KINDS[name]
         letter = f" (`{builtin.letter}`)" if builtin.letter else ""
         head = f"built-in job type `{name}`{letter}, region `{builtin.region}`, default cost {builtin.default_cost:g}"
     lines = [head]
@@ -287,7 +287,7 @@ def completions(doc: Document) -> list[lsp.CompletionItem]:
             items.append(lsp.CompletionItem(label, kind=kind, detail=detail))
 
     for name, sym in doc.index.jobs.items():
-        if name not in LETTERS:
+        if by_letter(name) is None:  # a letter names its kind, which is listed by name
             add(name, K.Class, "job type" if sym.builtin else "job type (declared)")
     for name in doc.index.params:
         add(name, K.Constant, "parameter")
@@ -414,7 +414,7 @@ def rename(doc: Document, line: int, col: int, new_name: str) -> lsp.WorkspaceEd
         return _rename_include(doc, sym, new_name)
     if not NAME.fullmatch(new_name) or new_name in KEYWORDS:
         raise RenameRefused(f"`{new_name}` is not a name the language allows (a keyword, or not a word)")
-    if sym.kind == "job" and (new_name in BUILTIN or new_name in LETTERS):
+    if sym.kind == "job" and (new_name in KINDS or by_letter(new_name) is not None):
         raise RenameRefused(f"`{new_name}` is a built-in job type")
     changes: dict[str, list[lsp.TextEdit]] = {}
     for o in doc.index.references(sym):

@@ -24,7 +24,7 @@ from ppdsl.language.functions import walk
 from ppdsl.language.includes import SCHED_SUFFIX
 from ppdsl.language.typecheck import BUILTIN_NAMES as SIZE_NAMES
 from ppdsl.lsp.syntax import ItemCache
-from ppdsl.plan.kinds import BUILTIN_NAMES, LETTERS
+from ppdsl.plan.kinds import KINDS, letters
 
 MAX_FILES = 32  # a file and its includes, as far as the index follows them (the resolver's chain bound)
 MAX_READS = 2 * MAX_FILES  # paths the index tries to read, those that cannot be read (a typo, a FIFO) included
@@ -146,7 +146,7 @@ def _length(span: Span) -> tuple[int, int]:
 
 
 SIZES = {name: Symbol("size", name) for name in SIZE_NAMES}
-BUILTIN_JOBS = {name: Symbol("job", name) for name in BUILTIN_NAMES}
+BUILTIN_JOBS = {name: Symbol("job", name) for name in KINDS}
 
 
 def build_index(root: str, text: str, read: Callable[[str], str | None], cache: ItemCache | None = None) -> Index:
@@ -207,7 +207,7 @@ class _Builder:
         self.index = index
         self.jobs: dict[str, Symbol] = index.jobs
         self.jobs.update(BUILTIN_JOBS)
-        self.jobs.update({letter: BUILTIN_JOBS[name] for letter, name in LETTERS.items()})
+        self.jobs.update({letter: BUILTIN_JOBS[name] for letter, name in letters().items()})
 
     def add(self, span: Span | None, symbol: Symbol, definition: bool = False) -> None:
         if span is not None:

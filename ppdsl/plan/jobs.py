@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ppdsl.common.text import number_text
-from ppdsl.plan.kinds import BUILTIN_TYPES, per_step
+from ppdsl.plan.kinds import ALWAYS, per_step
 
-# PyTorch's computation letters for the built-in compute types, by type index (F, B, I, W)
-LETTER_OF: dict[int, str] = {t: jt.letter for t, jt in enumerate(BUILTIN_TYPES) if jt.letter}
+# PyTorch's computation letters for the built-in compute types, by type index (F, B, I, W: their rows' `torch`)
+LETTER_OF: dict[int, str] = {t: k.torch for t, k in enumerate(ALWAYS) if k.torch}
 TYPE_OF_LETTER: dict[str, int] = {letter: t for t, letter in LETTER_OF.items()}
 # `1F0`; a type without a letter (the optimizer, a schedule's own job types) by its index in brackets: `0[4]0`
 _TOKEN = re.compile(r"([0-9]+)(?:([A-Z])|\[([0-9]+)\])([0-9]+)")

@@ -223,6 +223,15 @@ def letters() -> dict[str, str]:
     return {k.letter: k.name for k in KINDS.values() if k.letter}
 
 
+def source_of(name: str) -> str:
+    """The compute kind whose activations a memory action acts on: its `after`, through actions (a reload's
+    offload's forward); a kind that is no action is its own."""
+    k = KINDS.get(name)
+    while k is not None and k.optional and k.after:
+        name, k = k.after, KINDS.get(k.after)
+    return name
+
+
 def counter_of(name: str) -> str:
     """The kind whose micro-batch counter a kind takes its micro-batches from (its own, unless it shares one)."""
     k = KINDS.get(name)

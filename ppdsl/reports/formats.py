@@ -8,7 +8,7 @@ import json
 
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common import csv_cells
-from ppdsl.plan.kinds import MEMORY_NAMES
+from ppdsl.plan.kinds import is_action
 
 
 def to_dict(exp: Expansion) -> dict:
@@ -66,7 +66,7 @@ def torch_dropped(exp: Expansion) -> dict[str, int]:
     has F, B, I and W, so a recompute / offload / reload schedule exports as its compute alone (the auxiliary
     send/receive jobs and the optimizer have a place in torch's other passes and are not counted)."""
     names = exp.type_names
-    wanted = {t for t, name in enumerate(names) if name in MEMORY_NAMES}
+    wanted = {t for t, name in enumerate(names) if is_action(name)}
     found: dict[str, int] = {}
     if not wanted:
         return found

@@ -17,10 +17,10 @@ from ppdsl.analysis.execution import bubble_ratio
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import memory_curve
 from ppdsl.analysis.records import JobRecord
-from ppdsl.plan.kinds import BUILTIN, COPY_NAMES, RECOMPUTE_NAME, USER_COLOURS
+from ppdsl.plan.kinds import KINDS, USER_COLOURS, Memory, copies, memory_of, per_step
 
 # One colour per built-in job type (`ppdsl show`'s hues); a schedule's own job types get greys.
-PALETTE = {jt.name: jt.colour for jt in BUILTIN.values()}
+PALETTE = KINDS  # a built-in kind's colour is its row's (`Kind.colour`)
 COPY_LANE = 0.3  # of a rank's row: where its copies (offload / reload) run, beside its compute above them
 IDLE_HATCH = "////"
 
@@ -42,7 +42,7 @@ class Timeline:
 def colour_of(job_type: str, order: Sequence[str]) -> str:
     """A job type's colour: the palette's, else a grey picked by its place among the auxiliary types."""
     if job_type in PALETTE:
-        return PALETTE[job_type]
+        return PALETTE[job_type].colour
     aux = [t for t in order if t not in PALETTE]
     return USER_COLOURS[aux.index(job_type) % len(USER_COLOURS)] if job_type in aux else USER_COLOURS[0]
 
@@ -94,8 +94,8 @@ def summary(jobs: Sequence[JobRecord], ranks: int) -> tuple[float, float]:
     makespan = hi - lo
     if makespan <= 0 or ranks == 0:
         return makespan, 0.0
-    busy = sum(j.end - j.start for j in jobs if j.type not in COPY_NAMES)  # copies run beside the compute
-    recompute = sum(j.end - j.start for j in jobs if j.type == RECOMPUTE_NAME)
+    busy = sum(j.end - j.start for j in jobs if not copies(j.type))  # copies run beside the compute
+    recompute = sum(j.end - j.start for j in jobs if memory_of(j.type) is Memory.REBUILDS)
     return makespan, bubble_ratio(ranks * makespan - busy, recompute, ranks * makespan)
 
 
@@ -129,11 +129,11 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
     )
     row_h = 0.8
     # With copies, a rank's row is two lanes: compute on top, the copy stream beneath it (they overlap in time).
-    copies = any(j.type in COPY_NAMES for j in jobs)
-    compute_h = row_h * (1 - COPY_LANE) if copies else row_h
+    any_copies = any(copies(j.type) for j in jobs)
+    compute_h = row_h * (1 - COPY_LANE) if any_copies else row_h
 
     def lane(r: int, job_type: str) -> tuple[float, float]:
-        if job_type in COPY_NAMES:
+        if copies(job_type):
             return (r + row_h / 2 - row_h * COPY_LANE, row_h * COPY_LANE)
         return (r - row_h / 2, compute_h)
 
@@ -171,7 +171,7 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
     handles = [Patch(facecolor=colour_of(t, order), label=t) for t in order if t in drawn]
     handles.append(Patch(facecolor="white", edgecolor="#9a9a9a", hatch=IDLE_HATCH, label="idle"))
     if timeline.vpp > 1:
-        light = _shade(PALETTE["forward"], timeline.vpp - 1, timeline.vpp)
+        light = _shade(PALETTE["forward"].colour, timeline.vpp - 1, timeline.vpp)
         handles.append(Patch(facecolor=light, label=f"lighter: later chunk (of {timeline.vpp})"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
 
@@ -218,7 +218,7 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
     # that a row never shows micro-batches 0 to 9 and then stops.
     by_type: dict[str, list[JobRecord]] = {}
     for job in jobs:
-        if job.end > job.start and job.type != "optimizer" and job.type not in COPY_NAMES:  # copies: a thin lane
+        if job.end > job.start and not per_step(job.type) and not copies(job.type):  # copies: a thin lane
             by_type.setdefault(job.type, []).append(job)
     labelled = set()
     for job_type, rows in by_type.items():

@@ -32,7 +32,7 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import PROFILE_BYTES, read_text
 from ppdsl.common.jsontext import parse_json
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT, unit_name
-from ppdsl.plan.kinds import COPY_NAMES
+from ppdsl.plan.kinds import copies
 from ppdsl.reports.simulate import Simulation
 
 COMPUTE_TID, SEND_TID = 0, 1
@@ -74,7 +74,7 @@ def job_events(jobs: Iterable[JobRecord], us: float) -> list[dict[str, Any]]:
             "cat": job.type,
             "ph": "X",
             "pid": job.rank,
-            "tid": COPY_TID if job.type in COPY_NAMES else COMPUTE_TID,
+            "tid": COPY_TID if copies(job.type) else COMPUTE_TID,
             "ts": job.start * us,
             "dur": (job.end - job.start) * us,
             "args": {
@@ -104,9 +104,9 @@ def jobs_trace(
         {"name": HELD_COUNTER, "ph": "C", "pid": rank, "tid": COMPUTE_TID, "ts": t * us, "args": {"bytes": held}}
         for rank, t, held in held_bytes
     ]
-    copies = any(job.type in COPY_NAMES for job in jobs)
+    any_copies = any(copies(job.type) for job in jobs)
     return {
-        "traceEvents": _metadata(ranks, copies=copies) + job_events(jobs, us) + counters,
+        "traceEvents": _metadata(ranks, copies=any_copies) + job_events(jobs, us) + counters,
         "displayTimeUnit": "ms",
         "otherData": other,
     }
@@ -124,7 +124,7 @@ def build_trace(sim: Simulation, us: float = US_PER_COST_UNIT, measured_units: b
     # transfers leave its send stream one after another and never overlap.
     links = {(tr.dst_rank, tr.src_rank) for tr in sim.transfers}
     jobs = list(sim.jobs())
-    events = _metadata(exp.pp, links, any(job.type in COPY_NAMES for job in jobs)) + job_events(jobs, us)
+    events = _metadata(exp.pp, links, any(copies(job.type) for job in jobs)) + job_events(jobs, us)
     for flow_id, tr in enumerate(sim.transfers):
         label = exp.label(exp.jobs[tr.src_rank][tr.step])
         kind = "gradient" if tr.gradient else "activation"

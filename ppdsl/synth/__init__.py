@@ -43,7 +43,7 @@ from ppdsl.analysis.memory import MeasureMemory, MemoryActions, MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
-from ppdsl.plan.kinds import COPY_NAMES, DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES, OFFLOAD_NAME
+from ppdsl.plan.kinds import DEFAULT_RECOMPUTE_FRACTION, OFFLOAD_NAME, action_names, copies, is_action
 from ppdsl.synth import exact
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement, describe_counts
 from ppdsl.synth.bounds import memory_lower_bound
@@ -230,9 +230,9 @@ def action_costs(request: SynthRequest) -> CostSpec | None:
     if costs is None:
         return None
     if not request.memory_actions:
-        return costs.without(MEMORY_NAMES)
+        return costs.without(action_names())
     if OFFLOAD_NAME in request.memory_actions and costs.measured:
-        missing = [n for n in COPY_NAMES if n not in costs.names()]
+        missing = [n for n in action_names() if copies(n) and n not in costs.names()]
         if missing:
             unit = str(costs.file.get("unit", "s")) if costs.file else "s"
             raise DiagnosticError(
@@ -354,7 +354,7 @@ def checked_text(text: str, request: SynthRequest, result: SynthResult, microbat
         path.write_text(text, encoding="utf-8")
         costs = None if costs_fit_in_file(result.problem) else action_costs(request)
         if costs is not None and not _has_actions(result):  # (the file then has no action types)
-            costs = costs.without(MEMORY_NAMES)
+            costs = costs.without(action_names())
         scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
@@ -393,7 +393,7 @@ def verify(
 def _has_actions(result: SynthResult) -> bool:
     """Does the result run a recompute, offload or reload job?"""
     names = result.problem.expansion.type_names if result.problem.expansion is not None else ()
-    return any(t < len(names) and names[t] in MEMORY_NAMES for order in result.orders for t, _, _ in order)
+    return any(t < len(names) and is_action(names[t]) for order in result.orders for t, _, _ in order)
 
 
 def _header(request: SynthRequest, problem: Problem, result: SynthResult, block: Block | None) -> Header:
@@ -597,7 +597,7 @@ def action_search(
     order_share = 0.65 * seconds
 
     # the orders are found without the action types: their costs are the actions engine's
-    order_costs = None if request.costs is None else request.costs.without(MEMORY_NAMES)
+    order_costs = None if request.costs is None else request.costs.without(action_names())
 
     def order_problem(limit: float | None, split: str) -> Problem:
         return build_problem(

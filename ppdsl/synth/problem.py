@@ -28,8 +28,10 @@ from ppdsl.plan.kinds import (
     BACKWARD_W,
     DEFAULT_RECOMPUTE_FRACTION,
     FORWARD,
-    MEMORY_NAMES,
     OPTIMIZER,
+    Memory,
+    is_action,
+    memory_of,
 )
 
 PLACEMENTS = ("looped", "vshape")
@@ -234,7 +236,7 @@ def problem_from_expansion(
     """The problem of an expansion's tables. Its job types may include the memory actions only for the
     actions engine (`memory_actions`, synth/actions.py, which times every candidate by the checker's execution);
     the order engines time F, B, I, W only, so a schedule with actions is refused for them (E083)."""
-    if not memory_actions and any(name in MEMORY_NAMES for name in exp.type_names):
+    if not memory_actions and any(is_action(name) for name in exp.type_names):
         raise DiagnosticError(
             [
                 Diagnostic(
@@ -285,7 +287,7 @@ def problem_from_expansion(
 def _recompute_fraction(exp: Expansion) -> float | None:
     """The probe's `memory recompute fraction` (None without memory actions)."""
     for jt in exp.defn.job_types:
-        if jt.name == MEMORY_NAMES[0]:
+        if memory_of(jt.name) is Memory.REBUILDS:
             return 1.0 if jt.fraction is None else jt.fraction
     return None
 

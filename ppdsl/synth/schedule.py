@@ -46,7 +46,7 @@ class Evaluator:
         # a problem with memory actions (synth/actions.py) times its recompute / offload / reload jobs too
         self.actions = MemoryActions.of(self.base)
         if self.actions is not None:
-            self.used |= {self.actions.recompute, self.actions.offload, self.actions.reload}
+            self.used |= set(self.actions.types)
         codec = self.base.codec
         # a job's code is its micro-batch's stride plus the slot of its (type, chunk) (`JobCodec.stride`)
         self.stride = codec.stride
@@ -100,7 +100,7 @@ def preference(problem: Problem, orders: list[Order], ev: Evaluation) -> tuple:
     if not ev.feasible:
         return (float("inf"),)
     actions = MemoryActions.of(problem.expansion) if problem.expansion is not None else None
-    moves = () if actions is None else (actions.recompute, actions.offload, actions.reload)
+    moves = () if actions is None else actions.types
     kinds = {job[0] for order in orders for job in order}
     return (
         round(ev.makespan, 9),

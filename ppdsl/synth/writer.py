@@ -23,21 +23,25 @@ from decimal import Decimal
 from ppdsl.common.text import escaped
 from ppdsl.language.format import format_text
 from ppdsl.plan.kinds import (
+    ALWAYS,
     BACKWARD,
     BACKWARD_B,
     BACKWARD_W,
-    BUILTIN_TYPES,
     DEFAULT_RECOMPUTE_FRACTION,
     FORWARD,
-    MEMORY_NAMES,
+    OPTIMIZER,
+    Memory,
+    copies,
+    is_action,
     letter_of,
+    memory_of,
 )
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
 
-NAMES = {jt_index: jt.name for jt_index, jt in enumerate(BUILTIN_TYPES)}
-LETTERS = {jt_index: jt.letter for jt_index, jt in enumerate(BUILTIN_TYPES)}
+NAMES = {t: k.name for t, k in enumerate(ALWAYS)}
+LETTERS = {t: k.letter for t, k in enumerate(ALWAYS)}
 MAX_COST_VALUES = 8  # distinct per-stage values written as a conditional in the file; more stay outside
 MAX_GROUP = 8  # the longest repeated group folded into `repeat`
 WIDTH = 100
@@ -112,7 +116,7 @@ def _action_costs(problem: Problem, used: set[int]) -> list[tuple[str, list[floa
     out = []
     for t in sorted(used):
         name = exp.type_names[t]
-        if name in MEMORY_NAMES:
+        if is_action(name):
             out.append((name, [exp.cost[t][problem.rank_of[s]][problem.chunk_of[s]] for s in range(problem.nstages)]))
     return out
 
@@ -124,9 +128,10 @@ def _action_lines(problem: Problem, used: set[int]) -> list[str]:
     names = {type_name(problem, t) for t in used}
     lines = []
     full = problem.recompute_fraction in (None, DEFAULT_RECOMPUTE_FRACTION)  # (a full recompute needs no line)
-    if MEMORY_NAMES[0] in names and not full:
-        lines.append(f"memory recompute fraction = {number(problem.recompute_fraction)}")
-    if exp is not None and exp.host_limit is not None and names & set(MEMORY_NAMES[1:]):
+    rebuilds = [n for n in names if memory_of(n) is Memory.REBUILDS]
+    if rebuilds and not full:
+        lines.append(f"memory {rebuilds[0]} fraction = {number(problem.recompute_fraction)}")
+    if exp is not None and exp.host_limit is not None and any(copies(n) for n in names):
         lines.append(f"memory host limit = {number(exp.host_limit)}")
     return lines
 
@@ -269,7 +274,7 @@ def table_text(problem: Problem, orders: list[Order]) -> list[str]:
         for t, s, mb in order:
             cell = f"{LETTERS.get(t) or letter_of(type_name(problem, t))}{mb}"
             cells.append(cell if problem.vpp == 1 else f"{cell}.c{problem.chunk_of[s]}")
-        cells.append("optimizer")
+        cells.append(NAMES[OPTIMIZER])
         head = f"    rank {r}:"
         lines.extend(textwrap.wrap(" ".join(cells), WIDTH, initial_indent=head + " ", subsequent_indent=" " * 8))
     lines.append("}")
