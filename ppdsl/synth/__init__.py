@@ -44,13 +44,12 @@ from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
 from ppdsl.plan.kinds import COPY_NAMES, DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES, OFFLOAD_NAME
-from ppdsl.synth import exact
 from ppdsl.synth.actions import ACTION_NAMES, ActionEngine, ActionResult, Placement, describe_counts
 from ppdsl.synth.bounds import memory_lower_bound
 from ppdsl.synth.clock import WorkClock, safety_cap
-from ppdsl.synth.exact import MAX_TICKS, load_cp_model, time_ticks
-from ppdsl.synth.exact import available as exact_available
-from ppdsl.synth.exact_actions import NotModelled, drop_needless_actions, model_is_exact, solve_with_actions
+from ppdsl.synth.cpsat import MAX_TICKS, NotModelled, load_cp_model, time_ticks
+from ppdsl.synth.cpsat import available as exact_available
+from ppdsl.synth.exact_actions import drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.lns import lns
 from ppdsl.synth.periodic import Block, periodic_schedules
@@ -752,7 +751,7 @@ def periodic_with_actions(
 ) -> ActionResult | None:
     """The fastest periodic block with memory actions (`periodic_schedules` with `request.memory_actions`) found
     within `seconds` that keeps every limit once the checker's execution re-times its orders; None if none."""
-    if seconds <= 0 or not exact.available():
+    if seconds <= 0 or not exact_available():
         return None
     timer = Evaluator(problem)
     best: ActionResult | None = None

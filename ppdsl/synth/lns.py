@@ -15,18 +15,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from ppdsl.synth.schedule import Evaluation, Evaluator, Order
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order, total_score
 from ppdsl.synth.window import Context, Statics, WindowModel
 from ppdsl.synth.window_actions import ActionContext, ActionStatics, ActionWindowModel
 
 EPS = 1e-9
-
-
-def total_score(ev: Evaluation) -> tuple[float, float]:
-    """The makespan, then the sum of every job's end: what both local searches minimise."""
-    if not ev.feasible:
-        return (float("inf"), float("inf"))
-    return (round(ev.makespan, 9), round(sum(sum(row) for row in ev.end), 6))
 
 
 # What a window costs, in seconds of this kind of machine (the caller turns them into its work units): CP-SAT's

@@ -29,10 +29,15 @@ from ppdsl.plan.kinds import (
     DEFAULT_RECOMPUTE_FRACTION,
     FORWARD,
     MEMORY_NAMES,
+    OFFLOAD_NAME,
     OPTIMIZER,
+    RECOMPUTE_NAME,
 )
 
 PLACEMENTS = ("looped", "vshape")
+# what a (stage, micro-batch) may do with its activation: keep it, or one of the memory actions a search may choose
+KEEP, RECOMPUTE, OFFLOAD = "keep", RECOMPUTE_NAME, OFFLOAD_NAME
+ACTION_NAMES = (RECOMPUTE, OFFLOAD)
 SPLIT_MODES = ("auto", "yes", "no")
 
 # The built-in job types on a placement; the order is never run for its jobs, only for its tables.

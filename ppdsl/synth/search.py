@@ -22,15 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
-from ppdsl.synth import exact
+from ppdsl.synth import cpsat, exact
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.clock import WORK_PER_SECOND, cpu, safety_cap
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
 from ppdsl.synth.improve import improve
-from ppdsl.synth.lns import lns, total_score
+from ppdsl.synth.lns import lns
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete, preference
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete, preference, total_score
 from ppdsl.synth.vfill import fill_seeds, staircase_policies
 from ppdsl.synth.weights import placements
 
@@ -360,7 +360,7 @@ class Search:
     def periodic(self, fraction: float) -> None:
         """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points: as they
         are, and as the plan of list schedules that fill the warm-up and cool-down the repetition leaves idle."""
-        if self.reached_bound() or not exact.available():
+        if self.reached_bound() or not cpsat.available():
             return
         seconds = fraction * self.budget.left() / WORK_PER_SECOND
         found = periodic_schedules(self.problem, seconds / PERIODIC_SECONDS_PER_DET, seed=self.seed)
@@ -388,7 +388,7 @@ class Search:
         percent slower and improve past it): the best start of each kind (policies, fill-first, periodic
         blocks), if within RACE_WITHIN of the best, gets an equal share of `fraction` of the budget left, half
         local search, half CP-SAT windows; the search goes on from the best of what they reach."""
-        if self.best is None or self.reached_bound() or not exact.available():
+        if self.best is None or self.reached_bound() or not cpsat.available():
             return
         limit = self.best[1].makespan * (1 + RACE_WITHIN)
         starts = []
@@ -436,7 +436,7 @@ class Search:
         self.step("critical-path local search", f"{self.evaluator.calls - before} evaluations")
 
     def cp_sat(self, seconds: float, whole: bool, workers: int = 1, deterministic: bool = True) -> str:
-        if self.best is None or self.reached_bound() or not exact.available():
+        if self.best is None or self.reached_bound() or not cpsat.available():
             return ""
         orders, ev, origin = self.best
         if whole:
@@ -461,7 +461,7 @@ class Search:
 
     def windows(self, seconds: float) -> None:
         """Large-neighbourhood search over windows of the best schedule (`lns`), for about `seconds`."""
-        if self.best is None or self.reached_bound() or not exact.available():
+        if self.best is None or self.reached_bound() or not cpsat.available():
             return
         orders, _, origin = self.best
         found_orders, found, spent = lns(
@@ -559,10 +559,10 @@ def synthesize(
     search.local_search(FRACTIONS["local"])
     status = ""
     if exact_search:
-        exact.load_cp_model()  # a clear error when OR-Tools is missing
+        cpsat.load_cp_model()  # a clear error when OR-Tools is missing
         remaining = max(time_limit - search.budget.used / WORK_PER_SECOND, 1.0)  # (counted, not timed)
         status = search.cp_sat(remaining, whole=True, workers=workers, deterministic=workers == 1)
-    elif exact.available() and not search.reached_bound():
+    elif cpsat.available() and not search.reached_bound():
         whole = search.jobs <= CP_SAT_WHOLE_MAX_JOBS
         search.windows((FRACTIONS["windows"] if whole else 1.0) * search.budget.left() / WORK_PER_SECOND)
         if whole:
@@ -573,7 +573,7 @@ def synthesize(
         search.best = search.chosen[1]
     search.merge_backwards()
     orders, ev, origin = search.chosen[1] if search.chosen is not None else search.best
-    exact_model = exact.transfers_never_queue(problem)
+    exact_model = cpsat.transfers_never_queue(problem)
     optimal = ev.makespan <= lower_bound(problem) + EPS or (
         status == "OPTIMAL" and exact_model and ev.makespan <= search.bound + EPS
     )
@@ -594,7 +594,7 @@ def periodic_search(
     Raises `Infeasible` when no block was found within the limit and the time.
     """
     t0 = time.perf_counter()
-    exact.load_cp_model("--periodic")  # a clear error when OR-Tools is missing
+    cpsat.load_cp_model("--periodic")  # a clear error when OR-Tools is missing
     evaluator = Evaluator(problem)
     best: tuple[Evaluation, Block] | None = None
     steps = []

@@ -21,8 +21,8 @@ timed by rule 6 of `ppdsl.analysis.timing` as `execute` times them:
   at the prefix's end, or at an input's arrival (a reload's end among them); a copy at the end of a compute job of
   its rank, at its data's ready time or at the end of a copy of its stream. The orders read off a solution (a
   copy after the compute jobs that end at or before its start) then run, in `execute`, at the solution's times
-  (when transfers never queue, `exact.transfers_never_queue`);
-- memory as exact half-open holds [allocation, free) (`exact_actions.hold_pieces`) in a cumulative per rank:
+  (when transfers never queue, `cpsat.transfers_never_queue`);
+- memory as exact half-open holds [allocation, free) (`cpsat.hold_pieces`) in a cumulative per rank:
   the prefix's at their times, the window's as variables. What the suffix frees or allocates is not modelled (a
   hold freed in the suffix is held to the end): the suffix starts after the window's compute, so this is its level
   until then, but a copy of the window still running then is counted against that level, not the suffix's.
@@ -38,12 +38,9 @@ from collections.abc import Iterable
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.plan.jobs import Job
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
-from ppdsl.synth.exact import KINDS, load_cp_model
-from ppdsl.synth.exact_actions import hold_pieces, stage_table
-from ppdsl.synth.problem import Problem
+from ppdsl.synth.cpsat import GRADIENT, KINDS, Statics, hold_pieces, load_cp_model, solve_window
+from ppdsl.synth.problem import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE, Problem, stage_table
 from ppdsl.synth.schedule import Evaluation, Order
-from ppdsl.synth.window import GRADIENT, Statics, solve_window
 
 PREFIX, WINDOW, SUFFIX = 0, 1, 2
 
@@ -89,7 +86,7 @@ class ActionStatics:
         return {KEEP: [], RECOMPUTE: [(a.recompute, s, mb)], OFFLOAD: [(a.offload, s, mb), (a.reload, s, mb)]}[action]
 
     def inputs_of(self, job: Job, present: set[Job]) -> list[tuple[Job, int]]:
-        """A job's inputs as (job, delay in ticks): the timing rule's (window.Statics), a recompute's or an
+        """A job's inputs as (job, delay in ticks): the timing rule's (cpsat.Statics), a recompute's or an
         offload's forward, a reload's offload, and a backward's (or I's) recompute or reload."""
         a = self.types
         t, s, mb = job

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ppdsl.cli import app
-from ppdsl.synth.exact import available
+from ppdsl.synth.cpsat import available
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {
