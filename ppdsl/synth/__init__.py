@@ -17,9 +17,10 @@
     cpsat.py    what the CP-SAT engines share: loading OR-Tools, integer scales, a schedule's statics, holds
     search.py   the one orchestrator: the time budget and the portfolio of every search (orders, actions,
                 periodic blocks), their result and report
-    request.py  what is asked (`SynthRequest`: each field an option of `ppdsl synth` and of
-                `ppdsl.synthesize`) and its checks, read into a `Problem`
-    driver.py   `synthesize_file`: search, write, and prove the written file with the checker
+    request.py  what is asked (`SynthRequest`: each field an option of `ppdsl synth` and a keyword of
+                `ppdsl.synthesize`, with its help and range) and its checks; light, as the command line reads it
+    driver.py   `synthesize_file`: the request read into a `Problem` (`build`), searched, written, and the
+                written file proven by the checker
     writer.py   the result as `.sched` text
 
 With `--memory-actions` (a problem built with recompute / offload / reload) the engines that take the actions,
@@ -33,18 +34,27 @@ returned; this module is the package's public surface. This layer builds on the 
 reports and the command line.
 """
 
-from ppdsl.synth.driver import SynthOutcome, synthesize_file
-from ppdsl.synth.request import SynthRequest, action_costs, build
-from ppdsl.synth.search import ACTIONS_CP_SAT_MAX_JOBS, Infeasible, SynthResult, action_search
+from __future__ import annotations
 
-__all__ = [
-    "ACTIONS_CP_SAT_MAX_JOBS",
-    "Infeasible",
-    "SynthOutcome",
-    "SynthRequest",
-    "SynthResult",
-    "action_costs",
-    "action_search",
-    "build",
-    "synthesize_file",
-]
+import importlib
+
+# what the package offers, and the module it lives in: imported when first named, so that the command line, which
+# reads `SynthRequest`'s fields for every command, does not load the search
+_HOMES = {
+    "ACTIONS_CP_SAT_MAX_JOBS": "ppdsl.synth.search",
+    "Infeasible": "ppdsl.synth.search",
+    "SynthOutcome": "ppdsl.synth.driver",
+    "SynthRequest": "ppdsl.synth.request",
+    "SynthResult": "ppdsl.synth.search",
+    "action_costs": "ppdsl.synth.driver",
+    "action_search": "ppdsl.synth.search",
+    "build": "ppdsl.synth.driver",
+    "synthesize_file": "ppdsl.synth.driver",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

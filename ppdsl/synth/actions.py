@@ -576,10 +576,3 @@ class ActionEngine:
     def _slack(best: ActionResult) -> float:
         """How much slower an inserted schedule may be and still be improved (local search often gains this)."""
         return 0.1 * best.evaluation.makespan
-
-
-def parse_actions(text: str | None) -> tuple[str, ...]:
-    """`offload, recompute` -> ("recompute", "offload"): the known names in their canonical order, then any
-    unknown ones as given (`synth.build` reports those, E084)."""
-    names = [part.strip() for part in (text or "").split(",") if part.strip()]
-    return tuple(a for a in ACTION_NAMES if a in names) + tuple(n for n in names if n not in ACTION_NAMES)

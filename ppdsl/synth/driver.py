@@ -1,6 +1,8 @@
-"""`synthesize_file`: a request searched (search.py), written as `.sched` text (writer.py) and proven by the
-checker with the same costs and memory before it is returned; a measured model's values in transit between jobs,
-which the engines do not count, are made room for by searching again at a lower limit.
+"""`synthesize_file`: a request checked and read into a `Problem` (`build`: every refusal that needs no search,
+as costs that cannot be counted or a limit below what any schedule holds), searched (search.py), written as
+`.sched` text (writer.py) and proven by the checker with the same costs and memory before it is returned; a
+measured model's values in transit between jobs, which the engines do not count, are made room for by searching
+again at a lower limit.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ppdsl.analysis.check import CheckResult, check
+from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.units import format_bytes
-from ppdsl.plan.kinds import MEMORY_NAMES
+from ppdsl.plan.kinds import COPY_NAMES, MEMORY_NAMES, OFFLOAD_NAME
 from ppdsl.synth.bounds import memory_lower_bound
+from ppdsl.synth.cpsat import MAX_TICKS, time_ticks
 from ppdsl.synth.periodic import Block
-from ppdsl.synth.problem import Problem, measured_problem_memory, searched_limits
-from ppdsl.synth.request import SynthRequest, action_costs, build
+from ppdsl.synth.problem import Problem, build_problem, measured_problem_memory, searched_limits
+from ppdsl.synth.request import SynthRequest
 from ppdsl.synth.search import SynthResult, search_request
 from ppdsl.synth.writer import Header, costs_fit_in_file, number, problem_links, sched_text
 
@@ -33,6 +37,101 @@ class SynthOutcome:
     check: CheckResult  # the checker's verdict on `text`, with the same costs
     request: SynthRequest
     notes: list[str] = field(default_factory=list)
+
+
+def build(request: SynthRequest) -> Problem:
+    """The request checked and read into a `Problem`; raises DiagnosticError for what no search can answer."""
+    problems = request.problems()
+    if problems:
+        raise DiagnosticError(problems)
+    costs = action_costs(request)
+    problem = build_problem(
+        request.pp,
+        request.microbatches,
+        request.vpp,
+        request.placement,
+        costs,
+        request.memory_limit,
+        request.memory,
+        request.split,
+        request.backward_b_frees,
+        request.cost_scale,
+        request.max_jobs,
+        memory_actions=bool(request.memory_actions),
+        recompute_fraction=request.recompute_fraction,
+        host_limit=request.host_limit,
+    )
+    k, ticks = time_ticks(problem)
+    if ticks == 0:  # (a zero cost is meaningful for some jobs: the optimizer's default; not for all of them)
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    "every job costs 0: there is no time to minimize",
+                    help="give forward and backward costs (`--cost forward=1,backward=2`)",
+                )
+            ]
+        )
+    if ticks > MAX_TICKS:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    f"the costs need {ticks:.3g} time steps of 1/{k} for one training step, more than the search "
+                    f"counts ({MAX_TICKS:.3g})",
+                    help="give costs with fewer decimals, or in a larger unit (the largest and smallest nonzero "
+                    "costs should be within about 10^9 of each other)",
+                )
+            ]
+        )
+    need = problem.minimum_memory()
+    # (with memory actions a rank may hold less than an order alone needs: the actions engine says if nothing fits)
+    short = [] if request.memory_actions else [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
+    if short:
+        r = max(short, key=lambda q: need[q] - problem.limit[q])
+        unit = problem.memory_unit
+        shown = format_bytes if unit == "bytes" else (lambda x: f"{number(x)} activations")
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "S114",
+                    f"no schedule fits a memory limit of {shown(problem.limit[r])}: rank {r} holds at least "
+                    f"{shown(need[r])} in any schedule",
+                    help=f"raise --memory-limit to {shown(max(need))} or more: a micro-batch's forwards on all "
+                    "of a rank's stages are held at once before its first backward there",
+                )
+            ]
+        )
+    return problem
+
+
+def action_costs(request: SynthRequest) -> CostSpec | None:
+    """The request's costs for its problem. The costs of recompute, offload and reload (`--cost offload=0.5`, a
+    cost file's) time the jobs `--memory-actions` places; without actions synth places none, and they are left out
+    (a cost file may be calibrated on a run with them; `ppdsl synth` refuses such pairs itself, E110, and
+    `compare --synth` / `frontier` give one set of costs to rows with and without actions). Copies timed in a cost
+    file's real unit need their own costs: the built-in 0.5 is in abstract units (E111)."""
+    costs = request.costs
+    if costs is None:
+        return None
+    if not request.memory_actions:
+        return costs.without(MEMORY_NAMES)
+    if OFFLOAD_NAME in request.memory_actions and costs.measured:
+        missing = [n for n in COPY_NAMES if n not in costs.names()]
+        if missing:
+            unit = str(costs.file.get("unit", "s")) if costs.file else "s"
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E111",
+                        f"the cost file's times are in {unit}, but it gives no cost for `{missing[0]}`: the "
+                        "built-in copy time (0.5) is in abstract units",
+                        help=f"give the copies' times in {unit}: `--cost offload=...,reload=...`, or calibrate a "
+                        "run that offloads (`ppdsl run ... --profile`, then `ppdsl calibrate`)",
+                    )
+                ]
+            )
+    return costs
 
 
 def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | None = None) -> SynthOutcome:

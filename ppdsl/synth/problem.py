@@ -29,16 +29,13 @@ from ppdsl.plan.kinds import (
     DEFAULT_RECOMPUTE_FRACTION,
     FORWARD,
     MEMORY_NAMES,
-    OFFLOAD_NAME,
     OPTIMIZER,
-    RECOMPUTE_NAME,
 )
-
-PLACEMENTS = ("looped", "vshape")
-# what a (stage, micro-batch) may do with its activation: keep it, or one of the memory actions a search may choose
-KEEP, RECOMPUTE, OFFLOAD = "keep", RECOMPUTE_NAME, OFFLOAD_NAME
-ACTION_NAMES = (RECOMPUTE, OFFLOAD)
-SPLIT_MODES = ("auto", "yes", "no")
+from ppdsl.synth.request import ACTION_NAMES as ACTION_NAMES  # (the request's vocabulary: engines read it here)
+from ppdsl.synth.request import KEEP as KEEP
+from ppdsl.synth.request import OFFLOAD as OFFLOAD
+from ppdsl.synth.request import PLACEMENTS, SPLIT_MODES
+from ppdsl.synth.request import RECOMPUTE as RECOMPUTE
 
 # The built-in job types on a placement; the order is never run for its jobs, only for its tables.
 _PROBE = """schedule "synth"

@@ -1,169 +1,194 @@
-"""What `ppdsl synth` is asked for (`SynthRequest`), and the request checked and read into a `Problem` (`build`):
-every refusal that needs no search (a bad name or action, costs that cannot be counted, a limit below what any
-schedule holds) is made here, before anything runs.
+"""What `ppdsl synth` is asked for: `SynthRequest`, the one table of its options (each field is a flag of the
+command and a keyword of `ppdsl.synthesize`, with its help, its range and its default), the checks that need
+nothing built (`SynthRequest.problems`), and the words a request is written in (placements, backward splits,
+memory actions).
+
+No search here, and nothing the command line does not load anyway: it reads these fields for every command.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.common.units import format_bytes
-from ppdsl.plan.kinds import COPY_NAMES, DEFAULT_RECOMPUTE_FRACTION, MEMORY_NAMES, OFFLOAD_NAME
-from ppdsl.synth.cpsat import MAX_TICKS, time_ticks
-from ppdsl.synth.problem import ACTION_NAMES, Problem, build_problem
-from ppdsl.synth.writer import name_problem, number
+from ppdsl.common.diagnostics import Diagnostic
+from ppdsl.common.sizes import MAX_JOBS_RANGE, SEED_RANGE, SIZE_RANGE, TIME_LIMIT_RANGE, WORKERS_RANGE
+from ppdsl.common.text import escaped
+from ppdsl.plan.kinds import DEFAULT_RECOMPUTE_FRACTION, OFFLOAD_NAME, RECOMPUTE_NAME
+
+PLACEMENTS = ("looped", "vshape")
+# what a (stage, micro-batch) may do with its activation: keep it, or one of the memory actions a search may choose
+KEEP, RECOMPUTE, OFFLOAD = "keep", RECOMPUTE_NAME, OFFLOAD_NAME
+ACTION_NAMES = (RECOMPUTE, OFFLOAD)
+SPLIT_MODES = ("auto", "yes", "no")
+
+
+def option(default: Any = MISSING, help: str = "", **cli: Any) -> Any:
+    """A field that is an option of `ppdsl synth` and a keyword of `ppdsl.synthesize`: its default and its help;
+    `cli` says how the command line spells it where the field's name and type do not: `flag` (`--split-backward`,
+    `--library/--no-library`), `short` (`-m`), `within` (the range a number is checked against, on the command
+    line as it is parsed and in `problems()`), `choices` (the values of a text option, shown in --help),
+    `cli_type` (what the command line reads: `--memory-limit 2GiB` is text, read against --model), `required`
+    (the command line needs it, as `--output`)."""
+    metadata = {"help": help, **cli}
+    return field(default=default, metadata=metadata)
+
+
+def flag(f: Field) -> str:
+    """The command-line flag of a field: `backward_b_frees` -> `--backward-b-frees`, or its own (`--split-backward`)."""
+    return f.metadata.get("flag", "--" + f.name.replace("_", "-")).split("/")[0]
+
+
+def is_option(f: Field) -> bool:
+    """Is the field a command-line option (else the command composes it from its own, as `costs` from `--cost` and
+    `--costs`, or records how the command was given, as `command`)?"""
+    return "help" in f.metadata
+
+
+# what the command line records of how it was given (for the file's docstring): no keyword of `ppdsl.synthesize`
+RECORDED = ("memory_options", "command", "cost_options")
+
+
+def api_keywords() -> list[str]:
+    """The keywords of `ppdsl.synthesize`: every field of the request but what the command line records."""
+    return [f.name for f in fields(SynthRequest) if f.name not in RECORDED]
+
+
+def default_time_limit(exact: bool) -> float:
+    """Seconds of search when none is asked: a proof (`--exact`) is given more."""
+    return 120.0 if exact else 10.0
 
 
 @dataclass
 class SynthRequest:
-    """What to synthesize: the sizes, the costs and memory, and how hard to search."""
+    """What to synthesize: the sizes, the costs and memory, and how hard to search.
 
-    pp: int
-    microbatches: int
-    vpp: int = 1
-    placement: str = "looped"
-    costs: CostSpec | None = None
-    memory_limit: float | None = None
+    The one table of `ppdsl synth`'s options: each `option(...)` field is a flag of the command (its name with
+    dashes, its help and default: ppdsl/cli/synth.py reads them off) and a keyword of `ppdsl.synthesize`, checked
+    in one place (`problems()`, which `build` runs). The other fields the command composes from its own flags
+    (`costs` from --cost / --costs, `memory` from --model / --batch-size) or records for the file's docstring."""
+
+    pp: int = option(help="Pipeline degree (number of ranks).", within=SIZE_RANGE)
+    microbatches: int = option(help="Micro-batches per step.", short="-m", within=SIZE_RANGE)
+    vpp: int = option(1, "Chunks (virtual stages) per rank.", within=SIZE_RANGE)
+    placement: str = option("looped", "looped (stage = chunk * pp + rank) or vshape (ZB-V's V).", choices=PLACEMENTS)
+    costs: CostSpec | None = None  # (the command line's --cost pairs and --costs file)
+    memory_limit: float | None = option(
+        None,
+        "Per-rank limit: activations as `check` counts them (`4`), or bytes with a unit (`2GiB`) with --model.",
+        cli_type=str | None,
+    )
     memory: MemoryModel | MeasureMemory | None = None  # bytes on a model (the CLI's --model); None: activations
     memory_options: str = ""  # how to measure it again on the command line (`--model M --batch-size B`)
-    split: str = "auto"
-    backward_b_frees: float = 0.5
-    exact: bool = False
-    periodic: bool = False  # a repeated block, written so that it holds for any number of micro-batches
-    time_limit: float = 10.0
-    seed: int = 0
-    workers: int = 1
-    library: bool = True  # seed the search with the library's schedules
-    cost_scale: float = 1.0
-    max_jobs: int = DEFAULT_MAX_JOBS  # sizes needing more jobs are refused before anything runs
-    name: str = ""
+    split: str = option(
+        "auto", "auto (the search chooses), yes (I + W) or no (whole B).", flag="--split-backward", choices=SPLIT_MODES
+    )
+    backward_b_frees: float = option(0.5, "Part of an activation backward_b frees (the rest: W).", within=(0, 1))
+    exact: bool = option(False, "Prove optimality with CP-SAT (or report the gap).")
+    # a repeated block, written so that it holds for any number of micro-batches
+    periodic: bool = option(False, "A block repeated every period, written to hold for any number of micro-batches.")
+    # None: `default_time_limit` (the request holds the seconds once made)
+    time_limit: float | None = option(
+        None, "Seconds of search (default 10; 120 with --exact).", within=TIME_LIMIT_RANGE
+    )
+    seed: int = option(0, "Seed of the search's random choices.", within=SEED_RANGE)
+    workers: int = option(1, "CP-SAT threads with --exact (more than 1: not deterministic).", within=WORKERS_RANGE)
+    library: bool = option(  # seed the search with the library's schedules
+        True, "Start the search from the library's schedules too.", flag="--library/--no-library"
+    )
+    cost_scale: float = 1.0  # every cost times this (compare --synth: a chunk of a V costs half a rank's work)
+    max_jobs: int = option(  # sizes needing more jobs are refused before anything runs
+        DEFAULT_MAX_JOBS,
+        "Refuse sizes whose expansion needs more jobs than this, before anything runs.",
+        within=MAX_JOBS_RANGE,
+    )
+    name: str = option("", "The schedule's name in the file.")
     command: str = ""  # the command line that makes this request (for the file's docstring)
-    output: str = "OUT.sched"  # where the file goes (named in the docstring's commands)
+    # where the file goes (named in the docstring's commands)
+    output: str = option("OUT.sched", "The .sched file to write (`-`: stdout).", short="-o", required=True)
     cost_options: str = ""  # `--cost ...` / `--costs FILE` as given (for the docstring)
-    memory_actions: tuple[str, ...] = ()  # of "recompute", "offload": the search may choose them (actions.py)
+    # of "recompute", "offload": the search may choose them (actions.py); text is read as the flag is
+    memory_actions: tuple[str, ...] = option(
+        (),
+        "Let the search recompute or offload activations: `recompute`, `offload` or `recompute,offload`.",
+        cli_type=str | None,
+    )
     # what a recompute rebuilds of what its forward does not keep as the stage input (1: a full recompute, as `check`
     # reads a recompute without a fraction); it costs that fraction of the forward (`kinds.recompute_share`)
-    recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION
-    host_limit: float | None = None  # all ranks' offloaded memory together (with offload)
+    recompute_fraction: float = option(
+        DEFAULT_RECOMPUTE_FRACTION,
+        "With recompute: the part a recompute rebuilds of what its forward does not keep as the stage input (1: a "
+        "full recompute, as `check` reads one without a fraction); it costs that part of the forward.",
+        within=(0.01, 1),
+    )
+    host_limit: float | None = option(  # all ranks' offloaded memory together (with offload)
+        None, "With offload: all ranks' offloaded memory together (units as --memory-limit).", cli_type=str | None
+    )
 
+    def __post_init__(self) -> None:
+        if self.time_limit is None:
+            self.time_limit = default_time_limit(self.exact)
+        if isinstance(self.memory_actions, str):  # (`"recompute,offload"`, as the flag is written)
+            self.memory_actions = parse_actions(self.memory_actions)
+        else:
+            self.memory_actions = tuple(self.memory_actions)
 
-def build(request: SynthRequest) -> Problem:
-    bad_name = name_problem(request.name)
-    if bad_name is not None:
-        raise DiagnosticError(
-            [
+    def problems(self) -> list[Diagnostic]:
+        """What is wrong with the request before anything is built: a name the file cannot hold, an unknown memory
+        action, a time limit that is no time, a number out of its option's range."""
+        problems = []
+        bad_name = name_problem(self.name)
+        if bad_name is not None:
+            problems.append(
                 Diagnostic(
                     "E007",
-                    f"the name `{request.name}` {bad_name}",
+                    f"the name `{self.name}` {bad_name}",
                     help='the name is written between double quotes in the file: leave out `"` and control characters',
                 )
-            ]
-        )
-    unknown = [a for a in request.memory_actions if a not in ACTION_NAMES]
-    if unknown:
-        raise DiagnosticError(
-            [
+            )
+        unknown = [a for a in self.memory_actions if a not in ACTION_NAMES]
+        if unknown:
+            problems.append(
                 Diagnostic(
                     "E084",
                     f"unknown memory action `{unknown[0]}` in --memory-actions",
                     help="use `recompute`, `offload` or both: `--memory-actions recompute,offload`",
                 )
-            ]
-        )
-    costs = action_costs(request)
-    if not (request.time_limit > 0 and math.isfinite(request.time_limit)):
-        raise DiagnosticError(
-            [Diagnostic("E007", f"the time limit must be a positive number of seconds, got {request.time_limit}")]
-        )
-    problem = build_problem(
-        request.pp,
-        request.microbatches,
-        request.vpp,
-        request.placement,
-        costs,
-        request.memory_limit,
-        request.memory,
-        request.split,
-        request.backward_b_frees,
-        request.cost_scale,
-        request.max_jobs,
-        memory_actions=bool(request.memory_actions),
-        recompute_fraction=request.recompute_fraction,
-        host_limit=request.host_limit,
-    )
-    k, ticks = time_ticks(problem)
-    if ticks == 0:  # (a zero cost is meaningful for some jobs: the optimizer's default; not for all of them)
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E007",
-                    "every job costs 0: there is no time to minimize",
-                    help="give forward and backward costs (`--cost forward=1,backward=2`)",
-                )
-            ]
-        )
-    if ticks > MAX_TICKS:
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E007",
-                    f"the costs need {ticks:.3g} time steps of 1/{k} for one training step, more than the search "
-                    f"counts ({MAX_TICKS:.3g})",
-                    help="give costs with fewer decimals, or in a larger unit (the largest and smallest nonzero "
-                    "costs should be within about 10^9 of each other)",
-                )
-            ]
-        )
-    need = problem.minimum_memory()
-    # (with memory actions a rank may hold less than an order alone needs: the actions engine says if nothing fits)
-    short = [] if request.memory_actions else [r for r in range(problem.pp) if need[r] > problem.limit[r] + 1e-9]
-    if short:
-        r = max(short, key=lambda q: need[q] - problem.limit[q])
-        unit = problem.memory_unit
-        shown = format_bytes if unit == "bytes" else (lambda x: f"{number(x)} activations")
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "S114",
-                    f"no schedule fits a memory limit of {shown(problem.limit[r])}: rank {r} holds at least "
-                    f"{shown(need[r])} in any schedule",
-                    help=f"raise --memory-limit to {shown(max(need))} or more: a micro-batch's forwards on all "
-                    "of a rank's stages are held at once before its first backward there",
-                )
-            ]
-        )
-    return problem
-
-
-def action_costs(request: SynthRequest) -> CostSpec | None:
-    """The request's costs for its problem. The costs of recompute, offload and reload (`--cost offload=0.5`, a
-    cost file's) time the jobs `--memory-actions` places; without actions synth places none, and they are left out
-    (a cost file may be calibrated on a run with them; `ppdsl synth` refuses such pairs itself, E110, and
-    `compare --synth` / `frontier` give one set of costs to rows with and without actions). Copies timed in a cost
-    file's real unit need their own costs: the built-in 0.5 is in abstract units (E111)."""
-    costs = request.costs
-    if costs is None:
-        return None
-    if not request.memory_actions:
-        return costs.without(MEMORY_NAMES)
-    if OFFLOAD_NAME in request.memory_actions and costs.measured:
-        missing = [n for n in COPY_NAMES if n not in costs.names()]
-        if missing:
-            unit = str(costs.file.get("unit", "s")) if costs.file else "s"
-            raise DiagnosticError(
-                [
-                    Diagnostic(
-                        "E111",
-                        f"the cost file's times are in {unit}, but it gives no cost for `{missing[0]}`: the "
-                        "built-in copy time (0.5) is in abstract units",
-                        help=f"give the copies' times in {unit}: `--cost offload=...,reload=...`, or calibrate a "
-                        "run that offloads (`ppdsl run ... --profile`, then `ppdsl calibrate`)",
-                    )
-                ]
             )
-    return costs
+        if not (self.time_limit > 0 and math.isfinite(self.time_limit)):
+            problems.append(
+                Diagnostic("E007", f"the time limit must be a positive number of seconds, got {self.time_limit}")
+            )
+        return problems or self._range_problems()
+
+    def _range_problems(self) -> list[Diagnostic]:
+        """The options' ranges (`within`), as the command line checks them when its flags are parsed."""
+        problems = []
+        for f in fields(self):
+            within, value = f.metadata.get("within"), getattr(self, f.name)
+            if within is None or value is None:
+                continue
+            low, high = within
+            if not (math.isfinite(value) and low <= value <= high):
+                problems.append(Diagnostic("E007", f"`{f.name}` must be from {low:g} to {high:g}, got {value}"))
+        return problems
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be written as the schedule's name (a `.sched` string has no escapes); None if it can."""
+    if '"' in name:
+        return 'holds `"`, which would end the string it is written in'
+    if not name.isprintable():
+        return f"holds a character that cannot be written in a string (`{escaped(name)}`)"
+    return None
+
+
+def parse_actions(text: str | None) -> tuple[str, ...]:
+    """`offload, recompute` -> ("recompute", "offload"): the known names in their canonical order, then any
+    unknown ones as given (`SynthRequest.problems` reports those, E084)."""
+    names = [part.strip() for part in (text or "").split(",") if part.strip()]
+    return tuple(a for a in ACTION_NAMES if a in names) + tuple(n for n in names if n not in ACTION_NAMES)
