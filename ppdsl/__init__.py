@@ -21,7 +21,7 @@ The Python API, for notebooks and tools (the `ppdsl` command is built on it):
 `costs` takes `--cost`-style pairs (job types, `latency`, `bandwidth`), a `CostSpec`, or the path of a cost
 file from `ppdsl calibrate`. Errors in a schedule come back as diagnostics in `check`'s result; the other
 functions raise `DiagnosticError` (its `.diagnostics` are the same objects). Nothing here imports paddle but
-`run`, when called.
+`run`, and `synthesize` with a `model` to measure, when called.
 """
 
 from __future__ import annotations

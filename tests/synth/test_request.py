@@ -80,3 +80,12 @@ def test_the_python_api_reads_a_host_limit_and_a_recompute_fraction():
     with pytest.raises(DiagnosticError) as found:  # a size in bytes without a model: refused as the flag is
         ppdsl.synthesize(pp=2, microbatches=4, memory_actions="offload", host_limit="2GiB")
     assert found.value.diagnostics[0].code == "E088"
+
+
+def test_a_model_batch_that_does_not_split_is_refused_before_the_model_is_measured(monkeypatch):
+    import ppdsl.runtime.memory as memory  # (the module only: paddle loads when a model is measured)
+
+    monkeypatch.setattr(memory, "model_memory", lambda *args: pytest.fail("measured a batch that does not split"))
+    with pytest.raises(DiagnosticError) as found:
+        ppdsl.synthesize(pp=2, microbatches=4, model="builtin", batch_size=6)
+    assert found.value.diagnostics[0].code == "E036"  # (the batch does not split into the micro-batches)
