@@ -21,7 +21,7 @@ The Python API, for notebooks and tools (the `ppdsl` command is built on it):
 `costs` takes `--cost`-style pairs (job types, `latency`, `bandwidth`), a `CostSpec`, or the path of a cost
 file from `ppdsl calibrate`. Errors in a schedule come back as diagnostics in `check`'s result; the other
 functions raise `DiagnosticError` (its `.diagnostics` are the same objects). Nothing here imports paddle but
-`run`, when called.
+`run`, and `synthesize` with a `model` to measure, when called.
 """
 
 from __future__ import annotations
@@ -181,39 +181,47 @@ def synthesize(
     *,
     pp: int,
     microbatches: int,
-    vpp: int = 1,
-    placement: str = "looped",
     costs: Mapping[str, float] | CostSpec | str | Path | None = None,
-    memory_limit: float | None = None,
-    split: str = "auto",
-    exact: bool = False,
-    periodic: bool = False,
-    time_limit: float | None = None,
-    seed: int = 0,
+    memory_limit: float | str | None = None,
+    model: str | None = None,
+    batch_size: int = 32,
+    **options: object,
 ) -> SynthOutcome:
     """The fastest schedule the search finds within `memory_limit` (activations per rank, as `check` counts
-    them): `.text` is the `.sched` file, already checked (`.check`); `.result` has the makespan, the lower bound,
-    whether it is proven optimal, and how it was found. `periodic=True` writes a block repeated every period, a
-    file that holds for any number of micro-batches. Raises DiagnosticError (S114: nothing fits the limit)."""
+    them; with `model`, bytes measured on it: `"2GiB"`), as `ppdsl synth` finds it: `options` are `SynthRequest`'s
+    fields, the command's flags by their Python names (`vpp`, `placement`, `split`, `exact`, `periodic`,
+    `time_limit`, `seed`, `workers`, `library`, `memory_actions` (`("recompute", "offload")` or
+    `"recompute,offload"`), `recompute_fraction`, `host_limit`, `backward_b_frees`, `name`, `max_jobs`, ...), with
+    the same defaults and checks. `.text` is the `.sched` file, already checked (`.check`); `.result` has the
+    makespan, the lower bound, whether it is proven optimal, and how it was found. `periodic=True` writes a block
+    repeated every period, a file that holds for any number of micro-batches. Raises DiagnosticError (S114:
+    nothing fits the limit)."""
     from ppdsl.analysis.costs import CostSpec
-    from ppdsl.synth import SynthRequest, synthesize_file  # (the package `ppdsl.synth`; this is `synthesize`)
+    from ppdsl.synth import synthesize_file  # (the package `ppdsl.synth`; this is `synthesize`)
+    from ppdsl.synth.request import SynthRequest, api_keywords
 
+    known = [name for name in api_keywords() if name != "memory"]  # (`model` and `batch_size` measure it)
+    _refuse_unknown_options("ppdsl.synthesize", options, [*known, "model", "batch_size"])
     if costs is not None and not isinstance(costs, CostSpec):
         costs = CostSpec.read(None, costs) if isinstance(costs, (str, Path)) else CostSpec(dict(costs))
-    limit = time_limit if time_limit is not None else (120.0 if exact else 10.0)
-    request = SynthRequest(
-        pp,
-        microbatches,
-        vpp,
-        placement,
-        costs,
-        memory_limit,
-        split=split,
-        exact=exact,
-        periodic=periodic,
-        time_limit=limit,
-        seed=seed,
-    )
+    memory = None
+    if model is not None:  # bytes measured on the model, as `--model` measures them (the runtime, so paddle)
+        from ppdsl.common.sizes import check_batch_size
+        from ppdsl.runtime.memory import model_memory
+
+        check_batch_size(batch_size, microbatches)
+        memory = model_memory(None if model == "builtin" else model, batch_size)
+
+    def size(value: object, option: str) -> object:
+        """A size with its unit (`"2GiB"`) read as the flag reads it: bytes with a model, else refused (E088)."""
+        from ppdsl.common.units import parse_memory_limit
+
+        return parse_memory_limit(value, memory is not None, option) if isinstance(value, str) else value
+
+    if "host_limit" in options:
+        options["host_limit"] = size(options["host_limit"], "--host-limit")
+    limit = size(memory_limit, "--memory-limit")
+    request = SynthRequest(pp=pp, microbatches=microbatches, costs=costs, memory_limit=limit, memory=memory, **options)
     return synthesize_file(request)
 
 

@@ -50,8 +50,8 @@ def test_a_back_edge_breaks_the_contract(tmp_path):
 
 # ------------------------------------------------------------------------------------ the module import graph
 
-# Private names imported across modules that are being removed (none left: synth/window now imports
-# exact.integer_scale); an entry would say who removes it and when.
+# Private names imported across modules that are being removed (none left: synth's engines import
+# cpsat.integer_scale); an entry would say who removes it and when.
 PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str, str]] = set()
 
 

@@ -32,7 +32,7 @@ How each engine holds to it:
 - The CP-SAT models cannot call a function per job at solve time; they build their precedences from
   `input_stage` (which job's end a job's start waits for) and their delays from `link_delay` over the same link
   tables. They leave out rule 4 (the queue on a send stream; exact whenever no transfer outlasts the job that
-  sends it, `synth.exact.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
+  sends it, `synth.cpsat.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
   anyone reads its makespan.
 
 Rule 6 is timed by `execute`, and every engine of synth takes it: `greedy` with memory actions times each job

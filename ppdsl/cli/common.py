@@ -24,7 +24,12 @@ from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_USAGE, exit_code
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, SourceCache, render_all
 from ppdsl.common.files import write_output, write_stdout
-from ppdsl.common.sizes import MAX_SIZE, check_batch_size, parse_params
+from ppdsl.common.sizes import BATCH_RANGE, MAX_JOBS_RANGE, SIZE_RANGE, check_batch_size, parse_params
+from ppdsl.common.sizes import DPI_RANGE as DPI_RANGE  # (the ranges live below: a request checks them too)
+from ppdsl.common.sizes import SEED_RANGE as SEED_RANGE
+from ppdsl.common.sizes import STEPS_RANGE as STEPS_RANGE
+from ppdsl.common.sizes import TIME_LIMIT_RANGE as TIME_LIMIT_RANGE
+from ppdsl.common.sizes import WORKERS_RANGE as WORKERS_RANGE
 from ppdsl.common.text import number_text
 from ppdsl.common.units import parse_memory_limit
 from ppdsl.language.library import find_schedule
@@ -89,17 +94,6 @@ def in_range(flag: str, low: float, high: float) -> Callable[[T], T]:
 def _bound(x: float) -> str:
     return str(int(x)) if x == int(x) else f"{x:g}"
 
-
-# The ranges of the numeric flags: sizes as `expand` takes them, a seed CP-SAT takes (32 bits), a picture that
-# fits in memory (600 dpi on the largest figure is 14400 x 10000 pixels, 0.6 GB), a search that ends.
-SIZE_RANGE = (1, MAX_SIZE)
-SEED_RANGE = (0, 2**31 - 1)
-WORKERS_RANGE = (1, 256)
-BATCH_RANGE = (1, 2**31 - 1)
-DPI_RANGE = (10, 600)
-STEPS_RANGE = (1, 10_000)
-TIME_LIMIT_RANGE = (0.01, 1e6)  # seconds
-MAX_JOBS_RANGE = (1, 2**40)
 
 File = Annotated[str, typer.Argument(help="A .sched file, or the name of a shipped schedule (`1f1b`).")]
 PP = Annotated[

@@ -308,7 +308,7 @@ def compare_cmd(
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.common.sizes import parse_params
     from ppdsl.reports.compare import compare, ranked, rows_csv, rows_json
-    from ppdsl.synth.actions import parse_actions
+    from ppdsl.synth.request import parse_actions
 
     actions = parse_actions(memory_actions)
     if actions and not synth:

@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import shlex
 import sys
+import typing
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from ppdsl.analysis.costs import CostSpec
-from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxProblem
 from ppdsl.cli.common import (
     PP,
-    SEED_RANGE,
     TIME_LIMIT_RANGE,
-    WORKERS_RANGE,
     BatchOption,
     Chunks,
     CostFile,
     CostPairs,
-    MaxJobs,
     Micro,
     ModelOption,
     TextOrJson,
@@ -49,157 +48,60 @@ from ppdsl.common.files import check_output
 from ppdsl.common.text import escaped
 from ppdsl.common.units import format_bytes
 from ppdsl.language.library import library_files
-from ppdsl.plan.kinds import DEFAULT_RECOMPUTE_FRACTION, action_names
+from ppdsl.plan.kinds import action_names
+from ppdsl.synth.request import SynthRequest, flag, is_option
+
+# The flags the command composes a request's field from (the field itself is no flag: `costs` is a CostSpec)
+COMPOSED = {
+    "costs": [("cost", CostPairs, None), ("costs", CostFile, None)],
+    "memory": [("model", ModelOption, None), ("batch_size", BatchOption, 32)],
+}
+# the command's own flags, after the request's
+OWN = [
+    ("max_problem", MaxProblem, None),
+    ("fmt", Annotated[TextOrJson, typer.Option("--format", help="Report format.")], TextOrJson.text),
+]
 
 
-class Placement(str, Enum):
-    looped = "looped"
-    vshape = "vshape"
-
-
-class Split(str, Enum):
-    auto = "auto"
-    yes = "yes"
-    no = "no"
-
-
-@app.command("synth")
-def synth_cmd(
-    pp: PP,
-    microbatches: Micro,
-    output: Annotated[str, typer.Option("--output", "-o", help="The .sched file to write (`-`: stdout).")],
-    vpp: Chunks = 1,
-    placement: Annotated[
-        Placement, typer.Option("--placement", help="looped (stage = chunk * pp + rank) or vshape (ZB-V's V).")
-    ] = Placement.looped,
-    cost: CostPairs = None,
-    costs: CostFile = None,
-    memory_limit: Annotated[
-        str | None,
-        typer.Option(
-            "--memory-limit",
-            help="Per-rank limit: activations as `check` counts them (`4`), or bytes with a unit (`2GiB`) with "
-            "--model.",
-        ),
-    ] = None,
-    model: ModelOption = None,
-    batch_size: BatchOption = 32,
-    split_backward: Annotated[
-        Split, typer.Option("--split-backward", help="auto (the search chooses), yes (I + W) or no (whole B).")
-    ] = Split.auto,
-    backward_b_frees: Annotated[
-        float,
-        typer.Option(
-            "--backward-b-frees",
-            help="Part of an activation backward_b frees (the rest: W).",
-            callback=in_range("--backward-b-frees", 0, 1),
-        ),
-    ] = 0.5,
-    exact: Annotated[bool, typer.Option("--exact", help="Prove optimality with CP-SAT (or report the gap).")] = False,
-    periodic: Annotated[
-        bool,
-        typer.Option(
-            "--periodic", help="A block repeated every period, written to hold for any number of micro-batches."
-        ),
-    ] = False,
-    time_limit: Annotated[
-        float | None,
-        typer.Option(
-            "--time-limit",
-            help="Seconds of search (default 10; 120 with --exact).",
-            callback=in_range("--time-limit", *TIME_LIMIT_RANGE),
-        ),
-    ] = None,
-    seed: Annotated[
-        int,
-        typer.Option("--seed", help="Seed of the search's random choices.", callback=in_range("--seed", *SEED_RANGE)),
-    ] = 0,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers",
-            help="CP-SAT threads with --exact (more than 1: not deterministic).",
-            callback=in_range("--workers", *WORKERS_RANGE),
-        ),
-    ] = 1,
-    library: Annotated[
-        bool, typer.Option("--library/--no-library", help="Start the search from the library's schedules too.")
-    ] = True,
-    memory_actions: Annotated[
-        str | None,
-        typer.Option(
-            "--memory-actions",
-            help="Let the search recompute or offload activations: `recompute`, `offload` or `recompute,offload`.",
-        ),
-    ] = None,
-    recompute_fraction: Annotated[
-        float,
-        typer.Option(
-            "--recompute-fraction",
-            help="With recompute: the part a recompute rebuilds of what its forward does not keep as the stage "
-            "input (1: a full recompute, as `check` reads one without a fraction); it costs that part of the forward.",
-            callback=in_range("--recompute-fraction", 0.01, 1),
-        ),
-    ] = DEFAULT_RECOMPUTE_FRACTION,
-    host_limit: Annotated[
-        str | None,
-        typer.Option(
-            "--host-limit", help="With offload: all ranks' offloaded memory together (units as --memory-limit)."
-        ),
-    ] = None,
-    name: Annotated[str | None, typer.Option("--name", help="The schedule's name in the file.")] = None,
-    max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
-    max_problem: MaxProblem = None,
-    fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
-) -> None:
+def _synth(**given: Any) -> None:
     """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
     from ppdsl.synth import SynthRequest, synthesize_file
-    from ppdsl.synth.actions import parse_actions
+    from ppdsl.synth.request import default_time_limit, parse_actions
 
-    if periodic and exact:
+    cost, costs, model, batch_size = (given.pop(name) for name in ("cost", "costs", "model", "batch_size"))
+    max_problem, fmt = given.pop("max_problem"), given.pop("fmt")
+    pp, microbatches, output = given["pp"], given["microbatches"], given["output"]
+    if given["periodic"] and given["exact"]:
         usage_error(
             "--periodic and --exact do not combine: --exact proves one size's optimum, --periodic holds for all"
         )
-    seconds = time_limit if time_limit is not None else (120.0 if exact else 10.0)
-    budget.refuse_synth(pp, vpp, microbatches, seconds, max_problem)
+    seconds = given["time_limit"] if given["time_limit"] is not None else default_time_limit(given["exact"])
+    budget.refuse_synth(pp, given["vpp"], microbatches, seconds, max_problem)
     spec = cost_spec(cost, costs)
-    actions = parse_actions(memory_actions)
+    actions = parse_actions(given["memory_actions"])
     diagnosed(refuse_unused_action_costs, spec, actions)  # (before --model loads paddle)
-    limit = memory_size(memory_limit, model is not None)
+    limit = memory_size(given["memory_limit"], model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     diagnosed(check_output, output)  # a bad output is refused now, not after the search
     cost_options = " ".join(([f"--cost {shlex.quote(cost)}"] if cost else []) + ([f"--costs {costs}"] if costs else []))
     memory_options = ""
     if model is not None:
         memory_options = f"--model {model} --batch-size {batch_size}"
-        if memory_limit is not None:
-            memory_options += f" --memory-limit {memory_limit}"
-    request = SynthRequest(
-        pp=pp,
-        microbatches=microbatches,
-        vpp=vpp,
-        placement=placement.value,
+        if given["memory_limit"] is not None:
+            memory_options += f" --memory-limit {given['memory_limit']}"
+    values = {name: value.value if isinstance(value, Enum) else value for name, value in given.items()}
+    values.update(
         costs=spec,
         memory_limit=limit,
         memory=memory,
         memory_options=memory_options,
-        split=split_backward.value,
-        backward_b_frees=backward_b_frees,
-        exact=exact,
-        periodic=periodic,
         time_limit=seconds,
-        seed=seed,
-        workers=workers,
-        library=library,
-        name=name or "",
         command=_command_line(),
-        output=output,
         cost_options=cost_options,
-        max_jobs=max_jobs,
         memory_actions=actions,
-        recompute_fraction=recompute_fraction,
-        host_limit=memory_size(host_limit, model is not None, "--host-limit"),
+        host_limit=memory_size(given["host_limit"], model is not None, "--host-limit"),
     )
+    request = SynthRequest(**values)
     quiet = fmt is TextOrJson.json or not err.is_terminal
     with err.status("searching", spinner="dots") if not quiet else _nothing():
         outcome = diagnosed(synthesize_file, request, None if quiet else (lambda msg: err.log(msg)))
@@ -209,6 +111,41 @@ def synth_cmd(
         print_data(json.dumps(_report(outcome, rows, output), indent=2))
     else:
         _print(outcome, rows, output)
+
+
+def command_parameters() -> list[inspect.Parameter]:
+    """`ppdsl synth`'s parameters: one per option field of `SynthRequest` (its flag, short alias, help, range and
+    default, read off the field), the flags a composed field is made of in its place, then the command's own."""
+    hints = typing.get_type_hints(SynthRequest)
+    parameters = []
+
+    def add(name: str, annotation: Any, default: Any) -> None:
+        kind = inspect.Parameter.KEYWORD_ONLY
+        parameters.append(inspect.Parameter(name, kind, default=default, annotation=annotation))
+
+    for f in dataclasses.fields(SynthRequest):
+        for name, annotation, default in COMPOSED.get(f.name, []):
+            add(name, annotation, default)
+        if not is_option(f):
+            continue
+        meta = f.metadata
+        names = [meta.get("flag", flag(f)), *([meta["short"]] if "short" in meta else [])]
+        checked = {"callback": in_range(flag(f), *meta["within"])} if "within" in meta else {}
+        cli_type = meta.get("cli_type") or hints[f.name]
+        default = None if "cli_type" in meta else f.default  # (text not given: None, the field's default follows)
+        if "choices" in meta:  # shown in --help as `[looped|vshape]`
+            cli_type = Enum(f.name.title(), {value: value for value in meta["choices"]}, type=str)
+            default = cli_type(f.default)
+        if meta.get("required") or default is dataclasses.MISSING:
+            default = inspect.Parameter.empty
+        add(f.name, Annotated[cli_type, typer.Option(*names, help=meta["help"], **checked)], default)
+    for name, annotation, default in OWN:
+        add(name, annotation, default)
+    return parameters
+
+
+_synth.__signature__ = inspect.Signature(command_parameters())  # what typer reads the command's parameters from
+synth_cmd = app.command("synth")(_synth)
 
 
 def refuse_unused_action_costs(spec: CostSpec, actions: tuple[str, ...]) -> None:
@@ -386,7 +323,7 @@ def frontier_cmd(
     """Makespan against memory limit: synth with the order alone and with memory actions, and every library
     schedule at its own peak, so you see what each unit of memory buys."""
     from ppdsl.reports.frontier import draw_frontier, frontier
-    from ppdsl.synth.actions import parse_actions
+    from ppdsl.synth.request import parse_actions
 
     if output is not None:
         diagnosed(check_output, output)

@@ -7,6 +7,17 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 
 MAX_SIZE = 1 << 20  # the largest pp, vpp, micro-batch count or batch an expansion or a run accepts
 
+# The ranges of the numeric flags: sizes as `expand` takes them, a seed CP-SAT takes (32 bits), a picture that
+# fits in memory (600 dpi on the largest figure is 14400 x 10000 pixels, 0.6 GB), a search that ends.
+SIZE_RANGE = (1, MAX_SIZE)
+SEED_RANGE = (0, 2**31 - 1)
+WORKERS_RANGE = (1, 256)
+BATCH_RANGE = (1, 2**31 - 1)
+DPI_RANGE = (10, 600)
+STEPS_RANGE = (1, 10_000)
+TIME_LIMIT_RANGE = (0.01, 1e6)  # seconds
+MAX_JOBS_RANGE = (1, 2**40)
+
 
 def parse_params(pairs: list[str] | None) -> dict[str, str]:
     """`["k=v", ...]` from the command line: the values as written, which `expand` reads against each parameter's

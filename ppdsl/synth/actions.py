@@ -23,15 +23,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.memory import MemoryActions
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD
 from ppdsl.synth.clock import WorkClock
 from ppdsl.synth.greedy import Policy, list_schedule
-from ppdsl.synth.problem import Problem
+from ppdsl.synth.problem import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE, Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 
 EPS = 1e-9
-KEEP, RECOMPUTE, OFFLOAD = "keep", RECOMPUTE_NAME, OFFLOAD_NAME
-ACTION_NAMES = (RECOMPUTE, OFFLOAD)
 # seconds of work (`clock.WorkClock`): a base timed this fast gets every variant of PipeOffload's pattern even past
 # the deadline (four timings; a few milliseconds each at pp 8, m 32, 0.06-0.09 s at pp 16, m 32 on a V on the
 # slower of the machines measured, seconds at pp 64, m 512). At 0.05 that slower machine skipped the variants at
@@ -578,10 +576,3 @@ class ActionEngine:
     def _slack(best: ActionResult) -> float:
         """How much slower an inserted schedule may be and still be improved (local search often gains this)."""
         return 0.1 * best.evaluation.makespan
-
-
-def parse_actions(text: str | None) -> tuple[str, ...]:
-    """`offload, recompute` -> ("recompute", "offload"): the known names in their canonical order, then any
-    unknown ones as given (`synth.build` reports those, E084)."""
-    names = [part.strip() for part in (text or "").split(",") if part.strip()]
-    return tuple(a for a in ACTION_NAMES if a in names) + tuple(n for n in names if n not in ACTION_NAMES)

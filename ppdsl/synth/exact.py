@@ -32,85 +32,13 @@ same schedule.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from fractions import Fraction
-from math import lcm
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.plan.jobs import Job
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.synth.cpsat import KINDS, SAFETY_NET_FACTOR, SAFETY_NET_SECONDS, Solution, integer_scale, load_cp_model
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
-
-INSTALL_HINT = "install it with `pip install 'ppdsl[synth]'` (OR-Tools' CP-SAT solver)"
-MAX_SCALE = 10**6
-KINDS = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
-
-
-@dataclass
-class Solution:
-    orders: list[Order] | None  # the best schedule found, None if none
-    bound: float  # a proven lower bound on the makespan (of this model)
-    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN | MODEL_INVALID
-    seconds: float
-
-
-def available() -> bool:
-    try:
-        import ortools.sat.python.cp_model  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-# CP-SAT's wall-clock safety net around a deterministic budget: this many times it, and at least these seconds
-SAFETY_NET_FACTOR, SAFETY_NET_SECONDS = 40.0, 30.0
-
-
-def load_cp_model(feature: str = "--exact"):
-    try:
-        from ortools.sat.python import cp_model
-    except ImportError as err:
-        message = f"`{feature}` needs OR-Tools, which is not available ({err.name or err})"
-        raise DiagnosticError([Diagnostic("E041", message, help=INSTALL_HINT)]) from None
-    return cp_model
-
-
-# The most ticks a step may last in the integer models (CP-SAT's variables are 64-bit; sums of them and the
-# modulo terms of the periodic model must not overflow, and a float still counts every tick at 2^53).
-MAX_TICKS = 2**53
-
-
-def time_ticks(problem: Problem) -> tuple[int, int]:
-    """(ticks per time unit, ticks of all the step's work and transfers): the integer time the CP-SAT models
-    (exact, windows, periodic) count in, and the horizon it must hold."""
-    S = problem.nstages
-    values = [problem.cost[t][s] for t in range(4) for s in range(S)]
-    links = [max(x, 0.0) for t in range(4) for x in problem.link[t]]
-    k = integer_scale(values + links + list(problem.optimizer_cost))
-    work = problem.microbatches * (sum(values) + 2 * sum(links)) + sum(problem.optimizer_cost)
-    return k, round(k * work)
-
-
-def integer_scale(values: list[float]) -> int:
-    """The smallest integer factor that makes every value an integer (values rounded to 1e-6 first)."""
-    factor = 1
-    for v in values:
-        factor = lcm(factor, Fraction(v).limit_denominator(MAX_SCALE).denominator)
-        if factor > MAX_SCALE:
-            return MAX_SCALE
-    return factor
-
-
-def transfers_never_queue(problem: Problem) -> bool:
-    """Every job that sends lasts at least as long as the longest transfer of its rank (see module doc)."""
-    p = problem
-    for r in range(p.pp):
-        sends = [(t, s) for s in p.stages_of[r] for t in (FORWARD, BACKWARD, BACKWARD_B) if p.link[t][s] >= 0]
-        if sends and min(p.cost[t][s] for t, s in sends) < max(p.link[t][s] for t, s in sends) - 1e-12:
-            return False
-    return True
 
 
 class ScheduleModel:

@@ -20,7 +20,7 @@ times them (ACTIONS: a recompute R is compute, an offload O and a reload L are c
   the anchoring a solution could wait where `execute` does not (a forward held back until an offload has
   freed room), and its orders would hold more memory when re-timed. With it, a solution's orders re-timed by
   `execute` give the solution's own times: the model is exact (when transfers never queue,
-  `exact.transfers_never_queue`).
+  `cpsat.transfers_never_queue`).
 Unlike `exact`, micro-batches keep their order only in the first stage's forwards, which numbers them as they
 enter (they are alike, so that loses no schedule): with actions they are no longer alike, and a kept
 micro-batch's backward may pass an offloaded one's that waits for its reload (at pp 2, 2 micro-batches, a limit
@@ -45,19 +45,13 @@ from ppdsl.analysis.memory import MemoryActions
 from ppdsl.analysis.timing import input_stage, link_delay
 from ppdsl.plan.jobs import Job
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.bounds import memory_lower_bound
-from ppdsl.synth.exact import KINDS, ScheduleModel, Solution, transfers_never_queue
-from ppdsl.synth.problem import Problem, stage_table
+from ppdsl.synth.cpsat import GRADIENT, KINDS, Solution, hold_pieces, transfers_never_queue
+from ppdsl.synth.exact import ScheduleModel
+from ppdsl.synth.problem import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE, Problem, stage_table
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
 
-GRADIENT = (BACKWARD, BACKWARD_B)
 HINT_SECONDS = 5.0  # the most the completion of a hint may take (it is propagation, with every start fixed)
-
-
-class NotModelled(ValueError):
-    """The problem's memory deltas are not the form the holds express (a backward frees what its forward
-    allocated, an offload moves what its reload brings back)."""
 
 
 def model_is_exact(problem: Problem) -> bool:
@@ -67,41 +61,6 @@ def model_is_exact(problem: Problem) -> bool:
     costs = [problem.cost[t][s] for t in KINDS for s in range(problem.nstages)]
     costs += [stage_table(problem, a.recompute)[s] for s in range(problem.nstages)]
     return transfers_never_queue(problem) and min(costs) > 0
-
-
-def hold_pieces(
-    problem: Problem, s: int, how: str, rmem: float, moved: float, back: float
-) -> dict[str, list[tuple[str, str, float]]]:
-    """Per option (keep / recompute / offload), what a (stage s, micro-batch) holds as (since, until, amount):
-    instants named F (its forward's end), R (its recompute's end), O (its offload's end), L (its reload's start),
-    A (the end of its backward, or of I: what I frees) and B (the end of its backward, or of W: the rest).
-    `how`: whole | split | either (the backward's form); `rmem`, `moved`, `back`: what the stage's recompute
-    allocates, its offload moves and its reload brings back. Raises NotModelled for other memory models."""
-    p = problem
-    mf = p.mem[FORWARD][s]
-    if how == "whole":
-        freed_a, freed_b = mf, 0.0
-        consistent = abs(p.mem[BACKWARD][s] + mf) < 1e-9
-    else:
-        freed_a, freed_b = -p.mem[BACKWARD_B][s], -p.mem[BACKWARD_W][s]
-        consistent = abs(freed_a + freed_b - mf) < 1e-9
-        if how == "either":
-            consistent = consistent and abs(p.mem[BACKWARD][s] + mf) < 1e-9
-    late = {KEEP: ("F", 0.0), RECOMPUTE: ("R", rmem), OFFLOAD: ("L", moved)}
-    if not consistent or abs(moved - back) > 1e-9 or min(freed_a, freed_b) < 0:
-        raise NotModelled(f"stage {s}: the backward does not free what the forward allocated")
-    out = {}
-    for option in late:
-        at, x = late[option]
-        if not 0 <= x <= mf + 1e-12:
-            raise NotModelled(f"stage {s}: {option} moves more than the forward allocates")
-        late_b = min(x, freed_b)
-        late_a = x - late_b
-        pieces = [("F", "A", freed_a - late_a), ("F", "B", freed_b - late_b), (at, "A", late_a), (at, "B", late_b)]
-        if option == OFFLOAD:
-            pieces.append(("F", "O", x))
-        out[option] = pieces
-    return out
 
 
 class ActionModel(ScheduleModel):

@@ -15,9 +15,9 @@ import random
 
 from ppdsl.analysis.timing import PRODUCERS, input_stage, reads
 from ppdsl.synth.clock import cpu
-from ppdsl.synth.lns import total_score as score
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Evaluation, Evaluator, Order
+from ppdsl.synth.schedule import total_score as score
 
 EPS = 1e-9
 

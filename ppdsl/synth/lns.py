@@ -15,18 +15,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from ppdsl.synth.schedule import Evaluation, Evaluator, Order
-from ppdsl.synth.window import Context, Statics, WindowModel
+from ppdsl.synth.cpsat import Statics
+from ppdsl.synth.problem import Problem
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order, total_score
+from ppdsl.synth.window import Context, WindowModel
 from ppdsl.synth.window_actions import ActionContext, ActionStatics, ActionWindowModel
 
 EPS = 1e-9
-
-
-def total_score(ev: Evaluation) -> tuple[float, float]:
-    """The makespan, then the sum of every job's end: what both local searches minimise."""
-    if not ev.feasible:
-        return (float("inf"), float("inf"))
-    return (round(ev.makespan, 9), round(sum(sum(row) for row in ev.end), 6))
 
 
 # What a window costs, in seconds of this kind of machine (the caller turns them into its work units): CP-SAT's
@@ -84,6 +79,40 @@ def groups(pp: int, size: int, depth: int = DEPTH) -> list[set[int]]:
     return [set(range(a, a + width)) for a in starts]
 
 
+def window_kind(problem: Problem, orders: list[Order], memory_actions: tuple[str, ...] | None) -> tuple:
+    """(statics, context, window model) of the windows: window.py's, or window_actions.py's for orders with
+    actions (`memory_actions`: those the windows may choose; None: the orders have none)."""
+    if memory_actions is None:
+        return Statics(problem, orders), Context, WindowModel
+    return ActionStatics(problem, orders, memory_actions), ActionContext, ActionWindowModel
+
+
+def pass_plan(ctx: Context, sets: list[set[int]], size: int, offset: int, step: int, passes: int) -> list:
+    """The windows of one pass, as (group of ranks, first job): stretches of time on each group of ranks, from the
+    start to the end (or, every other pass, from the end, where the makespan is decided, to the start); the
+    windows that hold the most idle time before critical jobs first, among equals by time."""
+    plan = []
+    for g, ranks in enumerate(sets):
+        n = sum(len(ctx.start[r]) for r in ranks)
+        plan += [(lo / n, g, lo) for lo in range(offset, max(n - step, 1), step)]
+    plan.sort(reverse=passes % 2 == BACKWARD_FIRST)
+    gain = potential(ctx, sets, size)
+    plan.sort(key=lambda x: -gain.get((x[1], x[2]), 0))
+    return [(g, lo) for _, g, lo in plan]
+
+
+def window_span(ctx: Context, ranks: set[int], lo: int, size: int) -> tuple[float, float] | None:
+    """The stretch of time (in the problem's time) of the `size` jobs from the `lo`-th start on `ranks`, open at
+    the schedule's ends; None when the ranks have fewer starts."""
+    starts = sorted(x for r in ranks for x in ctx.start[r])
+    if lo >= len(starts):
+        return None
+    k = ctx.statics.k
+    t_lo = starts[lo] / k if lo else float("-inf")
+    t_hi = starts[lo + size] / k if lo + size < len(starts) else float("inf")
+    return t_lo, t_hi
+
+
 def lns(
     evaluator: Evaluator,
     orders: list[Order],
@@ -111,14 +140,7 @@ def lns(
     total = sum(len(o) for o in current)
     if not cur_ev.feasible or total == 0:
         return current, cur_ev, 0.0
-    if memory_actions is None:
-        statics, context, window_model = Statics(problem, current), Context, WindowModel
-    else:
-        statics, context, window_model = (
-            ActionStatics(problem, current, memory_actions),
-            ActionContext,
-            ActionWindowModel,
-        )
+    statics, context, window_model = window_kind(problem, current, memory_actions)
     ctx = context(statics, current, cur_ev)
     spent = SECONDS_PER_JOB * total
     size = min(window, total)
@@ -133,26 +155,14 @@ def lns(
         step = max(size // 2, 1)
         offset = rng.randrange(step) if passes else 0
         sets = groups(problem.pp, size, depth)
-        # the windows of one pass: stretches of time on each group of ranks, from the start to the end (or, every
-        # other pass, from the end, where the makespan is decided, to the start)
-        plan = []
-        for g, ranks in enumerate(sets):
-            n = sum(len(ctx.start[r]) for r in ranks)
-            plan += [(lo / n, g, lo) for lo in range(offset, max(n - step, 1), step)]
-        # the windows that hold the most idle time before critical jobs first; among equals, by time
-        plan.sort(reverse=passes % 2 == BACKWARD_FIRST)
-        gain = potential(ctx, sets, size)
-        plan.sort(key=lambda x: -gain.get((x[1], x[2]), 0))
-        for _, g, lo in plan:
+        for g, lo in pass_plan(ctx, sets, size, offset, step, passes):
             ranks = sets[g]
             if done():
                 break
-            starts = sorted(x for r in ranks for x in ctx.start[r])
-            if lo >= len(starts):
+            span = window_span(ctx, ranks, lo, size)
+            if span is None:
                 continue
-            t_lo = starts[lo] / statics.k if lo else float("-inf")
-            t_hi = starts[lo + size] / statics.k if lo + size < len(starts) else float("inf")
-            first, last = ctx.cut(t_lo, t_hi, None if len(sets) == 1 else ranks)
+            first, last = ctx.cut(*span, None if len(sets) == 1 else ranks)
             model = window_model(ctx, first, last)
             free = len(model.free)
             found, status = model.solve(per_window * (free / window) ** 2, seed=seed)

@@ -23,7 +23,7 @@ import itertools
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.window import Statics
+from ppdsl.synth.cpsat import Statics
 
 BlockJob = tuple[int, int]  # (type, stage) of one micro-batch's job
 

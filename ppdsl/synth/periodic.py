@@ -43,13 +43,11 @@ from typing import Any
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.actions import KEEP, OFFLOAD, RECOMPUTE
 from ppdsl.synth.clock import cpu
-from ppdsl.synth.exact import load_cp_model
+from ppdsl.synth.cpsat import Statics, load_cp_model
 from ppdsl.synth.modulo import BlockJob, rotation_block
-from ppdsl.synth.problem import Problem
+from ppdsl.synth.problem import KEEP, OFFLOAD, RECOMPUTE, Problem
 from ppdsl.synth.schedule import Evaluator, Order
-from ppdsl.synth.window import Statics
 
 MAX_PERIOD_TRIES = 16  # periods tried before giving up (a tight limit needs a longer period than the work's)
 RELAXED_SHARE = 0.75  # of a period's time with actions: the model without the copies' anchoring (`_solve_with_actions`)

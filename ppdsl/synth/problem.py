@@ -33,9 +33,11 @@ from ppdsl.plan.kinds import (
     is_action,
     memory_of,
 )
-
-PLACEMENTS = ("looped", "vshape")
-SPLIT_MODES = ("auto", "yes", "no")
+from ppdsl.synth.request import ACTION_NAMES as ACTION_NAMES  # (the request's vocabulary: engines read it here)
+from ppdsl.synth.request import KEEP as KEEP
+from ppdsl.synth.request import OFFLOAD as OFFLOAD
+from ppdsl.synth.request import PLACEMENTS, SPLIT_MODES
+from ppdsl.synth.request import RECOMPUTE as RECOMPUTE
 
 # The built-in job types on a placement; the order is never run for its jobs, only for its tables.
 _PROBE = """schedule "synth"

@@ -129,3 +129,10 @@ def complete(problem: Problem, orders: list[Order]) -> bool:
                 if (FORWARD, s, mb) not in seen or whole == split:
                     return False
     return True
+
+
+def total_score(ev: Evaluation) -> tuple[float, float]:
+    """The makespan, then the sum of every job's end: what both local searches minimise."""
+    if not ev.feasible:
+        return (float("inf"), float("inf"))
+    return (round(ev.makespan, 9), round(sum(sum(row) for row in ev.end), 6))

@@ -1,5 +1,8 @@
-"""The search: from policies to schedules, improved step by step, each step proven by the checker's timing.
+"""The search, the one orchestrator of `ppdsl synth`: it owns the time budget and the portfolio of every engine,
+and says which search a request runs (`search_request`: the order search, `--memory-actions`' search, or
+`--periodic`'s block). Every step is proven by the checker's timing.
 
+The order search (`synthesize`, a `Search`):
 1. A portfolio of list-scheduling policies (`greedy.Policy`), the best refined rank by rank (per-rank admission,
    memory reserve and W lag), plus any seed schedules (the library's, at these sizes and within the limit).
 2. Local search along the critical path (`improve`).
@@ -8,31 +11,49 @@
    which can prove it optimal (`exact`).
 4. `--split-backward auto`: an I directly followed by its own W becomes one whole backward where that is no
    slower (fewer jobs to run).
-The search stops at the lower bound (the schedule is then optimal) or when its budget is spent. The budget is
-counted in work, not wall time (job evaluations, CP-SAT's deterministic time), so the same inputs give the same
-schedule; `time_limit` sets it in roughly seconds.
+
+The actions search (`search_with_actions`, with `--memory-actions`): the list scheduler's own schedules with
+actions, a periodic block that chooses them, and orders found by the order search at a ladder of relaxed limits
+with actions inserted (`action_search`, an `ActionSearch`); then the whole schedule with actions in CP-SAT
+(small sizes, or `--exact`) or windows of it (`windows_with_actions`). Each step's share is a constant below.
+
+Every search stops at the lower bound (the schedule is then optimal) or when its budget is spent. The budget is
+counted in work, not wall time (job evaluations, CP-SAT's deterministic time; clock.py), so the same inputs give
+the same schedule; `time_limit` sets it in roughly seconds.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME
-from ppdsl.synth import exact
-from ppdsl.synth.bounds import lower_bound
-from ppdsl.synth.clock import WORK_PER_SECOND, cpu, safety_cap
+from ppdsl.analysis.memory import MemoryActions
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OFFLOAD_NAME, RECOMPUTE_NAME, action_names
+from ppdsl.synth import cpsat, exact
+from ppdsl.synth.actions import ActionEngine, ActionResult, Placement, describe_counts
+from ppdsl.synth.bounds import lower_bound, memory_lower_bound
+from ppdsl.synth.clock import WORK_PER_SECOND, WorkClock, cpu, safety_cap
+from ppdsl.synth.cpsat import NotModelled
+from ppdsl.synth.exact_actions import drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
 from ppdsl.synth.improve import improve
-from ppdsl.synth.lns import lns, total_score
+from ppdsl.synth.lns import lns
 from ppdsl.synth.periodic import Block, periodic_schedules
-from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import Evaluation, Evaluator, Order, complete, preference
+from ppdsl.synth.problem import ACTION_NAMES, Problem, build_problem
+from ppdsl.synth.schedule import COMPUTE, Evaluation, Evaluator, Order, complete, preference, total_score
+from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.vfill import fill_seeds, staircase_policies
 from ppdsl.synth.weights import placements
+from ppdsl.synth.writer import number
+
+if TYPE_CHECKING:
+    from ppdsl.synth.request import SynthRequest
 
 EPS = 1e-9
 CP_SAT_WHOLE_MAX_JOBS = 300  # up to this, CP-SAT also runs on the whole problem (to prove the schedule optimal)
@@ -40,6 +61,28 @@ PERIODIC_SECONDS_PER_DET = 4.0  # seconds of CPU per deterministic second of CP-
 # of the budget left when each step starts
 FRACTIONS = {"periodic": 0.15, "refine": 0.2, "race": 0.4, "local": 0.15, "windows": 0.6}
 RACE_WITHIN = 0.1  # starts this much slower than the best still race
+# the actions search's tolerance on makespans and memory (the order search's is EPS)
+ACTION_EPS = 1e-6
+# of the time limit: how long the bases' first insertion of actions may run past the deadline when a finished
+# candidate is held already (the list scheduler's or the block's); without one it runs to its end
+INSERT_GRACE = 0.25
+SCHEDULED_SHARE = 0.15  # of --time-limit, for list scheduling with actions (and the local search of its best)
+ACTIONS_CP_SAT_SHARE = 0.25  # of the time limit, for the whole schedule with actions in CP-SAT (small sizes)
+# Up to this, the actions search also runs that model (pp 4, 8 micro-batches, split free: 96 jobs). Smaller than
+# the order search's CP_SAT_WHOLE_MAX_JOBS: with its anchoring the model grows with the square of a rank's jobs
+# (about 1 s to build at 96 jobs, 10 s at 288).
+ACTIONS_CP_SAT_MAX_JOBS = 120
+# of the time limit, above it: windows of the actions search's best re-solved in CP-SAT with its actions
+# (window_actions.py), each about ACTIONS_WINDOW compute jobs, ACTIONS_WINDOW_DEPTH per rank (so that at pp 8 a
+# window spans every rank: what shortens these schedules is the cool-down across all of them), of
+# ACTIONS_WINDOW_SECONDS of CP-SAT's deterministic time at that size (measured at pp 8, 16 and 32 micro-batches)
+ACTIONS_WINDOWS_SHARE, ACTIONS_WINDOWS_LEAST = 0.25, 0.1
+ACTIONS_WINDOW, ACTIONS_WINDOW_DEPTH, ACTIONS_WINDOW_SECONDS = 40, 5, 0.05
+# of --time-limit, with --memory-actions: a periodic block that chooses the actions itself (periodic.py), a
+# steady state the inserted actions rarely reach at tight memory; more of it below the least memory an order alone
+# needs, where the orders found at relaxed limits are all far over it
+PERIODIC_SHARE = 0.15
+PERIODIC_SHARE_BELOW = 0.4
 
 
 @dataclass
@@ -360,7 +403,7 @@ class Search:
     def periodic(self, fraction: float) -> None:
         """Periodic schedules (one micro-batch's block repeated, `periodic`) as further starting points: as they
         are, and as the plan of list schedules that fill the warm-up and cool-down the repetition leaves idle."""
-        if self.reached_bound() or not exact.available():
+        if self.reached_bound() or not cpsat.available():
             return
         seconds = fraction * self.budget.left() / WORK_PER_SECOND
         found = periodic_schedules(self.problem, seconds / PERIODIC_SECONDS_PER_DET, seed=self.seed)
@@ -388,7 +431,7 @@ class Search:
         percent slower and improve past it): the best start of each kind (policies, fill-first, periodic
         blocks), if within RACE_WITHIN of the best, gets an equal share of `fraction` of the budget left, half
         local search, half CP-SAT windows; the search goes on from the best of what they reach."""
-        if self.best is None or self.reached_bound() or not exact.available():
+        if self.best is None or self.reached_bound() or not cpsat.available():
             return
         limit = self.best[1].makespan * (1 + RACE_WITHIN)
         starts = []
@@ -436,7 +479,7 @@ class Search:
         self.step("critical-path local search", f"{self.evaluator.calls - before} evaluations")
 
     def cp_sat(self, seconds: float, whole: bool, workers: int = 1, deterministic: bool = True) -> str:
-        if self.best is None or self.reached_bound() or not exact.available():
+        if self.best is None or self.reached_bound() or not cpsat.available():
             return ""
         orders, ev, origin = self.best
         if whole:
@@ -461,7 +504,7 @@ class Search:
 
     def windows(self, seconds: float) -> None:
         """Large-neighbourhood search over windows of the best schedule (`lns`), for about `seconds`."""
-        if self.best is None or self.reached_bound() or not exact.available():
+        if self.best is None or self.reached_bound() or not cpsat.available():
             return
         orders, _, origin = self.best
         found_orders, found, spent = lns(
@@ -559,10 +602,10 @@ def synthesize(
     search.local_search(FRACTIONS["local"])
     status = ""
     if exact_search:
-        exact.load_cp_model()  # a clear error when OR-Tools is missing
+        cpsat.load_cp_model()  # a clear error when OR-Tools is missing
         remaining = max(time_limit - search.budget.used / WORK_PER_SECOND, 1.0)  # (counted, not timed)
         status = search.cp_sat(remaining, whole=True, workers=workers, deterministic=workers == 1)
-    elif exact.available() and not search.reached_bound():
+    elif cpsat.available() and not search.reached_bound():
         whole = search.jobs <= CP_SAT_WHOLE_MAX_JOBS
         search.windows((FRACTIONS["windows"] if whole else 1.0) * search.budget.left() / WORK_PER_SECOND)
         if whole:
@@ -573,7 +616,7 @@ def synthesize(
         search.best = search.chosen[1]
     search.merge_backwards()
     orders, ev, origin = search.chosen[1] if search.chosen is not None else search.best
-    exact_model = exact.transfers_never_queue(problem)
+    exact_model = cpsat.transfers_never_queue(problem)
     optimal = ev.makespan <= lower_bound(problem) + EPS or (
         status == "OPTIMAL" and exact_model and ev.makespan <= search.bound + EPS
     )
@@ -594,7 +637,7 @@ def periodic_search(
     Raises `Infeasible` when no block was found within the limit and the time.
     """
     t0 = time.perf_counter()
-    exact.load_cp_model("--periodic")  # a clear error when OR-Tools is missing
+    cpsat.load_cp_model("--periodic")  # a clear error when OR-Tools is missing
     evaluator = Evaluator(problem)
     best: tuple[Evaluation, Block] | None = None
     steps = []
@@ -613,6 +656,394 @@ def periodic_search(
     optimal = ev.makespan <= bound + EPS
     result = SynthResult(problem, block.orders, ev, bound, optimal, steps, time.perf_counter() - t0, block.name)
     return result, block
+
+
+def search_request(
+    request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None
+) -> tuple[SynthResult, Block | None]:
+    """The search the request asks for; raises DiagnosticError (S114) when nothing fits."""
+    try:
+        if request.periodic:
+            return periodic_search(problem, request.time_limit, request.seed, request.memory_actions)
+        if request.memory_actions:
+            return search_with_actions(request, problem, progress), None
+        seeds = list(library_seeds(problem)) if request.library else []
+        found = synthesize(
+            problem, request.time_limit, request.exact, request.seed, seeds, request.workers, progress=progress
+        )
+        return found, None
+    except Infeasible:  # (the one-at-a-time seed fits whatever `build` accepts; a periodic block may not)
+        message = "no periodic block fits the memory limit" if request.periodic else "no schedule fits the memory limit"
+        hint = "raise --time-limit, or drop --periodic to search every schedule" if request.periodic else None
+        if request.memory_actions:
+            message += f" with {' and '.join(request.memory_actions)}"
+            hint = "raise --memory-limit (or --host-limit), or allow both actions: --memory-actions recompute,offload"
+        if problem.expansion is not None and problem.expansion.mem_received is not None:
+            message += " and the values in transit between jobs (measured on the model)"
+        raise DiagnosticError([Diagnostic("S114", message, help=hint)]) from None
+
+
+def search_with_actions(
+    request: SynthRequest, problem: Problem, progress: Callable[[str], None] | None = None
+) -> SynthResult:
+    """`--memory-actions`: the actions search (`action_search`), then, with `--exact` or when the problem is
+    small (`ACTIONS_CP_SAT_MAX_JOBS`), the whole schedule with actions in CP-SAT (exact_actions.py) from the best
+    found, which proves it optimal or gives the gap; above that size, LNS windows with its actions
+    (`windows_with_actions`). The better is kept. Raises Infeasible when nothing fits."""
+    t0 = time.perf_counter()
+    limit = request.time_limit
+    clock = WorkClock(limit)  # what decides is counted work, not the wall clock (clock.py)
+    whole = cpsat.available() and (request.exact or problem.jobs_per_step <= ACTIONS_CP_SAT_MAX_JOBS)
+    if request.exact:
+        cpsat.load_cp_model()  # a clear error when OR-Tools is missing
+    if not math.isfinite(max(problem.limit)) or not cpsat.available():
+        return action_search(request, problem, limit, progress, clock)
+    if not whole:
+        found = action_search(request, problem, (1 - ACTIONS_WINDOWS_SHARE) * limit, progress, clock)
+        if found.optimal:
+            return found
+        # what is left of the limit (what follows: writing and checking the file), but at least
+        # ACTIONS_WINDOWS_LEAST of it when the actions search ran over its share: a bounded overrun
+        left = max(limit - clock.now() - min(0.05 * limit, 5.0), ACTIONS_WINDOWS_LEAST * limit)
+        return windows_with_actions(request, found, left, progress, clock)
+    # as `--exact` without actions: the heuristic's share is small next to the proof's
+    heuristic = min(limit / 2, 10.0) if request.exact else (1 - ACTIONS_CP_SAT_SHARE) * limit
+    found = action_search(request, problem, heuristic, progress, clock)
+    if found.optimal:
+        return found
+    # (what follows the solve: re-timing, dropping needless actions, writing and checking the file)
+    seconds = max(limit - clock.now() - min(0.05 * limit, 5.0), 0.5)
+    try:
+        solution, hinted = solve_with_actions(
+            problem,
+            request.memory_actions,
+            seconds,
+            start=(found.orders, found.evaluation),
+            workers=request.workers,
+            seed=request.seed,
+            deterministic=request.workers == 1,
+            proof=request.exact,
+        )
+    except NotModelled as why:
+        return replace(found, origin=f"{found.origin}; CP-SAT not run: {why}")
+    exact_model = model_is_exact(problem)
+    best, origin = found.evaluation, found.origin
+    orders = found.orders
+    if solution.orders is not None:
+        timer = Evaluator(problem)
+        ev = timer.evaluate(solution.orders)
+        if ev.feasible and ev.makespan < best.makespan - ACTION_EPS:
+            solved, ev = drop_needless_actions(timer, solution.orders, ev)
+            did_text = actions_taken(problem, solved)
+            best, orders, origin = ev, solved, f"CP-SAT with actions ({did_text}) from: {found.origin}"
+    bound = found.lower_bound
+    if exact_model and solution.status != "INFEASIBLE":  # (its bound: 0 without --exact, see solve_with_actions)
+        bound = max(bound, solution.bound)
+    optimal = best.makespan <= bound + ACTION_EPS
+    status = solution.status.lower() + ("" if hinted else ", the actions search's schedule not taken up")
+    if progress is not None:
+        progress(f"CP-SAT with actions: {status}, bound {number(round(solution.bound, 6))}")
+    return SynthResult(
+        problem,
+        orders,
+        best,
+        bound,
+        optimal,
+        seconds=time.perf_counter() - t0,
+        origin=origin,
+        cp_sat=solution.status,
+        capped=found.capped or clock.capped(),
+    )
+
+
+def actions_taken(problem: Problem, orders: list) -> str:
+    """How many (stage, micro-batch)s the orders recompute and offload, for the origin of a result."""
+    a = MemoryActions.of(problem.expansion)
+    return describe_counts(
+        {
+            name: sum(job[0] == t for row in orders for job in row)
+            for name, t in zip(ACTION_NAMES, (a.recompute, a.offload), strict=True)
+        }
+    )
+
+
+def windows_with_actions(
+    request: SynthRequest,
+    found: SynthResult,
+    seconds: float,
+    progress: Callable[[str], None] | None = None,
+    clock: WorkClock | None = None,
+) -> SynthResult:
+    """`found` (the actions search's best) improved by the large-neighbourhood search over windows with its
+    actions (`lns(..., memory_actions=...)`, window_actions.py) for about `seconds`; each repaired schedule is
+    re-timed by the checker's execution and kept only if it keeps every limit and is faster. The sizes above
+    ACTIONS_CP_SAT_MAX_JOBS, where the whole schedule with actions is too large a model."""
+    t0 = time.perf_counter()
+    problem = found.problem
+    if seconds <= 0:
+        return found
+    clock = clock if clock is not None else WorkClock(seconds)
+    timer = Evaluator(problem)
+    try:
+        orders, ev, spent = lns(
+            timer,
+            found.orders,
+            seconds,
+            window=ACTIONS_WINDOW,
+            target=found.lower_bound,
+            seed=request.seed,
+            out_of_time=clock.capped,  # (the windows count their work: the clock is only the safety net)
+            per_window=ACTIONS_WINDOW_SECONDS,
+            memory_actions=request.memory_actions,
+            depth=ACTIONS_WINDOW_DEPTH,
+        )
+    except NotModelled as why:
+        return replace(found, origin=f"{found.origin}; CP-SAT windows not run: {why}")
+    clock.spend(spent)
+    if progress is not None:
+        progress(f"CP-SAT windows with actions: makespan {number(round(ev.makespan, 6))} ({spent:.1f} s of work)")
+    seconds_spent = found.seconds + time.perf_counter() - t0
+    if not ev.feasible or ev.makespan >= found.evaluation.makespan - ACTION_EPS:
+        return replace(found, seconds=seconds_spent, cp_sat="windows", capped=found.capped or clock.capped())
+    return replace(
+        found,
+        orders=orders,
+        evaluation=ev,
+        optimal=ev.makespan <= found.lower_bound + ACTION_EPS,
+        seconds=seconds_spent,
+        origin=f"{found.origin} + CP-SAT windows with actions ({actions_taken(problem, orders)})",
+        cp_sat="windows",
+        capped=found.capped or clock.capped(),
+    )
+
+
+def action_search(
+    request: SynthRequest,
+    problem: Problem,
+    seconds: float,
+    progress: Callable[[str], None] | None = None,
+    clock: WorkClock | None = None,
+) -> SynthResult:
+    """The fastest orders the order search finds at a few relaxed limits (no limit, between, the tightest an order
+    reaches, the request's own when an order fits it), then memory actions inserted where a rank is over its
+    limit and improved by local search (actions.py), every candidate timed by the checker's execution on
+    `problem` (which has the action types), within about `seconds`. Before them, in SCHEDULED_SHARE of the time,
+    the list scheduler's own schedules with actions (greedy.py), and in PERIODIC_SHARE a periodic block that
+    chooses the actions per stage (periodic.py): finished candidates, and the block's order and a list schedule
+    it plans are bases. Raises Infeasible when nothing fits."""
+    return ActionSearch(request, problem, seconds, progress, clock).run()
+
+
+class ActionSearch:
+    """One run of `action_search`: its shares of the counted work (clock.py), the bases it gathers (orders to
+    insert actions in, fastest first) and the finished candidates it holds."""
+
+    def __init__(
+        self,
+        request: SynthRequest,
+        problem: Problem,
+        seconds: float,
+        progress: Callable[[str], None] | None,
+        clock: WorkClock | None,
+    ):
+        self.t0 = time.perf_counter()
+        self.request, self.problem, self.seconds = request, problem, seconds
+        self.progress = progress
+        # every share below is of counted work (clock.py): the same inputs give the same schedule under any load
+        self.clock = clock if clock is not None else WorkClock(seconds)
+        self.start = self.clock.now()
+        self.order_share = 0.65 * seconds
+        # the orders are found without the action types: their costs are the actions engine's
+        self.order_costs = None if request.costs is None else request.costs.without(action_names())
+        self.need, self.limit = max(problem.minimum_memory()), max(problem.limit)
+        self.bound = 0.0
+        self.bases: list[tuple[float, str, list]] = []
+
+    def run(self) -> SynthResult:
+        request, problem, seconds = self.request, self.problem, self.seconds
+        if not math.isfinite(self.limit):  # nothing to make room for: the order search's answer, which needs no action
+            return self.without_limit()
+        self.bound = memory_lower_bound(problem, request.memory_actions)
+        # first the list scheduler's own schedules, which take the actions while they schedule (greedy.py)
+        engine = ActionEngine(problem, request.memory_actions, self.start + seconds, self.clock)
+        policies = action_policies(problem, request.memory_actions)
+        scheduled = engine.scheduled(policies, self.start + SCHEDULED_SHARE * seconds)
+        self.report(scheduled)
+        if self.at_bound(scheduled):
+            scheduled.candidates = engine.evaluator.calls
+            return self.result(scheduled)
+        periodic = self.periodic_bases()
+        if self.at_bound(periodic):
+            return self.result(replace(periodic, candidates=max(engine.evaluator.calls, 1)))
+        self.order_bases()
+        self.library_bases()
+        self.bases.sort(key=lambda b: b[0])
+        self.bases.append((float("inf"), "one micro-batch at a time", problem.sequential()))  # fits the least memory
+        held = scheduled is not None or periodic is not None
+        bases = ((origin, orders) for _, origin, orders in self.bases)
+        best = engine.search(bases, fallback=held, grace=INSERT_GRACE * seconds)
+
+        def key(found: ActionResult) -> tuple:
+            return preference(problem, found.orders, found.evaluation)
+
+        # (among equally fast ones, the least memory, then the simplest: `schedule.preference`)
+        if scheduled is not None and (best is None or key(scheduled) < key(best)):
+            best = scheduled
+        if periodic is not None and (best is None or key(periodic) < key(best)):
+            best = periodic
+        if best is None:
+            raise Infeasible(problem)
+        return self.result(best)
+
+    def without_limit(self) -> SynthResult:
+        request = self.request
+        p = self.order_problem(None, request.split)
+        seeds = list(library_seeds(p)) if request.library else []
+        found = synthesize(p, self.seconds, request.exact, request.seed, seeds, request.workers, progress=self.progress)
+        return replace(found, problem=self.problem, origin=f"{found.origin} (no memory limit: no action needed)")
+
+    def order_problem(self, limit: float | None, split: str) -> Problem:
+        request = self.request
+        return build_problem(
+            request.pp,
+            request.microbatches,
+            request.vpp,
+            request.placement,
+            self.order_costs,
+            limit,
+            request.memory,
+            split,
+            request.backward_b_frees,
+            request.cost_scale,
+            request.max_jobs,
+        )
+
+    def result(self, best: ActionResult) -> SynthResult:
+        did = describe_counts(best.counts())
+        return SynthResult(
+            self.problem,
+            best.orders,
+            best.evaluation,
+            self.bound,
+            best.evaluation.makespan <= self.bound + ACTION_EPS,
+            seconds=time.perf_counter() - self.t0,
+            origin=f"{best.origin} ({did})",  # (no counts of work in the file: see determinism in clock.py)
+            work=self.clock.now() - self.start,
+            capped=self.clock.capped(),
+        )
+
+    def at_bound(self, found: ActionResult | None) -> bool:
+        """Is `found` optimal (no later start can beat it)?"""
+        return found is not None and found.evaluation.makespan <= self.bound + ACTION_EPS
+
+    def report(self, found: ActionResult | None) -> None:
+        if found is not None and self.progress is not None:
+            self.progress(f"{found.origin}: makespan {number(round(found.evaluation.makespan, 6))}")
+
+    def periodic_bases(self) -> ActionResult | None:
+        """A periodic block that chooses the actions itself, in a bounded share of the time (the order searches
+        share what is left of theirs): its compute order is a base (the engine may place actions better in it),
+        and a list schedule planned by it without a limit, which fills the warm-up and cool-down the repetition
+        leaves idle. Returns the block, a finished candidate."""
+        share = PERIODIC_SHARE if self.need <= self.limit + ACTION_EPS else PERIODIC_SHARE_BELOW
+        periodic = periodic_with_actions(self.request, self.problem, share * self.seconds, self.clock)
+        if periodic is None:
+            return None
+        compute = [[job for job in order if job[0] in COMPUTE] for order in periodic.orders]
+        self.bases.append((periodic.evaluation.makespan, f"{periodic.origin}'s order", compute))
+        plain = self.order_problem(None, self.request.split)
+        planned = list_schedule(plain, Policy(split=plain.split != "no", planned=True), periodic_plan(periodic))
+        if planned is not None:
+            self.bases.append((Evaluator(plain).evaluate(planned).makespan, f"{periodic.origin}, planned", planned))
+        self.report(periodic)
+        return periodic
+
+    def add_order(self, x: float | None, split: str, seconds: float) -> SynthResult | None:
+        """The order search's best at limit `x` (None: no limit) with this split, a base (None if none fits)."""
+        request = self.request
+        p = self.order_problem(x, split)
+        seeds = list(library_seeds(p)) if request.library else []
+        try:
+            found = synthesize(p, max(seconds, 0.2), seed=request.seed, seeds=seeds)
+        except Infeasible:
+            return None
+        self.clock.spend(found.work)
+        whole = ", whole backwards" if split == "no" and request.split == "auto" else ""
+        at = "no limit" if x is None else f"found at limit {number(x)}"
+        self.bases.append((found.makespan, f"{found.origin} ({at}{whole})", found.orders))
+        if self.progress is not None:
+            self.progress(f"order ({at}{whole}): makespan {number(round(found.makespan, 6))}")
+        return found
+
+    def order_bases(self) -> None:
+        """The ladder of limits the orders are found at: the request's own (when an order reaches it), the tightest
+        an order reaches, and steps up to the peak of the fastest order without a limit. A deferred backward_w
+        holds memory no action can move, so with the split free the orders are also found with whole backwards."""
+        request, need, limit, start = self.request, self.need, self.limit, self.start
+        low = max(need, limit)
+        # first what the order alone reaches at the request's limit (when it reaches it at all): with actions the
+        # result is never slower than that
+        if need <= limit + ACTION_EPS:
+            self.add_order(limit, request.split, 0.25 * self.seconds)
+        free = self.add_order(None, request.split, self.order_share / 6)
+        top = max(free.evaluation.peaks) if free is not None else low
+        # then, the most useful first should time run out: halfway up with whole backwards (1F1B-like orders, whose
+        # in-flight micro-batches the actions free), the request's own limit with whole backwards, and so on
+        mid, upper = low + (top - low) / 2, low + (top - low) / 4
+        ladder = [(mid, "no"), (low, "no"), (mid, "auto"), (upper, "no"), (upper, "auto"), (low, "auto")]
+        configs = []
+        for x, split in ladder:
+            split = split if request.split == "auto" else request.split
+            done = need <= limit + ACTION_EPS and x == low and split == request.split
+            if (x, split) not in configs and not done and (x == low or low < top - ACTION_EPS):
+                configs.append((x, split))
+        share = max(self.order_share - (self.clock.now() - start), 0.0) / max(len(configs), 1)
+        for x, split in configs:
+            if self.clock.now() - start > self.order_share:
+                break
+            self.add_order(x, split, share)
+
+    def library_bases(self) -> None:
+        """The library's orders too: an action pattern of theirs (PipeOffload's, 1F1B with recompute) is a start."""
+        if not self.request.library:
+            return
+        plain = self.order_problem(None, self.request.split)
+        timer = Evaluator(plain)
+        for name, orders in library_seeds(plain):
+            self.bases.append((timer.evaluate(orders).makespan, f"{name}'s order", orders))
+
+
+def periodic_plan(found: ActionResult) -> dict[tuple[int, int, int], float]:
+    """A list scheduler's priorities (earlier first) from the times the block's re-timed orders run each compute
+    job at."""
+    priority = {}
+    for r, order in enumerate(found.orders):
+        for i, job in enumerate(order):
+            if job[0] in COMPUTE:
+                priority[job] = -found.evaluation.start[r][i]
+    return priority
+
+
+def periodic_with_actions(
+    request: SynthRequest, problem: Problem, seconds: float, clock: WorkClock | None = None
+) -> ActionResult | None:
+    """The fastest periodic block with memory actions (`periodic_schedules` with `request.memory_actions`) found
+    within `seconds` that keeps every limit once the checker's execution re-times its orders; None if none."""
+    if seconds <= 0 or not cpsat.available():
+        return None
+    timer = Evaluator(problem)
+    best: ActionResult | None = None
+    budget, deadline = seconds / PERIODIC_SECONDS_PER_DET, safety_cap(seconds)
+    for block in periodic_schedules(
+        problem, budget, request.seed, 1, search_longer=True, actions=request.memory_actions, deadline=deadline
+    ):
+        if clock is not None:
+            clock.spend(block.spent * PERIODIC_SECONDS_PER_DET)
+        ev = timer.evaluate(block.orders)
+        if ev.feasible and (best is None or ev.makespan < best.evaluation.makespan - ACTION_EPS):
+            plan = Placement({(s, mb): a for s, a in block.choice.items() for mb in range(problem.microbatches)})
+            best = ActionResult(block.orders, ev, plan, block.name)
+    return best
 
 
 class Infeasible(Exception):

@@ -23,105 +23,11 @@ after their producers end, so the prefix never reads the suffix, nor the window 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
-from typing import Any, Protocol
 
-from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.plan.jobs import Job
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.exact import integer_scale, load_cp_model
-from ppdsl.synth.problem import Problem
+from ppdsl.plan.kinds import BACKWARD_B, BACKWARD_W, FORWARD
+from ppdsl.synth.cpsat import GRADIENT, Statics, load_cp_model, solve_window
 from ppdsl.synth.schedule import Evaluation, Order
-
-GRADIENT = (BACKWARD, BACKWARD_B)
-# no presolve: on these small models it costs more than the search (and can lose the hint); no LP relaxation
-PARAMS: dict = {"cp_model_presolve": False, "linearization_level": 0}
-
-
-class SolvableWindow(Protocol):
-    """What `solve_window` reads of a window model (`WindowModel`, `window_actions.ActionWindowModel`)."""
-
-    cp: Any  # ortools.sat.python.cp_model
-    model: Any
-    hints: list[tuple[Any, int]]
-    valid: bool
-
-
-def solve_window(window: SolvableWindow, seconds: float, seed: int, debug: bool) -> tuple[Any, str, float]:
-    """`window`'s model solved from its hints within `seconds` of deterministic time, on one worker: the solver
-    (None where it found no solution, or the window has no free job), its status's name, and the deterministic
-    time spent. Both window models solve through it, so they share one set of solver parameters. `debug` fixes
-    every hinted variable (a check that the hint is a solution)."""
-    if not window.valid:
-        return None, "INVALID", 0.0
-    cp, model = window.cp, window.model
-    for var, value in window.hints:
-        model.AddHint(var, value)
-    solver = cp.CpSolver()
-    solver.parameters.max_deterministic_time = max(seconds, 0.001)
-    solver.parameters.max_time_in_seconds = max(20 * seconds, 1.0)  # a safety net, not the budget
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = seed
-    for key, value in PARAMS.items():
-        setattr(solver.parameters, key, value)
-    if debug:
-        solver.parameters.fix_variables_to_their_hinted_value = True
-    status = solver.Solve(model)
-    found = status in (cp.OPTIMAL, cp.FEASIBLE)
-    return solver if found else None, solver.StatusName(status), solver.ResponseProto().deterministic_time
-
-
-class Statics:
-    """What does not change while a schedule's jobs are re-ordered: integer time and memory scales, and each
-    job's inputs and readers as (job, link time in ticks)."""
-
-    def __init__(
-        self, problem: Problem, orders: list[Order], more_times: Sequence[float] = (), more_memory: Sequence[float] = ()
-    ):
-        """`more_times` / `more_memory`: further values the integer scales must hold exactly (the memory actions'
-        costs and amounts, for a periodic block that chooses them)."""
-        p, S = problem, problem.nstages
-        self.problem = p
-        values = [p.cost[t][s] for t in range(4) for s in range(S)]
-        values += [link_delay(x) for t in range(4) for x in p.link[t]] + list(p.optimizer_cost)
-        self.k = integer_scale(values + list(more_times))
-        limits = [x for x in p.limit if x != float("inf")]
-        self.km = integer_scale([x for t in range(4) for x in p.mem[t]] + limits + list(more_memory))
-        self.cost = [[round(c * self.k) for c in row] for row in p.cost]
-        self.mem = [[round(x * self.km) for x in row] for row in p.mem]
-        self.cap = [None if x == float("inf") else int(x * self.km + 1e-6) for x in p.limit]
-        self.opt = [round(x * self.k) for x in p.optimizer_cost]
-        jobs = [job for order in orders for job in order]
-        grad = {(s, mb): job for job in jobs if job[0] in GRADIENT for s, mb in [job[1:]]}
-        self.inputs: dict[Job, list[tuple[Job, int]]] = {}
-        self.readers: dict[Job, list[tuple[Job, int]]] = {job: [] for job in jobs}
-        self.release: dict[Job, Job] = {}  # a forward's backward (or I), an I's W
-        tick = self.tick
-        for job in jobs:
-            t, s, mb = job
-            ins = []  # the timing rule's inputs: the same stage's first (same rank: order only), then another stage's
-            if t in SAME_STAGE_INPUT:
-                ins.append(((SAME_STAGE_INPUT[t], s, mb), 0))
-            frm = input_stage(t, s, S)
-            if frm is not None:
-                producer = (FORWARD, frm, mb) if t == FORWARD else grad[(frm, mb)]
-                ins.append((producer, tick(link_delay(p.link[producer[0]][frm]))))
-            if t == FORWARD:
-                self.release[job] = grad[(s, mb)]
-            elif t == BACKWARD_B:
-                self.release[job] = (BACKWARD_W, s, mb)
-            self.inputs[job] = ins
-            for producer, x in ins:
-                self.readers[producer].append((job, x))
-        # a stage's memory as holds (a forward's activation until its backward, what I leaves until W) when its
-        # deltas add up to nothing, which they do in every memory model ppdsl has; else as steps
-        self.holds = []
-        for s in range(S):
-            f, b, i, w = (self.mem[t][s] for t in (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W))
-            self.holds.append(f >= 0 and f + i >= 0 and f + i + w == 0 and f + b == 0)
-
-    def tick(self, x: float) -> int:
-        return round(x * self.k)
 
 
 class Context:

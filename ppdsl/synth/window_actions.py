@@ -21,8 +21,8 @@ timed by rule 6 of `ppdsl.analysis.timing` as `execute` times them:
   at the prefix's end, or at an input's arrival (a reload's end among them); a copy at the end of a compute job of
   its rank, at its data's ready time or at the end of a copy of its stream. The orders read off a solution (a
   copy after the compute jobs that end at or before its start) then run, in `execute`, at the solution's times
-  (when transfers never queue, `exact.transfers_never_queue`);
-- memory as exact half-open holds [allocation, free) (`exact_actions.hold_pieces`) in a cumulative per rank:
+  (when transfers never queue, `cpsat.transfers_never_queue`);
+- memory as exact half-open holds [allocation, free) (`cpsat.hold_pieces`) in a cumulative per rank:
   the prefix's at their times, the window's as variables. What the suffix frees or allocates is not modelled (a
   hold freed in the suffix is held to the end): the suffix starts after the window's compute, so this is its level
   until then, but a copy of the window still running then is counted against that level, not the suffix's.
@@ -38,12 +38,9 @@ from collections.abc import Iterable
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.plan.jobs import Job
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth.actions import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE
-from ppdsl.synth.exact import KINDS, load_cp_model
-from ppdsl.synth.exact_actions import hold_pieces, stage_table
-from ppdsl.synth.problem import Problem
+from ppdsl.synth.cpsat import GRADIENT, KINDS, Statics, hold_pieces, load_cp_model, solve_window
+from ppdsl.synth.problem import ACTION_NAMES, KEEP, OFFLOAD, RECOMPUTE, Problem, stage_table
 from ppdsl.synth.schedule import Evaluation, Order
-from ppdsl.synth.window import GRADIENT, Statics, solve_window
 
 PREFIX, WINDOW, SUFFIX = 0, 1, 2
 
@@ -89,7 +86,7 @@ class ActionStatics:
         return {KEEP: [], RECOMPUTE: [(a.recompute, s, mb)], OFFLOAD: [(a.offload, s, mb), (a.reload, s, mb)]}[action]
 
     def inputs_of(self, job: Job, present: set[Job]) -> list[tuple[Job, int]]:
-        """A job's inputs as (job, delay in ticks): the timing rule's (window.Statics), a recompute's or an
+        """A job's inputs as (job, delay in ticks): the timing rule's (cpsat.Statics), a recompute's or an
         offload's forward, a reload's offload, and a backward's (or I's) recompute or reload."""
         a = self.types
         t, s, mb = job
@@ -211,19 +208,41 @@ class ActionWindowModel:
             return PREFIX if i < first[r] else (WINDOW if i < last[r] else SUFFIX)
 
         self.part = part
-        # a free job reads only the prefix and the window; a prefix job reads a free one only from another rank
-        # (then as a deadline). Orders with a copy before its data may break this: such windows are left out.
+        self.valid = self._reads_no_suffix(current)
+        if not self.valid:
+            return
+        self.model = self.cp.CpModel()
+        self._choices(current)
+        self._waits()
+        self.horizon = ctx.makespan + 1
+        self.start, self.end = {}, {}
+        self.hints: list[tuple[object, int]] = []
+        self._prefix_ends()
+        compute, streams = self._jobs()
+        self._precedences(compute, streams)
+        for r in range(p.pp):
+            self._anchor(r, compute[r], streams[r])
+            if st.cap[r] is not None and first[r] < last[r]:
+                self._memory(r)
+        self._makespan()
+
+    def _reads_no_suffix(self, current: list[Job]) -> bool:
+        """A free job reads only the prefix and the window; a prefix job reads a free one only from another rank
+        (then as a deadline). Orders with a copy before its data may break this: such windows are left out."""
+        ctx, part, where = self.ctx, self.part, self.ctx.where
         for job in current:
             if any(part(q) == SUFFIX for q, _ in ctx.inputs[job]):
-                self.valid = False
-                return
+                return False
             for reader, _ in ctx.readers[job]:
                 if part(reader) == PREFIX and where[reader][0] == where[job][0]:
-                    self.valid = False
-                    return
-        model = self.model = self.cp.CpModel()
-        # the (stage, micro-batch)s wholly inside the window choose their action: each option's jobs are optional,
-        # present under its literal; every other one keeps the schedule's
+                    return False
+        return True
+
+    def _choices(self, current: list[Job]) -> None:
+        """The (stage, micro-batch)s wholly inside the window choose their action: each option's jobs are optional,
+        present under its literal; every other one keeps the schedule's. The free jobs are the window's and
+        the options' (`free`)."""
+        ctx, st, model = self.ctx, self.statics, self.model
         self.options: dict[tuple[int, int], dict[str, object]] = {}
         self.lit: dict[Job, object] = {}
         inside = set(current)
@@ -243,7 +262,10 @@ class ActionWindowModel:
                         self.lit[job] = lit
         optional = [job for job in self.lit if job not in inside]
         self.free = current + optional
-        # each free job's inputs as (job, delay, the literal under which it waits for it: None always)
+
+    def _waits(self) -> None:
+        """Each free job's inputs as (job, delay, the literal under which it waits for it: None always)."""
+        ctx, st = self.ctx, self.statics
         self.waits: dict[Job, list[tuple[Job, int, object]]] = {}
         for job in self.free:
             t, s, mb = job
@@ -256,18 +278,25 @@ class ActionWindowModel:
             else:
                 ins = [(q, x, None) for q, x in ctx.inputs[job]]
             self.waits[job] = ins
-        self.horizon = ctx.makespan + 1
-        start, end = self.start, self.end = {}, {}
-        self.hints: list[tuple[object, int]] = []
-        # when each rank's compute, and each of its copy streams, is free after the prefix
-        self.ready = ready = [0] * p.pp
-        self.stream_ready = [[0, 0] for _ in range(p.pp)]
-        for r, order in enumerate(orders):
-            for job in order[: first[r]]:
+
+    def _prefix_ends(self) -> None:
+        """When each rank's compute (`ready`), and each of its copy streams (`stream_ready`), is free after the
+        prefix."""
+        ctx, st = self.ctx, self.statics
+        self.ready = ready = [0] * st.problem.pp
+        self.stream_ready = [[0, 0] for _ in range(st.problem.pp)]
+        for r, order in enumerate(ctx.schedule):
+            for job in order[: self.first[r]]:
                 if st.copy(job):
                     self.stream_ready[r][st.stream(job)] = ctx.t_end[job]
                 else:
                     ready[r] = ctx.t_end[job]
+
+    def _jobs(self) -> tuple[list[list[Job]], list[list[list[Job]]]]:
+        """Each free job's start, end and interval (from the earliest the prefix allows), hinted at the schedule's
+        times; returns the free jobs per rank on its compute and on each copy stream."""
+        ctx, st, model, p = self.ctx, self.statics, self.model, self.statics.problem
+        start, end, ready = self.start, self.end, self.ready
         compute: list[list[Job]] = [[] for _ in range(p.pp)]
         streams: list[list[list[Job]]] = [[[], []] for _ in range(p.pp)]
         self.lb: dict[Job, int] = {}
@@ -282,7 +311,7 @@ class ActionWindowModel:
             else:
                 compute[r].append(job)
             for producer, x, _ in self.waits[job]:
-                if producer in where and part(producer) == PREFIX:
+                if producer in ctx.where and self.part(producer) == PREFIX:
                     lb = max(lb, ctx.t_end[producer] + x)
             self.lb[job] = lb
             start[job] = model.NewIntVar(lb, self.horizon, "")
@@ -296,7 +325,14 @@ class ActionWindowModel:
         for (s, mb), lits in self.options.items():
             for x, lit in lits.items():
                 self.hints.append((lit, int(x == ctx.choice[(s, mb)])))
-        for r in range(p.pp):
+        return compute, streams
+
+    def _precedences(self, compute: list[list[Job]], streams: list[list[list[Job]]]) -> None:
+        """One job at a time on each rank's compute and copy stream; each free job after its inputs, before a
+        prefix reader's start, and micro-batches in order per compute job type and stage where the schedule has
+        them so."""
+        ctx, model, start, end, where = self.ctx, self.model, self.start, self.end, self.ctx.where
+        for r in range(self.statics.problem.pp):
             for jobs in (compute[r], *streams[r]):
                 if len(jobs) > 1:
                     model.AddNoOverlap([self.interval[job] for job in jobs])
@@ -308,18 +344,12 @@ class ActionWindowModel:
                     if when:
                         c.OnlyEnforceIf(when)
             for reader, x in ctx.readers.get(job, ()):
-                if part(reader) == PREFIX:  # (on another rank) it must still arrive in time
+                if self.part(reader) == PREFIX:  # (on another rank) it must still arrive in time
                     model.Add(end[job] + x <= ctx.t_start[reader])
-            # micro-batches in order per compute job type and stage, where the schedule has them so
             t, s, mb = job
             before = (t, s, mb - 1)
             if t in KINDS and mb and before in start and where[before][1] < where[job][1]:
                 model.Add(start[job] >= end[before])
-        for r in range(p.pp):
-            self._anchor(r, compute[r], streams[r])
-            if st.cap[r] is not None and first[r] < last[r]:
-                self._memory(r)
-        self._makespan()
 
     def _arrival(self, producer: Job, x: int):
         return self.end[producer] + x if producer in self.end else self.ctx.t_end[producer] + x

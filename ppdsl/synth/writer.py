@@ -65,15 +65,6 @@ def docstring_line(text: str) -> str:
     return escaped(text).replace('"""', '\\"\\"\\"')
 
 
-def name_problem(name: str) -> str | None:
-    """Why `name` cannot be written as the schedule's name (a `.sched` string has no escapes); None if it can."""
-    if '"' in name:
-        return 'holds `"`, which would end the string it is written in'
-    if not name.isprintable():
-        return f"holds a character that cannot be written in a string (`{escaped(name)}`)"
-    return None
-
-
 def number(value: float) -> str:
     """A number as the language writes it: `1`, `0.5`, `0.0000001`: digits and a point, never an exponent (the
     language has none), the shortest that reads back as the same float."""

@@ -212,7 +212,7 @@ def test_synth_plans_for_the_values_in_transit_the_check_counts(monkeypatch):
     over, so the file it writes fits with what is in transit; one round only is the finding: the check refuses it."""
     from dataclasses import replace
 
-    import ppdsl.synth as synth
+    import ppdsl.synth.driver as driver
     from ppdsl.common.diagnostics import DiagnosticError
     from ppdsl.runtime.memory import model_memory
     from ppdsl.synth import SynthRequest, synthesize_file
@@ -224,7 +224,7 @@ def test_synth_plans_for_the_values_in_transit_the_check_counts(monkeypatch):
     limit = limit.peak_activations
     # measured as `ppdsl synth --model builtin` measures: on the search's probe, then on the written file
     request = SynthRequest(pp, m, memory=model_memory(None, batch), memory_limit=limit, time_limit=1.0)
-    monkeypatch.setattr(synth, "TRANSIT_ROUNDS", 1)
+    monkeypatch.setattr(driver, "TRANSIT_ROUNDS", 1)
     with pytest.raises(DiagnosticError) as found:
         synthesize_file(request)
     assert "S106" in found.value.diagnostics[0].message

@@ -10,8 +10,9 @@ import pytest
 import ppdsl
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.synth import SynthRequest, synthesize_file
-from ppdsl.synth.actions import ActionEngine, Placement, parse_actions
+from ppdsl.synth.actions import ActionEngine, Placement
 from ppdsl.synth.problem import build_problem
+from ppdsl.synth.request import parse_actions
 from ppdsl.synth.seeds import library_seeds
 
 LIMIT = 2.0  # pp 4: 1F1B holds 4 micro-batches on rank 0; an order alone fits 2 only by running few at once

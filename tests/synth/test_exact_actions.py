@@ -100,7 +100,7 @@ def test_without_exact_a_small_problem_s_actions_are_polished_in_cp_sat():
 def test_cp_sat_polishes_an_actions_search_that_stops_above_the_bound(monkeypatch):
     """Whether the actions search reaches the bound by itself depends on its time (a loaded machine gives it less):
     here it is made to stop at the one-micro-batch-at-a-time schedule, so CP-SAT must take it to the optimum."""
-    import ppdsl.synth as synth
+    import ppdsl.synth.search as search
     from ppdsl.synth.bounds import memory_lower_bound
     from ppdsl.synth.schedule import Evaluator
     from ppdsl.synth.search import SynthResult
@@ -112,7 +112,7 @@ def test_cp_sat_polishes_an_actions_search_that_stops_above_the_bound(monkeypatc
         bound = memory_lower_bound(problem, request.memory_actions)
         return SynthResult(problem, orders, Evaluator(problem).evaluate(orders), bound, False, origin="one at a time")
 
-    monkeypatch.setattr(synth, "action_search", one_at_a_time)
+    monkeypatch.setattr(search, "action_search", one_at_a_time)
     found = synthesize_file(request)
     start = one_at_a_time(request, found.result.problem, 0.0)
     assert start.makespan > start.lower_bound + 1e-9  # (the start leaves CP-SAT something to do)

@@ -8,12 +8,12 @@ import pytest
 
 from ppdsl.analysis.timing import SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD
-from ppdsl.synth import exact, periodic
+from ppdsl.synth import cpsat, periodic
+from ppdsl.synth.cpsat import Statics
 from ppdsl.synth.modulo import excess, rotation_block
 from ppdsl.synth.periodic import BlockModel, minimum_period, orders_from_block, periodic_schedules
 from ppdsl.synth.problem import build_problem
 from ppdsl.synth.schedule import Evaluator
-from ppdsl.synth.window import Statics
 
 UNIFORM = {"forward": 1, "backward": 2, "backward_b": 1, "backward_w": 1}
 HETERO = {"forward": 1, "backward": 2.2, "backward_b": 1.5, "backward_w": 0.7, "latency": 0.1}
@@ -82,7 +82,7 @@ def test_some_rotated_block_fits_without_a_solver():
     assert Evaluator(problem).evaluate(orders_from_block(problem, offsets, minimum_period(st, True))).feasible
 
 
-@pytest.mark.skipif(not exact.available(), reason="needs OR-Tools (CP-SAT)")
+@pytest.mark.skipif(not cpsat.available(), reason="needs OR-Tools (CP-SAT)")
 def test_the_rotated_start_finds_a_block_cp_sat_alone_does_not(monkeypatch):
     # pp = 5 V, I 1.5 W 0.7 with latency, limit 8: the shortest period's block takes CP-SAT alone longer than
     # 0.05 s of deterministic time, from the rotated block it takes less

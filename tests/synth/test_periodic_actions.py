@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 import ppdsl
-import ppdsl.synth as synth
+import ppdsl.synth.search as search
 from ppdsl.analysis.check import CheckResult
 from ppdsl.plan.kinds import MEMORY_NAMES
 from ppdsl.synth import SynthRequest, synthesize_file
@@ -107,10 +107,10 @@ def test_without_actions_a_problem_with_the_action_types_gets_the_plain_blocks()
 def test_the_actions_search_takes_the_block_as_a_candidate(monkeypatch):
     request = SynthRequest(pp=4, microbatches=8, memory_limit=1.0, memory_actions=BOTH, time_limit=2.0)
     # (the list scheduler with actions finds a faster schedule here: left out, so the block is what is compared)
-    monkeypatch.setattr(synth, "action_policies", lambda problem, allowed: [])
-    monkeypatch.setattr(synth, "PERIODIC_SHARE", 0.5)  # (the block is found in far less; a margin on a busy machine)
+    monkeypatch.setattr(search, "action_policies", lambda problem, allowed: [])
+    monkeypatch.setattr(search, "PERIODIC_SHARE", 0.5)  # (the block is found in far less; a margin on a busy machine)
     with_block = synthesize_file(request)
-    monkeypatch.setattr(synth, "PERIODIC_SHARE", 0.0)
+    monkeypatch.setattr(search, "PERIODIC_SHARE", 0.0)
     without = synthesize_file(request)
     assert "periodic block" in with_block.result.origin and "periodic block" not in without.result.origin
     assert with_block.result.makespan < without.result.makespan

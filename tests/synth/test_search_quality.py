@@ -18,16 +18,17 @@ import itertools
 import pytest
 
 from ppdsl.plan.kinds import BACKWARD_W
-from ppdsl.synth import exact
+from ppdsl.synth import cpsat, exact
+from ppdsl.synth.cpsat import Statics
 from ppdsl.synth.greedy import Policy, list_schedule
 from ppdsl.synth.lns import groups, lns
 from ppdsl.synth.periodic import periodic_schedules
 from ppdsl.synth.problem import build_problem
 from ppdsl.synth.schedule import Evaluator
 from ppdsl.synth.search import Search, synthesize
-from ppdsl.synth.window import Context, Statics, WindowModel
+from ppdsl.synth.window import Context, WindowModel
 
-pytestmark = pytest.mark.skipif(not exact.available(), reason="needs OR-Tools (CP-SAT)")
+pytestmark = pytest.mark.skipif(not cpsat.available(), reason="needs OR-Tools (CP-SAT)")
 
 UNIFORM = {"forward": 1, "backward": 2, "backward_b": 1, "backward_w": 1}
 HETERO = {"forward": 1, "backward": 2.2, "backward_b": 1.5, "backward_w": 0.7, "latency": 0.1}

@@ -34,16 +34,17 @@ from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.timing import PRODUCERS, SAME_STAGE_INPUT, input_stage, link_delay
 from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD
-from ppdsl.synth import exact
+from ppdsl.synth import cpsat, exact
+from ppdsl.synth.cpsat import Statics
 from ppdsl.synth.greedy import ListScheduler, Policy
 from ppdsl.synth.periodic import periodic_schedules
 from ppdsl.synth.problem import Problem, build_problem
 from ppdsl.synth.schedule import Evaluator
-from ppdsl.synth.window import Context, Statics, WindowModel
+from ppdsl.synth.window import Context, WindowModel
 
 ENGINE = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 CP_SAT = settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-needs_cp_sat = pytest.mark.skipif(not exact.available(), reason="OR-Tools is an optional dependency (ppdsl[synth])")
+needs_cp_sat = pytest.mark.skipif(not cpsat.available(), reason="OR-Tools is an optional dependency (ppdsl[synth])")
 # policies that run a ready job whenever the rank is free: their own times must be execute's exactly
 EAGER = [
     Policy(),
@@ -203,7 +204,7 @@ def test_the_exact_model_times_a_fixed_order_as_execute(problem):
     solver.parameters.max_time_in_seconds = 10.0
     assert solver.Solve(model.model) == model.cp.OPTIMAL
     ex_start, _, _ = _executed(problem, orders)
-    queues = not exact.transfers_never_queue(problem)
+    queues = not cpsat.transfers_never_queue(problem)
     for r, order in enumerate(orders):
         for i, job in enumerate(order):
             mine, theirs = solver.Value(model.start[job]), model.ticks(ex_start[r][i])
@@ -228,7 +229,7 @@ def test_a_window_model_accepts_execute_times_and_their_makespan(problem, where,
     found, status = model.solve(1.0, debug=True)  # every variable fixed to the current (execute's) times
     assert found is not None, status
     makespan = ev.makespan
-    if exact.transfers_never_queue(problem):
+    if cpsat.transfers_never_queue(problem):
         assert model.value == makespan
     else:
         assert model.value <= makespan
@@ -255,7 +256,7 @@ def test_a_periodic_block_keeps_the_rule_and_execute_is_never_later(problem):
     for order in block.orders:  # one job at a time on each rank
         times = [(planned[job], planned[job] + cost[job[0]][job[1]]) for job in order]
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(times))
-    if exact.transfers_never_queue(problem):
+    if cpsat.transfers_never_queue(problem):
         ex_start, _, _ = _executed(problem, block.orders)
         for r, order in enumerate(block.orders):
             assert all(ex_start[r][i] <= planned[job] for i, job in enumerate(order))

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ppdsl.synth import SynthRequest, build, synthesize_file
-from ppdsl.synth.exact import available
+from ppdsl.synth.cpsat import available
 from ppdsl.synth.schedule import Evaluation, Evaluator, preference
 from ppdsl.synth.search import Search
 from ppdsl.synth.seeds import library_seeds

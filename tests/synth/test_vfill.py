@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from ppdsl.synth import exact, periodic, search
+from ppdsl.synth import cpsat, periodic, search
 from ppdsl.synth.greedy import list_schedule
 from ppdsl.synth.problem import build_problem
 from ppdsl.synth.schedule import Evaluator, complete
@@ -67,7 +67,7 @@ def test_fill_seeds_apply_to_v_shapes_only():
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not exact.available(), reason="needs OR-Tools (CP-SAT)")
+@pytest.mark.skipif(not cpsat.available(), reason="needs OR-Tools (CP-SAT)")
 def test_fill_first_start_is_no_worse_and_here_better(monkeypatch):
     problem = build_problem(6, 12, 2, "vshape", SKEWED, memory_limit=8, split="yes")
     # (without the periodic step's retry from a hand-built tiling, tests/synth/test_modulo.py: at 1 s the block
@@ -116,7 +116,7 @@ def _best_list_schedule(problem, policies) -> float:
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not exact.available(), reason="needs OR-Tools (CP-SAT)")
+@pytest.mark.skipif(not cpsat.available(), reason="needs OR-Tools (CP-SAT)")
 def test_staircase_start_is_faster_than_the_portfolio_and_the_search_without_it(monkeypatch):
     # V-Half's memory at pp=6 (the first ranks must not fill up with chunk-0 activations): a staircase of
     # in-flight caps is faster as it is than every policy of the portfolio, and the search gets further with it
