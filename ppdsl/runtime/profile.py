@@ -59,12 +59,6 @@ def host_profiler(memory: bool = False):
                 events.extend(data["traceEvents"] if isinstance(data, dict) else data)
 
 
-def _program_name(exp: Expansion, job) -> str:
-    """The emulation's job program of a job event: `<type>@<stage>`, the optimizer `optimizer@r<rank>`."""
-    name = exp.type_names[job[3]]
-    return f"optimizer@r{job[2]}" if name == "optimizer" else f"{name}@{job[6]}"
-
-
 def _job_events(exp: Expansion, events: list[dict]) -> list[tuple[float, float, int, int, int, int, int]]:
     """(ts, dur in µs, rank, type index, chunk, micro-batch, stage) of every job event, in time order."""
     rank_of_stage = {s: (r, c) for r, row in enumerate(exp.stage_of) for c, s in enumerate(row)}

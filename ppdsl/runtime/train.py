@@ -146,10 +146,6 @@ class PipelineTrainer:
             for key, n in state_variables(self.program.startup, self.program.param_stage).items()
         }
 
-    def named_state(self) -> dict[str, np.ndarray]:
-        """Everything the startup program initialises, by its variable name in this build."""
-        return {n: np.array(self.scope.find_var(n).get_tensor()) for n in self.state_names}
-
     def parameters(self) -> dict[str, np.ndarray]:
         """The trainable parameters alone (a parameter's name is its canonical name): what each step checks."""
         return {
