@@ -234,16 +234,8 @@ def execute(
 
     if used is None:
         used = used_types(exp)
-    pp, m = exp.pp, exp.microbatches
-    in_off, out_off = _signal_tables(exp, used)
-    transfer = _transfer_table(exp, out_off)
-    # per rank, indexed by a code's slot (its type and chunk; `JobCodec.stride`): signal offsets, cost, link time
-    codec = exp.codec
-    stride, slots = codec.stride, codec.slots()
-    slot_in = [[in_off[t][r][c] for _, t, c in slots] for r in range(pp)]
-    slot_out = [[out_off[t][r][c] for _, t, c in slots] for r in range(pp)]
-    slot_cost = [[exp.cost[t][r][c] for _, t, c in slots] for r in range(pp)]
-    slot_link = [[transfer[t][r][c] for _, t, c in slots] for r in range(pp)]
+    pp, m, stride = exp.pp, exp.microbatches, exp.codec.stride
+    slot_in, slot_out, slot_cost, slot_link = _slot_tables(exp, used)
     streams = [Stream() for _ in range(pp)]  # each rank's send stream: transfers leave one after another
     # memory actions: per slot what the job is to the copy stream (see `_copy_roles`), None for plain schedules
     roles, deps = _copy_roles(exp, used)
@@ -257,8 +249,7 @@ def execute(
     waiter: dict[int, int] = {}  # signal -> rank waiting to receive it
     sender_waiting: dict[int, int] = {}  # signal -> rank waiting for its receiver (rendezvous)
     pending_send = [-1] * pp  # rendezvous: the signal a rank's last job is still sending
-    cursor = [0] * pp
-    free = [0.0] * pp
+    cursor, free = [0] * pp, [0.0] * pp  # per rank: its next step, and when it is free to run it
     start = [[0.0] * len(jobs) for jobs in exp.jobs]
     end = [[0.0] * len(jobs) for jobs in exp.jobs]
     signals = Signals(m)
@@ -286,10 +277,7 @@ def execute(
             k = code - mb * stride
             role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
             if role and role <= COPY_IN:  # on the copy stream: the rank's compute goes on at once
-                ready = fin.get(code + deps[k][0], 0.0)
-                leave, arrive = copies[r].carry(role == COPY_IN, t_free if t_free > ready else ready, r_cost[k])
-                st_row[i], en_row[i] = leave, arrive
-                fin[code] = arrive
+                st_row[i], en_row[i] = _copy(copies[r], fin, code, deps[k][0], role == COPY_IN, t_free, r_cost[k])
                 if visits is not None:
                     visits.append((r, i))
                 i += 1
@@ -310,17 +298,14 @@ def execute(
                 st = start_time(t_free, e)
             else:
                 st = t_free
-            if role:
-                if role == NEEDS_RELOAD:
-                    for offset in deps[k]:
-                        ready = fin.get(code + offset, 0.0)
-                        if ready > st:
-                            st = ready
-                    en = st + r_cost[k]
-                else:  # COPY_SOURCE: a forward an offload reads
-                    en = fin[code] = st + r_cost[k]
-            else:
-                en = st + r_cost[k]
+            if role == NEEDS_RELOAD:
+                for offset in deps[k]:
+                    ready = fin.get(code + offset, 0.0)
+                    if ready > st:
+                        st = ready
+            en = st + r_cost[k]
+            if role == COPY_SOURCE:  # a forward an offload reads
+                fin[code] = en
             st_row[i] = st
             en_row[i] = en
             if visits is not None:
@@ -335,9 +320,7 @@ def execute(
                     leave, arrive = stream.carry(en, x)
                     sig_end[sg] = arrive
                     if comms is not None:
-                        to = rank_of_stage[signals.receiver(sg)]
-                        stage, gradient = signals.stage(sg), signals.is_gradient(sg)
-                        comms.append(Transfer(r, i - 1, stage, mb, gradient, leave, arrive, to))
+                        comms.append(_transfer(signals, rank_of_stage, r, i - 1, mb, sg, leave, arrive))
                 else:
                     sig_end[sg] = en
                 w = waiter.pop(sg, -1)
@@ -356,10 +339,38 @@ def execute(
 
     arrivals = _sent_at(exp, start, cursor) if exp.mem_received is not None else None
     result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals)
-    result.visits = visits
-    if comms is not None:
-        result.transfers = comms
+    result.visits, result.transfers = visits, comms
     return result
+
+
+def _copy(copies: CopyStreams, finished: dict[int, float], code: int, dep: int, inward: bool, free: float, cost):
+    """(start, end) of the copy job `code` (a reload when `inward`), ready when the rank is free and the job it
+    copies for (`code + dep`) has finished; its end is recorded for the job that waits for it."""
+    ready = finished.get(code + dep, 0.0)
+    leave, arrive = copies.carry(inward, free if free > ready else ready, cost)
+    finished[code] = arrive
+    return leave, arrive
+
+
+def _slot_tables(exp: Expansion, used: set[int]) -> tuple[list[list[int]], list[list[int]], list, list]:
+    """Per rank, indexed by a code's slot (its type and chunk; `JobCodec.stride`): the offset of the signal the job
+    receives and of the one it sends (-1: none), its cost and its link time, so that `execute` reads a job's facts
+    with one index."""
+    in_off, out_off = _signal_tables(exp, used)
+    transfer = _transfer_table(exp, out_off)
+    slots, ranks = exp.codec.slots(), range(exp.pp)
+    return (
+        [[in_off[t][r][c] for _, t, c in slots] for r in ranks],
+        [[out_off[t][r][c] for _, t, c in slots] for r in ranks],
+        [[exp.cost[t][r][c] for _, t, c in slots] for r in ranks],
+        [[transfer[t][r][c] for _, t, c in slots] for r in ranks],
+    )
+
+
+def _transfer(signals: Signals, rank_of_stage, r: int, step: int, mb: int, sg: int, leave, arrive) -> Transfer:
+    """The record of signal `sg`'s transfer, sent by the job at `step` of rank `r` (`--record-comms`)."""
+    stage, gradient, to = signals.stage(sg), signals.is_gradient(sg), rank_of_stage[signals.receiver(sg)]
+    return Transfer(r, step, stage, mb, gradient, leave, arrive, to)
 
 
 def _sent_at(exp: Expansion, start: list[list[float]], cursor: list[int]) -> list[list[float]]:

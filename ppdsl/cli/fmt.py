@@ -25,12 +25,6 @@ from ppdsl.language.format import format_text
 STDIN = "-"
 
 
-def sched_files(paths: list[str]) -> list[str]:
-    """The files named, and the `.sched` files under the directories named (sorted; hidden directories and
-    symlinked directories are not entered, symlinked files not taken), each once."""
-    return [path for path, _ in _walk(paths)[0]]
-
-
 def _walk(paths: list[str]) -> tuple[list[tuple[str, str | None]], list[Diagnostic]]:
     """Each file to format with the real path of the tree it was found in (None for a file named), and E059 for
     each symlink found that leads out of its tree. A symlink found inside a tree is never followed: one to a file

@@ -6,8 +6,8 @@ is its first letter:
   E0xx  the input cannot be used (syntax, names, types, command-line values, files): exit 2
   S1xx  the schedule is well formed but wrong for the requested sizes: exit 1
 
-`explanations.py` holds the longer texts; a test checks that every code raised anywhere in the package is here
-and that every example really produces its code.
+`explanations/` holds the longer texts, a file per code; a test checks that every code raised anywhere in the
+package is here and that every example really produces its code.
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ class Compiled:
     runs; `formula(expr)` evaluates a declared expression at an environment. `problems` are what Python could not
     compile (E065), which resolution reports."""
 
-    defn_name: str
     order: Callable[..., int] | None = None
     order_source: str = ""
     line_sites: dict[int, int] = field(default_factory=dict)
@@ -107,7 +106,7 @@ _CACHE: dict[int, tuple[weakref.ref, Compiled]] = {}
 def _compile(defn: ScheduleDef) -> Compiled:
     """Everything, in the order resolution declares it: functions (which every expression may call), `require`s,
     the placement, costs, communication, memory, the limit, rule priorities, the order, the tables' `when`s."""
-    out = Compiled(defn.name, _params=tuple(defn.params))
+    out = Compiled(_params=tuple(defn.params))
     for fn in defn.functions:
         args = ", ".join(mangle(a) for a in (*fn.params, *fn.globals))
         out._define(f"def u_{fn.name}({args}):\n    return _checked({fn.source})\n", fn.span)

@@ -39,7 +39,7 @@ class Scope:
 class ExprCompiler:
     """Compiles expressions to Python source with their static types; collects diagnostics instead of stopping.
 
-    `expect(e, scope, want, what)` is the way in: `want` is INT, NUMBER or BOOL (None: any type), `what` names the
+    `checked(e, scope, want, what)` is the way in: `want` is INT, NUMBER or BOOL (None: any type), `what` names the
     place (`a repeat count`) for messages. `sources` (file -> text) lets help lines quote what was written;
     `job_names` are the job types, which are not values; `functions` the schedule's `fn`s.
     """
@@ -55,12 +55,6 @@ class ExprCompiler:
 
     def error(self, code: str, message: str, span: Span, label: str = "", help: str = "") -> None:
         self.diagnostics.append(Diagnostic(code, message, span, label=label, help=help))
-
-    def expect(self, e: ast.Expr, scope: Scope, want: str | None, what: str) -> str:
-        """Python source of `e`, checked to be of type `want` where it stands as `what`."""
-        src, ty = self.typed(e, scope)
-        self.check_type(e, ty, want, what)
-        return src
 
     def checked(
         self,

@@ -106,7 +106,6 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     jobs, ranks = timeline.jobs, timeline.ranks
     lo, hi = _span(jobs)
@@ -127,16 +126,43 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
     order = sorted(
         {j.type for j in jobs}, key=lambda t: (t not in PALETTE, list(PALETTE).index(t) if t in PALETTE else t)
     )
+    lanes = _Lanes(any(copies(j.type) for j in jobs))
+    boxes = _draw_gantt(ax, timeline, order, lanes, lo, hi)
+    _draw_in_flight(fig, mem_ax, timeline, hi)
+    # Sizes in pixels need the final layout: box outlines only while they do not swamp the colours, and
+    # micro-batch numbers only in boxes wider than their digits.
+    fig.canvas.draw()
+    x_px = ax.transData.transform((hi, 0))[0] - ax.transData.transform((lo, 0))[0]
+    px_per_unit = x_px / (hi - lo) if hi > lo else 0.0
+    for collection in boxes:
+        collection.set_linewidth(0.6 if typical * px_per_unit >= 6 else 0.0)
+    _label_micro_batches(fig, ax, timeline, order, lanes, px_per_unit)
+    fig.savefig(path, dpi=dpi, format=fmt)
+    plt.close(fig)
+
+
+class _Lanes:
+    """Where a rank's jobs go in its row: with copies, the row is two lanes, compute on top and the copy stream
+    beneath it (they overlap in time)."""
+
     row_h = 0.8
-    # With copies, a rank's row is two lanes: compute on top, the copy stream beneath it (they overlap in time).
-    any_copies = any(copies(j.type) for j in jobs)
-    compute_h = row_h * (1 - COPY_LANE) if any_copies else row_h
 
-    def lane(r: int, job_type: str) -> tuple[float, float]:
+    def __init__(self, with_copies: bool) -> None:
+        self.compute_h = self.row_h * (1 - COPY_LANE) if with_copies else self.row_h
+
+    def lane(self, r: int, job_type: str) -> tuple[float, float]:
+        """(bottom, height) of a job of `job_type` on rank `r`."""
         if copies(job_type):
-            return (r + row_h / 2 - row_h * COPY_LANE, row_h * COPY_LANE)
-        return (r - row_h / 2, compute_h)
+            return (r + self.row_h / 2 - self.row_h * COPY_LANE, self.row_h * COPY_LANE)
+        return (r - self.row_h / 2, self.compute_h)
 
+
+def _draw_gantt(ax, timeline: Timeline, order: list[str], lanes: _Lanes, lo: float, hi: float) -> list:
+    """Each rank's row, idle time hatched beneath its job boxes, with the legend of job types; the box
+    collections (their outlines are set once the layout is known)."""
+    from matplotlib.patches import Patch
+
+    jobs, ranks, row_h = timeline.jobs, timeline.ranks, lanes.row_h
     # Idle time: each rank's row hatched from the first start to the last end; the jobs cover the busy part.
     for r in range(ranks):
         ax.broken_barh(
@@ -157,7 +183,7 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
     boxes = []
     for (job_type, chunk, r), bars in groups.items():
         face = _shade(colour_of(job_type, order), chunk, timeline.vpp)
-        boxes.append(ax.broken_barh(bars, lane(r, job_type), facecolors=[face], edgecolors="white", zorder=2))
+        boxes.append(ax.broken_barh(bars, lanes.lane(r, job_type), facecolors=[face], edgecolors="white", zorder=2))
 
     ax.set_ylim(ranks - 0.5, -0.5)  # rank 0 on top, as in the papers' figures
     step = max(1, ranks // 16)
@@ -174,8 +200,15 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
         light = _shade(PALETTE["forward"].colour, timeline.vpp - 1, timeline.vpp)
         handles.append(Patch(facecolor=light, label=f"lighter: later chunk (of {timeline.vpp})"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    return boxes
 
-    # In-flight activations: one step curve per rank, coloured along a sequential map from rank 0 to the last.
+
+def _draw_in_flight(fig, mem_ax, timeline: Timeline, hi: float) -> None:
+    """In-flight activations: one step curve per rank, coloured along a sequential map from rank 0 to the last,
+    with each rank's memory limit dotted."""
+    import matplotlib.pyplot as plt
+
+    ranks = timeline.ranks
     cmap = plt.get_cmap("viridis")
     limits_drawn = set()
     for r, points in enumerate(timeline.memory):
@@ -203,17 +236,14 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
 
         sm = ScalarMappable(norm=Normalize(0, (ranks - 1) / 0.9), cmap=cmap)
         fig.colorbar(sm, ax=mem_ax, label="rank", fraction=0.02, pad=0.01)
-    # Sizes in pixels need the final layout: box outlines only while they do not swamp the colours, and
-    # micro-batch numbers only in boxes wider than their digits.
-    fig.canvas.draw()
-    x_px = ax.transData.transform((hi, 0))[0] - ax.transData.transform((lo, 0))[0]
-    px_per_unit = x_px / (hi - lo) if hi > lo else 0.0
-    typical_px = typical * px_per_unit
-    for collection in boxes:
-        collection.set_linewidth(0.6 if typical_px >= 6 else 0.0)
+
+
+def _label_micro_batches(fig, ax, timeline: Timeline, order: list[str], lanes: _Lanes, px_per_unit: float) -> None:
+    """Micro-batch numbers in the boxes wide enough for their digits, once the layout gives sizes in pixels."""
+    jobs, ranks = timeline.jobs, timeline.ranks
     font = 6.5 if ranks <= 16 else 5.5
     digit_px = font * 0.62 * fig.dpi / 72.0
-    row_px = abs(ax.transData.transform((0, compute_h))[1] - ax.transData.transform((0, 0))[1])  # y runs down
+    row_px = abs(ax.transData.transform((0, lanes.compute_h))[1] - ax.transData.transform((0, 0))[1])  # y runs down
     # Numbers per job type, all or none: a type whose widest number does not fit its typical box gets none, so
     # that a row never shows micro-batches 0 to 9 and then stops.
     by_type: dict[str, list[JobRecord]] = {}
@@ -226,28 +256,26 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
         digits = max(len(str(j.microbatch)) for j in rows)
         if widths[len(widths) // 2] * px_per_unit >= digit_px * digits + 2:
             labelled.add(job_type)
-    if row_px >= font * 1.3 * fig.dpi / 72.0:
-        for job in jobs:
-            if job.type not in labelled:
-                continue
-            text = str(job.microbatch)
-            if (job.end - job.start) * px_per_unit < digit_px * len(text) + 2:
-                continue
-            rgb = _shade(colour_of(job.type, order), job.chunk, timeline.vpp)
-            ax.text(
-                (job.start + job.end) / 2,
-                job.rank - row_h / 2 + compute_h / 2,
-                text,
-                ha="center",
-                va="center",
-                fontsize=font,
-                color="white" if _luminance(rgb) < 0.55 else "black",
-                zorder=3,
-                clip_on=True,
-            )
-
-    fig.savefig(path, dpi=dpi, format=fmt)
-    plt.close(fig)
+    if row_px < font * 1.3 * fig.dpi / 72.0:
+        return
+    for job in jobs:
+        if job.type not in labelled:
+            continue
+        text = str(job.microbatch)
+        if (job.end - job.start) * px_per_unit < digit_px * len(text) + 2:
+            continue
+        rgb = _shade(colour_of(job.type, order), job.chunk, timeline.vpp)
+        ax.text(
+            (job.start + job.end) / 2,
+            job.rank - lanes.row_h / 2 + lanes.compute_h / 2,
+            text,
+            ha="center",
+            va="center",
+            fontsize=font,
+            color="white" if _luminance(rgb) < 0.55 else "black",
+            zorder=3,
+            clip_on=True,
+        )
 
 
 def plot_sweep(

@@ -303,7 +303,7 @@ def library_base(stem: str, pp: int, m: int, vpp: int) -> Expansion:
 def valid_expansions(draw, library_filter=None, gen_strategy=None):
     """A valid Expansion: from the library (at an accepted size) or generated. The library's schedules with
     memory actions are left out: a perturbation of their compute also moves it across a recompute or a reload
-    (S115-S118), and their properties are in test_memory_action_checks.py."""
+    (S115-S118), and their properties are in checks/test_memory_action_order.py."""
     if draw(st.booleans()):
         sizes = [
             s

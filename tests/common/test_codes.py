@@ -21,7 +21,7 @@ from paths import ROOT
 PACKAGE = ROOT / "ppdsl"
 # A code as the package writes it: a string literal such as "E010" or 'S105'.
 CODE_LITERAL = re.compile(r"""["']([A-Z]\d{3})["']""")
-REGISTRY_MODULES = {PACKAGE / "common" / "codes.py", PACKAGE / "common" / "explanations.py"}
+REGISTRY_MODULES = {PACKAGE / "common" / "codes.py", *(PACKAGE / "common" / "explanations").glob("*.py")}
 DOCS = ROOT / "docs" / "language.md"
 DOCS_TABLE = re.compile(r"(<!-- codes:[^\n]*-->\n)(.*?)(\n<!-- end of codes -->)", re.DOTALL)
 
@@ -63,9 +63,14 @@ def test_registry_and_explanations_hold_the_same_codes():
 
 
 def test_explanations_are_in_code_order():
-    """A maintainer looks a code up by reading down the file: branches that each added codes at the end left them
-    out of order once (E090 before E044)."""
+    """`ppdsl explain` and the docs list codes in order (when the texts shared one file, branches that each added
+    codes at the end left them out of order once: E090 before E044)."""
     assert list(EXPLANATIONS) == sorted(EXPLANATIONS)
+
+
+def test_each_explanation_is_the_file_named_by_its_code():
+    files = sorted(path.stem for path in (PACKAGE / "common" / "explanations").glob("[ES][0-9][0-9][0-9].py"))
+    assert files == list(EXPLANATIONS) and len(files) > 90
 
 
 def test_exit_status_comes_from_the_code_class():

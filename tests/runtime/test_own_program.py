@@ -160,7 +160,7 @@ def test_a_hand_placed_model_that_leaves_stages_empty_is_refused_naming_them(tmp
     from typer.testing import CliRunner
 
     from ppdsl.cli import app
-    from ppdsl.common.explanations import ENDS_ONLY
+    from ppdsl.common.explanations.E064 import ENDS_ONLY
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / ENDS_ONLY[0]).write_text(ENDS_ONLY[1])
