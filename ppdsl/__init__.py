@@ -26,9 +26,12 @@ functions raise `DiagnosticError` (its `.diagnostics` are the same objects). Not
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ppdsl.common.version import __version__
 
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from ppdsl.runtime.request import RunRequest
     from ppdsl.runtime.run import RunObserver, RunReport
     from ppdsl.synth import SynthOutcome
+
+F = TypeVar("F", bound=Callable[..., object])
 
 __all__ = [
     "CheckResult",
@@ -62,6 +67,22 @@ __all__ = [
 ]
 
 
+def _keywords_checked(function: F) -> F:
+    """`function`, answering a keyword it does not take as `run` does (E007, `did you mean `microbatches`?`)."""
+    known = [
+        name
+        for name, p in inspect.signature(function).parameters.items()
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        _refuse_unknown_options(f"ppdsl.{function.__name__}", kwargs, known)
+        return function(*args, **kwargs)
+
+    return typing.cast(F, checked)
+
+
 def load(schedule: str | Path) -> ScheduleDef:
     """Read and resolve a schedule: a shipped name (`1f1b`) or a `.sched` path. Raises DiagnosticError."""
     from ppdsl.language.library import find_schedule
@@ -70,6 +91,7 @@ def load(schedule: str | Path) -> ScheduleDef:
     return load_file(find_schedule(str(schedule)))
 
 
+@_keywords_checked
 def scenario(
     schedule: str | Path | ScheduleDef,
     *,
@@ -90,6 +112,7 @@ def scenario(
     return Scenario(schedule, pp, microbatches, vpp, params, costs, rendezvous, memory_limit=memory_limit)
 
 
+@_keywords_checked
 def check(
     schedule: str | Path | ScheduleDef,
     *,
@@ -119,6 +142,7 @@ def check(
     )
 
 
+@_keywords_checked
 def expand(
     schedule: str | Path | ScheduleDef,
     *,
@@ -132,6 +156,7 @@ def expand(
     return scenario(schedule, pp=pp, microbatches=microbatches, vpp=vpp, params=params, costs=costs).expansion()
 
 
+@_keywords_checked
 def simulate(
     schedule: str | Path | ScheduleDef,
     *,
@@ -151,6 +176,7 @@ def simulate(
     )
 
 
+@_keywords_checked
 def compile(
     schedule: str | Path | ScheduleDef,
     *,
@@ -177,6 +203,7 @@ def compile(
     return generate_plan_module(defn, spec.path, literal=spec if literal else None)
 
 
+@_keywords_checked
 def synthesize(
     *,
     pp: int,
@@ -251,11 +278,11 @@ def _refuse_unknown_options(where: str, options: Mapping[str, object], known: li
     """E007 for a keyword the function does not take, with the close one (`stepz` -> `steps`), as the command
     line answers a mistyped flag: not Python's `__init__() got an unexpected keyword argument`."""
     from ppdsl.analysis.costs import did_you_mean
-    from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+    from ppdsl.common.diagnostics import CallerError, Diagnostic
 
     unknown = [name for name in options if name not in known]
     if unknown:
-        raise DiagnosticError(
+        raise CallerError(
             [
                 Diagnostic(
                     "E007",

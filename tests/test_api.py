@@ -106,3 +106,25 @@ def test_synth_periodic_is_one_file_for_every_number_of_microbatches(tmp_path):
     path.write_text(found.text)
     # half of ZB-V's 8 activations; each micro-batch adds the busiest rank's work per micro-batch (6)
     assert [ppdsl.check(path, pp=4, microbatches=m, vpp=2).makespan for m in (8, 9, 10)] == [59, 65, 71]
+
+
+@pytest.mark.parametrize(
+    "call, wrong, right",
+    [
+        (lambda: ppdsl.check("1f1b", pp=4, microbatch=8), "microbatch", "microbatches"),
+        (lambda: ppdsl.expand("1f1b", pp=4, microbatches=8, vp=2), "vp", "vpp"),
+        (lambda: ppdsl.simulate("1f1b", pp=4, microbatches=8, cost={"forward": 1}), "cost", "costs"),
+        (lambda: ppdsl.compile("1f1b", literall=True), "literall", "literal"),
+        (lambda: ppdsl.scenario("1f1b", pp=4, microbatches=8, memory_limt=4), "memory_limt", "memory_limit"),
+        (lambda: ppdsl.synthesize(pp=4, microbatches=8, memory_limits=4), "memory_limits", "memory_limit"),
+    ],
+)
+def test_a_mistyped_keyword_is_e007_with_the_name_to_write(call, wrong, right):
+    """Every API function answers a keyword it does not take as `ppdsl.run` and the command line do: E007 with
+    the close name, shown in the traceback's own line (`str()`), not Python's `unexpected keyword argument`."""
+    with pytest.raises(ppdsl.DiagnosticError) as err:
+        call()
+    (diagnostic,) = err.value.diagnostics
+    assert diagnostic.code == "E007" and f"`{wrong}`" in diagnostic.message
+    assert f"did you mean `{right}`?" in diagnostic.help
+    assert f"did you mean `{right}`?" in str(err.value) and str(err.value).startswith("error[E007]")

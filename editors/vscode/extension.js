@@ -50,7 +50,9 @@ async function start() {
     const command = serverCommand();
     vscode.window.showErrorMessage(
       `ppdsl: could not start \`${command} lsp\` (${err && err.message ? err.message : err}). ` +
-        "Install ppdsl (`pip install ppdsl`) or set `ppdsl.path` to its command."
+        // ppdsl is not on PyPI: `pip install ppdsl` would find nothing (or another package)
+        "Install ppdsl with its language server from a clone of its repository (`pip install -e '.[lsp]'` " +
+        "in the clone), or set `ppdsl.path` to its command (e.g. `/home/me/.venv/bin/ppdsl`)."
     );
   }
 }

@@ -11,10 +11,12 @@ import math
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.segment import Segment
+from rich.table import Table
 from rich.text import Text
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
@@ -35,11 +37,36 @@ from ppdsl.common.units import parse_memory_limit
 from ppdsl.language.library import find_schedule
 
 
+class Trimmed:
+    """A renderable whose lines end at their last character: a table pads every cell of its last column to the
+    widest one, and a line that ends in spaces is what a user copies or a script compares."""
+
+    def __init__(self, renderable: RenderableType):
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.renderable, options, pad=False):
+            while line and not line[-1].control and not line[-1].text.rstrip(" "):
+                line.pop()
+            if line and not line[-1].control:
+                last = line[-1]
+                line[-1] = Segment(last.text.rstrip(" "), last.style)
+            yield from line
+            yield Segment.line()
+
+
+class PpdslConsole(Console):
+    """Rich's console, printing tables `Trimmed`."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(Trimmed(o) if isinstance(o, Table) else o for o in objects), **kwargs)
+
+
 def console(stderr: bool = False) -> Console:
     """Every console ppdsl prints through. Rich would rewrite user text: markup (`[b]`), emoji codes (`a:x:b`
     becomes `a❌b`) and highlighting are off, so strings print verbatim; ppdsl's own styles are `Text` objects
-    (`styled`). Data (JSON, CSV) bypasses rich altogether (`print_data`)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    (`styled`). Data (JSON, CSV) bypasses rich altogether (`print_data`). Tables print without trailing spaces."""
+    return PpdslConsole(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 out = console()

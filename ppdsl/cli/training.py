@@ -97,7 +97,7 @@ class ConsoleObserver:
 
     def started_everywhere(self, step: int) -> None:
         if self._status is not None:
-            self._status.update(f"training across processes: step {step + 1} of {self._steps} (the slowest rank's)")
+            self._status.update(f"training across processes: step {step} of {self._steps} (the slowest rank's)")
         if not self.out.is_terminal:
             self.out.print(f"step {step:4d}  started by every rank")
 

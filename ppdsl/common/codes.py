@@ -73,8 +73,8 @@ _SUMMARIES = {
     "E041": "`ppdsl synth --exact` or `--periodic` needs OR-Tools, which is not installed",
     "E042": "a synthesized schedule does not check as it was searched (a bug in ppdsl synth)",
     "E043": "a job reads a value that a later job of its micro-batch computes",
-    "E044": "a Paddle program of your own lacks what a plan needs: op roles, or a startup program for its "
-    "gradient accumulators",
+    "E044": "a Paddle program of your own lacks what a plan needs (op roles, a startup program run after the plan "
+    "for its gradient accumulators), or a fetch the plan's job programs do not hold",
     "E045": "a rank's launch spec or plan (`spec.json`, `plan.json`) is not what its launcher wrote (its sha256 "
     "differs, a symlink, not a regular file)",
     "E046": "a model function (`--model module:function`) cannot be called with the model context",

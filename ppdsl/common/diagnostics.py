@@ -80,6 +80,14 @@ class DiagnosticError(Exception):
         self.diagnostics = diagnostics
 
 
+class CallerError(DiagnosticError):
+    """A caller's mistake in a Python API call (a mistyped keyword): `str()` is the rendered diagnostics with their
+    help (`did you mean ...`), which is all a traceback shows."""
+
+    def __str__(self) -> str:
+        return render_all(self.diagnostics, SourceCache())
+
+
 class SourceCache:
     """Source texts by file name, so a diagnostic can quote the line it points at."""
 

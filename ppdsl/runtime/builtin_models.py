@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.runtime.env import import_paddle
 from ppdsl.runtime.model import Model, ModelContext
 
 
@@ -263,6 +264,9 @@ def _import_model_module(module_name: str, model_dir: Path):
 def model_dir_last(model_dir: str | Path) -> Iterator[None]:
     """`model_dir` at the end of sys.path inside (see `_import_model_module`); a rank runs its bound `--model`
     module's code in here too, so that the modules it imports are found as they were in the launcher."""
+    # the module most likely imports paddle at its top: import it first, through the one door that silences
+    # what a user cannot act on (glog's INFO and WARNING lines, `No ccache found`), as the built-in models' runs do
+    import_paddle()
     folder = os.fspath(model_dir)
     added = folder not in sys.path
     if added:

@@ -67,7 +67,9 @@ def set_op_roles(main, loss) -> None:
     up to the backward's seed are forward, those up to the last gradient op backward, the rest optimizer.
 
     An op after the last gradient op that combines gradients (an `add_n` of a shared weight's parts, a clip) is
-    then an optimizer op: it runs once on the accumulated gradients, which is what the full batch computes."""
+    then an optimizer op: it runs once on the accumulated gradients, which is what the full batch computes.
+
+    `ppdsl.runtime.paddle_pass` exports it too: imported from there, Paddle's `apply_pass` takes ppdsl's modes."""
     ops = list(main.global_block().ops)
     start = _backward_start(ops, loss)
     gradient = [i for i, op in enumerate(ops) if i >= start and _is_gradient_op(op)]
@@ -289,7 +291,16 @@ def loss_value(plan):
             if op.name() == "builtin.shadow_output" and op.attrs()["output_name"] == LOSS_NAME:
                 return op.operand_source(0)
     raise ProgramError(
-        [Diagnostic("E044", "no job program of the plan computes a loss named `ppdsl.loss`", help=ROLES_HELP)]
+        [
+            Diagnostic(
+                "E044",
+                "no job program of the plan computes a loss named `ppdsl.loss`: ppdsl's pass names it (modes "
+                "`ppdsl:<schedule>`), Paddle's own passes (`1F1B`, `FThenB`, `VPP`) do not, and their plan of a "
+                "program of your own steps its optimizer on micro-batch 0's gradient alone",
+                help='plan with `apply_pass(main, startup, "ppdsl:1f1b", attrs)` (Paddle\'s 1F1B order, gradients '
+                "accumulated; `ppdsl:fthenb` and `ppdsl:vpp` for the others), after `set_op_roles(main, loss)`",
+            )
+        ]
     )
 
 

@@ -14,13 +14,20 @@ user to select it. `install()` therefore wraps both functions (and the auto-para
 `pipeline_pass`, which it imported by name): a mode `ppdsl:<name>` or a path ending in `.sched` goes to this
 pass, every other mode to Paddle's original function, unchanged.
 
-    from ppdsl.runtime import paddle_pass
-    paddle_pass.install()
+    from ppdsl.runtime import paddle_pass               # importing it installs; install() is idempotent
     strategy.pipeline.schedule_mode = "ppdsl:zbh1"      # or "schedules/zbh1.sched"
 
-A program of your own (not built by ppdsl) needs op roles: `ppdsl.runtime.own_program.set_op_roles(main, loss)`
-after `optimizer.minimize(loss)`; the plan accumulates its gradients over the micro-batches (their mean, as the
-full batch) and `own_program.loss_value(plan)` is the loss to fetch. Run the startup program after `apply_pass`.
+`install()` rebinds a reference to `apply_pass` that a module imported by name before (what a script's
+`from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass` holds), and wraps two executor steps
+so that a plan runs in the program's own words: `exe.run(main, fetch_list=[loss])` fetches the plan's loss (Paddle
+returns nothing for a Value of `main`, which no job program holds), and a startup program run before the plan
+was built is E044 saying so, not `The variable ...@GRAD@MERGE should exist`. Paddle's own modes on a program that
+does not accumulate its gradients warn that their optimizer steps on micro-batch 0's gradient alone.
+
+A program of your own (not built by ppdsl) needs op roles: `set_op_roles(main, loss)` (from here or
+`ppdsl.runtime.own_program`) after `optimizer.minimize(loss)`; the plan accumulates its gradients over the
+micro-batches (their mean, as the full batch) and `loss_value(plan)` is the loss (`fetch_list=[loss]` too). Run
+the startup program after `apply_pass`.
 
 This module imports paddle; the `ppdsl` command and the front end never import it.
 """
@@ -28,6 +35,9 @@ This module imports paddle; the `ppdsl` command and the front end never import i
 from __future__ import annotations
 
 import functools
+import re
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,7 +54,9 @@ from ppdsl.common.sizes import parse_params
 from ppdsl.language.library import find_schedule
 from ppdsl.plan.jobs import paddle_job_name
 from ppdsl.plan.spec import PlanSpec, with_stages
+from ppdsl.runtime.own_program import ProgramError, accumulates, find_loss, loss_value, set_op_roles
 from ppdsl.runtime.plan import BuiltPlan, build_plan
+from ppdsl.runtime.program import MERGE_SUFFIX
 
 PASS_NAME = "pipeline_scheduler_PPDSL"
 MODE_PREFIX = "ppdsl:"
@@ -165,6 +177,7 @@ class PipelinePPDSLPass(PipelinePassBase):
         built = self._build(main_program, startup_program)
         context.set_attr("plan", built.plan)
         context.set_attr(CONTEXT_BUILT, built)
+        _remember_loss(main_program, built)
 
     def _build(self, program: paddle.pir.Program, startup: paddle.pir.Program | None = None) -> BuiltPlan:
         spec = self.spec()
@@ -230,6 +243,91 @@ def _with_chunk_ids(program: paddle.pir.Program, vpp: int) -> paddle.pir.Program
     return program
 
 
+# ---------------------------------------------------------------- a plan's run, in the program's own values
+
+# (the program, its loss Value, the plan built from it) of the plans built lately: `exe.run(main,
+# fetch_list=[loss])` names the Value the user holds, which no job program has (Paddle returns nothing for it).
+# The programs are held here because a Value whose program is freed crashes the process when it is read.
+_PLANNED_LOSSES: list[tuple[paddle.pir.Program, object, BuiltPlan]] = []
+_REMEMBERED = 32
+
+
+def _remember_loss(program: paddle.pir.Program, built: BuiltPlan) -> None:
+    loss = find_loss(program)
+    if loss is not None and built.loss_value is not None:
+        _PLANNED_LOSSES.append((program, loss, built))
+        del _PLANNED_LOSSES[:-_REMEMBERED]
+
+
+def _fetchable(value: object) -> object | None:
+    """The job program's Value to fetch for `value` of a program this pass planned: its loss, or a diagnostic for
+    any other of its values; None for a value of a program the pass never saw (Paddle's behaviour stands)."""
+    program = value.block.program
+    planned = [(loss, built) for source, loss, built in _PLANNED_LOSSES if source is program]
+    for loss, built in reversed(planned):
+        if loss.is_same(value):
+            return built.loss_value
+    if planned:
+        raise ProgramError(
+            [
+                Diagnostic(
+                    "E044",
+                    "`fetch_list` names a value of the program the plan was built from, which none of the plan's "
+                    "job programs holds (Paddle would return nothing for it)",
+                    help="fetch the loss (`fetch_list=[loss]`), or values of the job programs "
+                    "(`plan.ir_program(job_type).global_block()`)",
+                )
+            ]
+        )
+    return None
+
+
+def _wrap_fetch_list(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def _update_pir_fetch_list(self: Any, fetch_list: list, value_map_list: list) -> list:
+        found = original(self, fetch_list, value_map_list)
+        if len(found) == len(fetch_list) or not _PLANNED_LOSSES:
+            return found
+        updated = []
+        for value in fetch_list:
+            mapped = original(self, [value], value_map_list)
+            if not mapped and not isinstance(value, str):
+                planned = _fetchable(value)
+                mapped = [] if planned is None else original(self, [planned], value_map_list)
+            updated.extend(mapped)
+        return updated
+
+    setattr(_update_pir_fetch_list, _ORIGINAL, original)
+    return _update_pir_fetch_list
+
+
+_MISSING_ACCUMULATOR = re.compile(r"The variable (\S+" + re.escape(MERGE_SUFFIX) + r") should exist")
+
+
+def _wrap_create_executor(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def _create_new_executor(self: Any) -> Any:
+        try:
+            return original(self)
+        except ValueError as err:
+            missing = _MISSING_ACCUMULATOR.search(str(err))
+            if missing is None:
+                raise
+            raise ProgramError(
+                [
+                    Diagnostic(
+                        "E044",
+                        f"the plan's gradient accumulator `{missing.group(1)}` is not in the scope: the pass added it "
+                        "to the startup program, which ran before the plan was built",
+                        help="run the startup program after `apply_pass(main, startup, ...)` (or run it again)",
+                    )
+                ]
+            ) from None
+
+    setattr(_create_new_executor, _ORIGINAL, original)
+    return _create_new_executor
+
+
 # ---------------------------------------------------------------- making Paddle accept `.sched` modes
 
 
@@ -243,6 +341,20 @@ def apply_schedule(
     return context.get_attr("plan")
 
 
+def _warn_unaccumulated(main_program: paddle.pir.Program, mode: str, pass_attr: Mapping) -> None:
+    """Paddle's own passes plan a program that does not accumulate its gradients, with no error, into a plan whose
+    optimizer steps on micro-batch 0's gradient alone: say so, and which mode does accumulate them."""
+    microbatches = int(pass_attr.get("num_micro_batches") or 1)
+    if microbatches > 1 and not accumulates(main_program):
+        warnings.warn(
+            f"Paddle's `{mode}` pass does not accumulate this program's gradients over its {microbatches} "
+            "micro-batches: the plan's optimizer steps on micro-batch 0's gradient alone. The mode "
+            f"`ppdsl:{mode.lower()}` runs the same job order and accumulates them (their mean, as the full batch).",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def _wrap_apply_pass(original: Callable) -> Callable:
     @functools.wraps(original)
     def apply_pass(
@@ -253,6 +365,7 @@ def _wrap_apply_pass(original: Callable) -> Callable:
     ) -> core.Plan:
         schedule = schedule_of_mode(pass_name)
         if schedule is None:
+            _warn_unaccumulated(main_program, pass_name, pass_attr or {})
             # Paddle's default `pass_attr={}` is shared and mutated (1F1B writes into it): leave that as it was
             if pass_attr is None:
                 return original(main_program, startup_program, pass_name)
@@ -293,8 +406,11 @@ def _wrap_pipeline_pass(original: Callable) -> Callable:
 
 
 def _targets() -> list[tuple[Any, str, Callable[[Callable], Callable]]]:
-    """(module, attribute, wrapper factory) of every place Paddle looks a pipeline schedule up by name."""
+    """(module or class, attribute, wrapper factory) of every place Paddle looks a pipeline schedule up by name,
+    and of the two executor steps that run a plan in the program's own values (its loss fetched, the startup
+    program's order diagnosed)."""
     import paddle.distributed.passes.pipeline_scheduler_pass as scheduler
+    from paddle.base import executor
     from paddle.distributed.auto_parallel.static import engine, pir_pass
 
     return [
@@ -302,30 +418,56 @@ def _targets() -> list[tuple[Any, str, Callable[[Callable], Callable]]]:
         (pir_pass, "pipeline_pass", _wrap_pipeline_pass),
         # engine.py did `from .pir_pass import pipeline_pass`: its module global is a second reference
         (engine, "pipeline_pass", _wrap_pipeline_pass),
+        (executor._ExecutorCache, "_update_pir_fetch_list", _wrap_fetch_list),
+        (executor._StandaloneExecutor, "_create_new_executor", _wrap_create_executor),
     ]
 
 
+def _rebind_everywhere(old: Callable, new: Callable) -> None:
+    """Point every module global that holds `old` at `new`: a script that did `from
+    paddle.distributed.passes.pipeline_scheduler_pass import apply_pass` before `install()` holds Paddle's own
+    function under its own name, which wrapping the package's attribute does not reach."""
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for name, value in list(namespace.items()):
+            if value is old:
+                namespace[name] = new
+
+
 def install() -> None:
-    """Let Paddle's `schedule_mode` name a `.sched` file (`"ppdsl:zbh1"`, `"my.sched"`). Idempotent."""
+    """Let Paddle's `schedule_mode` name a `.sched` file (`"ppdsl:zbh1"`, `"my.sched"`), also where a module
+    imported `apply_pass` by name before. Idempotent; importing this module does it."""
     for module, name, wrap in _targets():
         current = getattr(module, name)
         if not hasattr(current, _ORIGINAL):
-            setattr(module, name, wrap(current))
+            wrapped = wrap(current)
+            setattr(module, name, wrapped)
+            if name == "apply_pass":
+                _rebind_everywhere(current, wrapped)
 
 
 def uninstall() -> None:
-    """Put Paddle's original functions back. Idempotent."""
+    """Put Paddle's original functions back (where `install()` rebound them too). Idempotent."""
     for module, name, _ in _targets():
         current = getattr(module, name)
+        wrapper = current
         while hasattr(current, _ORIGINAL):
             current = getattr(current, _ORIGINAL)
         setattr(module, name, current)
+        if name == "apply_pass" and wrapper is not current:
+            _rebind_everywhere(wrapper, current)
 
 
 def installed() -> bool:
     """Whether `install()` is in effect."""
     return all(hasattr(getattr(module, name), _ORIGINAL) for module, name, _ in _targets())
 
+
+# Importing the module is the install: a user's `from ppdsl.runtime.paddle_pass import set_op_roles, loss_value`
+# (the two calls a program of your own needs) is then all it takes for `apply_pass(..., "ppdsl:1f1b", ...)`.
+install()
 
 __all__ = [
     "MODE_PREFIX",
@@ -335,6 +477,8 @@ __all__ = [
     "apply_schedule",
     "install",
     "installed",
+    "loss_value",
     "schedule_of_mode",
+    "set_op_roles",
     "uninstall",
 ]

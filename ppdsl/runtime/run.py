@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -61,8 +62,19 @@ class RunObserver(Protocol):
     def dry_run(self, text: str) -> None: ...
     def training(self, start: RunStart) -> contextlib.AbstractContextManager[Any]: ...
     def step(self, step: int, loss: float) -> None: ...
-    def started_everywhere(self, step: int) -> None: ...  # one process per rank: every rank here began `step`
+    # one process per rank: every rank here began `step` (counted from 1, as `step(step, loss)` counts the steps done)
+    def started_everywhere(self, step: int) -> None: ...
     def finished(self, report: RunReport) -> None: ...
+
+
+def _counted_from_one(observer: RunObserver) -> Callable[[int], None]:
+    """The cluster's `on_step`, which counts the steps it starts from 0, for an observer that counts from 1 (as one
+    process's `step` does: `step 1` is the first in every mode)."""
+
+    def started(index: int) -> None:
+        observer.started_everywhere(index + 1)
+
+    return started
 
 
 class SilentObserver:
@@ -453,7 +465,7 @@ def _train_cluster(
         launch_dir=launch_dir,
     )
     with observer.training(start):
-        result = run_cluster(spec, launch_dir, context.plan, on_step=observer.started_everywhere)
+        result = run_cluster(spec, launch_dir, context.plan, on_step=_counted_from_one(observer))
     report = context.report(
         model_name,
         lr=result.learning_rate,  # what the ranks trained with, not what the flag asked for

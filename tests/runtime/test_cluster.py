@@ -99,8 +99,10 @@ def test_processes_train_like_one_process(stem, pp, m, vpp, tmp_path):
     want_params, want_losses = _single_process(stem, pp, m, vpp, tmp_path)
     result, run_dir = _cluster(stem, pp, m, vpp, tmp_path)
     assert result.exit_code == 0, result.output + (result.stderr or "")
-    # per-step progress, as one process shows it (issue 19: nothing until the summary)
-    assert [f"step {s:4d}  started by every rank" in result.stdout for s in range(STEPS)] == [True] * STEPS
+    # per-step progress, as one process shows it (issue 19: nothing until the summary), counted from 1 as there
+    steps = range(1, STEPS + 1)
+    assert [f"step {s:4d}  started by every rank" in result.stdout for s in steps] == [True] * STEPS
+    assert "step    0" not in result.stdout
     got = {}
     for r in range(pp):
         with np.load(run_dir / f"rank{r}.npz") as data:

@@ -131,6 +131,118 @@ def test_own_program_through_the_pass_trains_as_the_full_batch(paddle, optimizer
     assert not np.allclose(params["own.w1"], W["own.w1"]), "the parameters should have trained"
 
 
+def test_the_programs_own_loss_is_fetchable_from_the_plan(paddle):
+    """Before: `fetch_list=[loss]` (the Value the user holds, of `main`, which no job program has) came back as an
+    empty list and the user's `[0]` was `IndexError: list index out of range`."""
+    from ppdsl.runtime.own_program import set_op_roles
+
+    main, startup, loss = _own_program(paddle)
+    set_op_roles(main, loss)
+    plan = _apply(main, startup)
+    losses, params = _run_plan(paddle, main, startup, plan, loss)
+    want_losses, want = _full_batch(paddle, "sgd")
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
+    np.testing.assert_allclose(params["own.w2"], want["own.w2"], rtol=1e-5, atol=1e-6)
+
+
+def test_another_value_of_the_planned_program_is_refused_as_a_fetch(paddle):
+    from ppdsl.runtime.own_program import set_op_roles
+
+    main, startup, loss = _own_program(paddle)
+    set_op_roles(main, loss)
+    plan = _apply(main, startup)
+    hidden = next(op.result(0) for op in main.global_block().ops if op.name() == "pd_op.tanh")
+    with pytest.raises(DiagnosticError) as err:
+        _run_plan(paddle, main, startup, plan, hidden)
+    (diagnostic,) = err.value.diagnostics
+    assert diagnostic.code == "E044" and "`fetch_list` names a value of the program the plan" in diagnostic.message
+
+
+def test_a_startup_program_run_before_the_plan_is_a_diagnostic_saying_when_to_run_it(paddle):
+    """Before: `ValueError: (InvalidArgument) The variable own.w1@GRAD@MERGE should exist`."""
+    from ppdsl.runtime.own_program import loss_value, set_op_roles
+
+    main, startup, loss = _own_program(paddle)
+    set_op_roles(main, loss)
+    scope = paddle.static.Scope()
+    with paddle.static.scope_guard(scope):
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)  # too early: the pass adds the accumulators to it
+        plan = _apply(main, startup)
+        exe._set_plan(plan)
+        with pytest.raises(DiagnosticError) as err:
+            exe.run(main, feed={"x": X[0], "y": Y[0]}, fetch_list=[loss_value(plan)])
+    (diagnostic,) = err.value.diagnostics
+    assert diagnostic.code == "E044" and "@GRAD@MERGE` is not in the scope" in diagnostic.message
+    assert "run the startup program after `apply_pass" in diagnostic.help
+    assert "error[E044]" in str(err.value)  # what the traceback shows
+
+
+def test_paddles_own_mode_on_a_program_of_your_own_says_which_mode_accumulates(paddle):
+    """Before: Paddle's `1F1B` planned it silently (the optimizer on micro-batch 0's gradient alone), and
+    `loss_value(plan)` said to call `set_op_roles`, which had been called."""
+    from ppdsl.runtime.own_program import loss_value, set_op_roles
+
+    main, startup, loss = _own_program(paddle)
+    set_op_roles(main, loss)
+    with pytest.warns(UserWarning, match="micro-batch 0's gradient alone.*`ppdsl:1f1b`"):
+        plan = _apply(main, startup, "1F1B")
+    with pytest.raises(DiagnosticError) as err:
+        loss_value(plan)
+    (diagnostic,) = err.value.diagnostics
+    assert diagnostic.code == "E044" and "Paddle's own passes" in diagnostic.message
+    assert '"ppdsl:1f1b"' in diagnostic.help
+
+
+AS_A_PADDLE_USER_WRITES_IT = """
+import numpy as np
+import paddle
+from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass  # before ppdsl: Paddle's own function
+from ppdsl.runtime.paddle_pass import loss_value, set_op_roles  # no paddle_pass.install(): the import is enough
+
+paddle.enable_static()
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    x = paddle.static.data("x", [-1, 3, 4], "float32")
+    w = paddle.create_parameter([4, 2], "float32", name="w", default_initializer=paddle.nn.initializer.Constant(0.5))
+    loss = paddle.mean(paddle.matmul(x, w) ** 2)
+    paddle.optimizer.SGD(0.1).minimize(loss)
+set_op_roles(main, loss)
+plan = apply_pass(main, startup, "ppdsl:1f1b", {"num_micro_batches": 4, "pp_degree": 1, "pp_stage": 0})
+exe = paddle.static.Executor(paddle.CPUPlace())
+exe.run(startup)
+exe._set_plan(plan)
+x = np.arange(96, dtype="float32").reshape(8, 3, 4) / 96
+print(exe.run(main, feed={"x": x}, fetch_list=[loss])[0].tolist())
+print(exe.run(main, feed={"x": x}, fetch_list=[loss_value(plan)])[0].tolist())
+"""
+
+
+def test_apply_pass_imported_first_takes_a_ppdsl_mode_without_an_install_call(tmp_path):
+    """Before: `AssertionError: pipeline scheduler only support FThenB, 1F1B, Eager1F1B, VPP and ZBH1, but receive
+    ppdsl:1f1b`, unless `paddle_pass.install()` came before `apply_pass` was imported. In a fresh process, as the
+    README's snippet runs; `fetch_list=[loss]` then `[loss_value(plan)]`, two steps: the second loss is lower."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "own.py"
+    script.write_text(AS_A_PADDLE_USER_WRITES_IT)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root), "GLOG_minloglevel": "2"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, second = (json.loads(line) for line in proc.stdout.splitlines()[-2:])
+    assert len(first) == len(second) == 4  # one loss per micro-batch
+    assert np.mean(second) < np.mean(first)
+
+
 def test_own_program_through_a_plan_module_trains_as_the_full_batch(paddle, tmp_path):
     """`ppdsl compile`'s `prepare` goes through the same preparation, and its BuiltPlan names the loss to fetch."""
     import ppdsl

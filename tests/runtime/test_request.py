@@ -123,5 +123,6 @@ def test_a_mistyped_keyword_of_ppdsl_run_is_a_diagnostic_with_the_close_name():
     assert (first.code, second.code) == ("E007", "E007")
     assert "`stepz`" in first.message and "did you mean `steps`?" in first.help
     assert "`batchsize`" in second.message and "did you mean `batch_size`?" in second.help
+    assert "did you mean `steps`?" in str(err.value)  # what a traceback shows: the help too
     with pytest.raises(DiagnosticError, match="takes no option `lrate`"):
         ppdsl.run(RunRequest(steps=1), lrate=0.1)

@@ -93,6 +93,9 @@ test("the restart command makes a new client; a server that cannot start is an e
   const { extension, record } = load({ failToStart: true });
   await extension.activate({ subscriptions: [] });
   assert.match(record.errors[0], /could not start `ppdsl lsp` \(spawn ppdsl ENOENT\)/);
+  // the install command that works: ppdsl is not on PyPI
+  assert.match(record.errors[0], /`pip install -e '\.\[lsp\]'` in the clone/);
+  assert.doesNotMatch(record.errors[0], /pip install ppdsl/);
   await record.commands["ppdsl.restartServer"]();
   assert.equal(record.clients.length, 2);
   await extension.deactivate();
