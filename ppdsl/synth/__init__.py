@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -312,8 +312,7 @@ def _steady_text(problem: Problem, result: SynthResult, request: SynthRequest) -
 
     written = text(counts[-1])
     proven = m
-    for count in counts:
-        checked = checked_text(written, request, result, microbatches=count)
+    for count, checked in zip(counts, checked_counts(written, request, result, counts), strict=False):
         if not checked.valid:
             break
         proven = count
@@ -330,7 +329,7 @@ def proven_counts(microbatches: int, stride: int) -> int:
     return max(1, min(3 * microbatches // stride, STEADY_PROOFS))
 
 
-STEADY_PROOFS = 64
+STEADY_PROOFS = 32
 
 
 # A model measured on a program counts the values in transit between jobs (`Expansion.mem_received`), which the
@@ -396,17 +395,22 @@ def measure_probe(request: SynthRequest) -> MemoryModel:
 def checked_text(text: str, request: SynthRequest, result: SynthResult, microbatches: int | None = None) -> CheckResult:
     """`ppdsl check` of the written schedule with the request's costs and memory (at other `microbatches`, for a
     periodic schedule)."""
-    m = microbatches or request.microbatches
+    return next(checked_counts(text, request, result, [microbatches or request.microbatches]))
+
+
+def checked_counts(text: str, request: SynthRequest, result: SynthResult, counts: list[int]) -> Iterator[CheckResult]:
+    """`checked_text` at each of `counts`, the file read and resolved once."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "synthesized.sched"
         path.write_text(text, encoding="utf-8")
         costs = None if costs_fit_in_file(result.problem) else action_costs(request)
         if costs is not None and not _has_actions(result):  # (the file then has no action types)
             costs = costs.without(MEMORY_NAMES)
-        scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
+        scenario = Scenario(path, request.pp, counts[0], request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
-        return check(scenario)
+        for count in counts:
+            yield check(scenario.with_(microbatches=count))
 
 
 def verify(

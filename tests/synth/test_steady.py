@@ -96,15 +96,14 @@ def test_the_steady_form_at_another_count_is_the_block_repeated(tmp_path: Path):
 def test_a_schedule_without_a_steady_state_is_written_for_its_size_and_says_so(tmp_path: Path, monkeypatch):
     """When the checker refuses the steady form at the first count above (here made to), the file is the fixed
     size's, with a sentence saying why."""
-    real = synth.checked_text
+    real = synth.checked_counts
 
-    def refuse_above(text, request, result, microbatches=None):
-        checked = real(text, request, result, microbatches)
-        if microbatches is not None and microbatches > request.microbatches:
-            return replace(checked, diagnostics=[*checked.diagnostics, Diagnostic("S105", "made to fail")])
-        return checked
+    def refuse_above(text, request, result, counts):
+        for count, checked in zip(counts, real(text, request, result, counts), strict=True):
+            failed = [*checked.diagnostics, Diagnostic("S105", "made to fail")]
+            yield replace(checked, diagnostics=failed) if count > request.microbatches else checked
 
-    monkeypatch.setattr(synth, "checked_text", refuse_above)
+    monkeypatch.setattr(synth, "checked_counts", refuse_above)
     outcome = synthesize_file(synth_request(tmp_path, 4, 8))
     assert "microbatches == 8" in outcome.text
     assert "For microbatches=8 only" in outcome.text
