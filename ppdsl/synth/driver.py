@@ -8,7 +8,7 @@ again at a lower limit.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,7 +25,8 @@ from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem, build_problem, measured_problem_memory, searched_limits
 from ppdsl.synth.request import SynthRequest
 from ppdsl.synth.search import SynthResult, search_request
-from ppdsl.synth.writer import Header, costs_fit_in_file, number, problem_links, sched_text
+from ppdsl.synth.steady import SteadyForm, steady_form
+from ppdsl.synth.writer import Header, costs_fit_in_file, in_order, number, problem_links, sched_text
 
 EPS = 1e-6
 
@@ -167,7 +168,45 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
     if block is not None:
         # the periodic form claims every number of micro-batches: prove one more, beyond the warm-up's length
         verify(text, checked_request, result, microbatches=2 * request.microbatches + problem.nstages)
+    elif (steady := _steady_text(problem, result, checked_request)) is not None:
+        text, check = steady
     return SynthOutcome(result, text, check, checked_request)
+
+
+def _steady_text(problem: Problem, result: SynthResult, request: SynthRequest) -> tuple[str, CheckResult] | None:
+    """The file in its steady-state form (`ppdsl.synth.steady`), proven at each count it admits from the searched
+    one up to `proven_counts` more strides, with its check at the searched count; None where the orders have no
+    steady state or it fails at the first count above."""
+    form = steady_form(problem, result.orders) if in_order(result.orders) else None
+    if form is None:
+        return None
+    m = problem.microbatches
+    counts = [m + k * form.stride for k in range(1, proven_counts(m, form.stride) + 1)]
+
+    def text(proven_up_to: int) -> str:
+        header = _header(request, problem, result, None, form, proven_up_to)
+        return sched_text(problem, result.orders, header, steady=form, proven_up_to=proven_up_to)
+
+    written = text(counts[-1])
+    proven = m
+    for count, checked in zip(counts, checked_counts(written, request, result, counts), strict=False):
+        if not checked.valid:
+            break
+        proven = count
+    if proven == m:
+        return None
+    if proven != counts[-1]:
+        written = text(proven)  # (only the `require` and the docstring change: the orders proven stay the same)
+    return written, verify(written, request, result)
+
+
+def proven_counts(microbatches: int, stride: int) -> int:
+    """How many counts above the searched one a steady-state file is proven at: up to four times it, at most
+    STEADY_PROOFS of them (each is one `ppdsl check`, milliseconds at the sizes synth searches)."""
+    return max(1, min(3 * microbatches // stride, STEADY_PROOFS))
+
+
+STEADY_PROOFS = 32
 
 
 # A model measured on a program counts the values in transit between jobs (`Expansion.mem_received`), which the
@@ -208,17 +247,22 @@ def measure_probe(request: SynthRequest) -> MemoryModel:
 def checked_text(text: str, request: SynthRequest, result: SynthResult, microbatches: int | None = None) -> CheckResult:
     """`ppdsl check` of the written schedule with the request's costs and memory (at other `microbatches`, for a
     periodic schedule)."""
-    m = microbatches or request.microbatches
+    return next(checked_counts(text, request, result, [microbatches or request.microbatches]))
+
+
+def checked_counts(text: str, request: SynthRequest, result: SynthResult, counts: list[int]) -> Iterator[CheckResult]:
+    """`checked_text` at each of `counts`, the file read and resolved once."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "synthesized.sched"
         path.write_text(text, encoding="utf-8")
         costs = None if costs_fit_in_file(result.problem) else action_costs(request)
         if costs is not None and not _has_actions(result):  # (the file then has no action types)
             costs = costs.without(action_names())
-        scenario = Scenario(path, request.pp, m, request.vpp, costs=costs, memory=request.memory)
+        scenario = Scenario(path, request.pp, counts[0], request.vpp, costs=costs, memory=request.memory)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
-        return check(scenario)
+        for count in counts:
+            yield check(scenario.with_(microbatches=count))
 
 
 def verify(
@@ -256,7 +300,14 @@ def _has_actions(result: SynthResult) -> bool:
     return any(t < len(names) and is_action(names[t]) for order in result.orders for t, _, _ in order)
 
 
-def _header(request: SynthRequest, problem: Problem, result: SynthResult, block: Block | None) -> Header:
+def _header(
+    request: SynthRequest,
+    problem: Problem,
+    result: SynthResult,
+    block: Block | None,
+    steady: SteadyForm | None = None,
+    proven_up_to: int = 0,
+) -> Header:
     p = problem
     name = request.name or f"synth-pp{p.pp}-m{p.microbatches}-v{p.vpp}"
     costs = []
@@ -282,7 +333,8 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
     ]
     ev = result.evaluation
     state = "optimal" if result.optimal else f"{result.gap:.1%} above it"
-    makespan = "Makespan" if block is None else f"At microbatches={p.microbatches}: makespan"
+    fixed = block is None and steady is None
+    makespan = "Makespan" if fixed else f"At microbatches={p.microbatches}: makespan"
     outcome = [
         f"{makespan} {number(round(ev.makespan, 9))}; lower bound {number(round(result.lower_bound, 9))} ({state}).",
         f"Peak memory per rank: {', '.join(shown(round(x, 9)) for x in ev.peaks)}.",
@@ -293,6 +345,19 @@ def _header(request: SynthRequest, problem: Problem, result: SynthResult, block:
             f"Periodic: one micro-batch's block repeats every {number(round(block.period / block.ticks, 9))}, so the "
             "order holds, within the memory limit, for any number of micro-batches; each further micro-batch adds "
             "about one period to the makespan."
+        )
+    elif steady is not None:
+        every = "micro-batch" if steady.stride == 1 else f"{steady.stride} micro-batches"
+        steps = "" if steady.stride == 1 else f" in steps of {steady.stride}"
+        found.append(
+            f"Steady state: after its warm-up each rank repeats a block, once per {every}, then cools down; so the "
+            f"order holds for more micro-batches, and the checker proved it within the memory limit at every count "
+            f"from {p.microbatches} to {proven_up_to}{steps} (the `require`)."
+        )
+    else:
+        found.append(
+            f"For microbatches={p.microbatches} only: its orders have no block that repeats and holds at more "
+            "micro-batches (search again for another count, or use `--periodic`)."
         )
     check = f"ppdsl check {request.output} --pp {p.pp} -m {p.microbatches}" + (f" --vpp {p.vpp}" if p.vpp > 1 else "")
     if not costs_fit_in_file(p) and request.cost_options:

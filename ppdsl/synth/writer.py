@@ -39,6 +39,7 @@ from ppdsl.plan.kinds import (
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
 from ppdsl.synth.schedule import Order
+from ppdsl.synth.steady import SteadyForm
 
 NAMES = {t: k.name for t, k in enumerate(ALWAYS)}
 LETTERS = {t: k.letter for t, k in enumerate(ALWAYS)}
@@ -216,20 +217,42 @@ def _statement(problem: Problem, t: int, s: int, mb: str | None = None) -> str:
     return f"{name}({', '.join(args)})" if args else name
 
 
-def order_text(problem: Problem, orders: list[Order]) -> list[str]:
-    """`order { if rank == 0 { ... } elif ... }` with repeated groups folded."""
+def _job_lines(problem: Problem, tokens: list[tuple[int, int]], indent: int) -> list[str]:
+    """Job statements with repeated groups folded (`repeat n { ... }`, `forward * 4`), wrapped at `indent`."""
+    pad = " " * indent
+    lines = []
+    for count, group in _fold([_statement(problem, t, s) for t, s in tokens]):
+        if count == 1:
+            lines.extend(textwrap.wrap(" ".join(group), WIDTH, initial_indent=pad, subsequent_indent=pad))
+        elif len(group) == 1:
+            lines.append(f"{pad}{group[0]} * {count}")
+        else:
+            lines.append(f"{pad}repeat {count} {{ {' '.join(group)} }}")
+    return lines
+
+
+def _repeats_expression(steady: SteadyForm, rank: int) -> str:
+    """How often `rank` repeats its block at any admitted count: `microbatches - 4`, `(microbatches - 2) // 4`."""
+    offset = steady.repeats_offset(rank)
+    count = f"microbatches - {offset}" if offset else "microbatches"
+    return count if steady.stride == 1 else f"({count}) // {steady.stride}"
+
+
+def order_text(problem: Problem, orders: list[Order], steady: SteadyForm | None = None) -> list[str]:
+    """`order { if rank == 0 { ... } elif ... }` with repeated groups folded; with `steady`, each rank's block
+    repeated as often as the micro-batch count asks."""
     lines = ["order {"]
     for r, order in enumerate(orders):
         lines.append(f"    {'if' if r == 0 else 'elif'} rank == {r} {{")
-        tokens = [_statement(problem, t, s) for t, s, _ in order]
-        for count, group in _fold(tokens):
-            if count == 1:
-                lines.extend(textwrap.wrap(" ".join(group), WIDTH, initial_indent=" " * 8, subsequent_indent=" " * 8))
-            elif len(group) == 1:
-                lines.append(f"        {group[0]} * {count}")
-            else:
-                body = " ".join(group)
-                lines.append(f"        repeat {count} {{ {body} }}")
+        if steady is None:
+            lines += _job_lines(problem, [(t, s) for t, s, _ in order], 8)
+        else:
+            part = steady.ranks[r]
+            lines += _job_lines(problem, list(part.warmup), 8)
+            lines.append(f"        repeat {_repeats_expression(steady, r)} {{")
+            lines += _job_lines(problem, list(part.block), 12)
+            lines.append("        }")
+            lines += _job_lines(problem, list(part.cooldown), 8)
         lines.append("    }")
     lines.append("    optimizer")
     lines.append("}")
@@ -272,8 +295,43 @@ def table_text(problem: Problem, orders: list[Order]) -> list[str]:
     return lines
 
 
-def sched_text(problem: Problem, orders: list[Order], header: Header, block: Block | None = None) -> str:
-    """The file; with `block`, the periodic form, which holds for any number of micro-batches."""
+def sizes_required(problem: Problem, block: Block | None, steady: SteadyForm | None, proven_up_to: int) -> str:
+    """The file's `require` of the sizes it holds for: pp and vpp always; the micro-batch count it was found for,
+    any (a periodic block), or the counts its steady state was proven at (`steady`, up to `proven_up_to`)."""
+    sizes = f"pp == {problem.pp} and vpp == {problem.vpp}"
+    m, where = problem.microbatches, f"pp={problem.pp}, vpp={problem.vpp}"
+    if block is not None:
+        return (
+            f'require {sizes} : "synthesized for {where} (any number of micro-batches); '
+            'run `ppdsl synth` for other sizes"'
+        )
+    if steady is None:
+        return (
+            f"require {sizes} and microbatches == {m} : "
+            f'"synthesized for {where}, microbatches={m}; run `ppdsl synth` for other sizes"'
+        )
+    counts = f"microbatches >= {m} and microbatches <= {proven_up_to}"
+    steps = ""
+    if steady.stride > 1:
+        counts += f" and (microbatches - {m}) % {steady.stride} == 0"
+        steps = f" in steps of {steady.stride}"
+    return (
+        f"require {sizes} and {counts} : "
+        f'"synthesized for {where} and proven for microbatches from {m} to {proven_up_to}{steps}; '
+        'run `ppdsl synth` for other sizes"'
+    )
+
+
+def sched_text(
+    problem: Problem,
+    orders: list[Order],
+    header: Header,
+    block: Block | None = None,
+    steady: SteadyForm | None = None,
+    proven_up_to: int = 0,
+) -> str:
+    """The file; with `block`, the periodic form, which holds for any number of micro-batches; with `steady`, the
+    orders' steady state, which holds at every count its `require` admits (`proven_up_to` the largest)."""
     used = {t for order in orders for t, _, _ in order}
     costs_in_file = costs_fit_in_file(problem)
 
@@ -293,23 +351,14 @@ def sched_text(problem: Problem, orders: list[Order], header: Header, block: Blo
         f"Check:      {header.check}",
     ]
     doc = [docstring_line(line) for line in doc]
-    sizes = f"pp={problem.pp}, vpp={problem.vpp}, microbatches={problem.microbatches}"
     lines = ['"""' + doc[0], *doc[1:], '"""', f'schedule "{header.name}"', ""]
-    if block is None:
-        lines.append(
-            f"require pp == {problem.pp} and vpp == {problem.vpp} and microbatches == {problem.microbatches} : "
-            f'"synthesized for {sizes}; run `ppdsl synth` for other sizes"'
-        )
-    else:
-        lines.append(
-            f"require pp == {problem.pp} and vpp == {problem.vpp} : "
-            f'"synthesized for pp={problem.pp}, vpp={problem.vpp} (any number of micro-batches); '
-            'run `ppdsl synth` for other sizes"'
-        )
+    lines.append(sizes_required(problem, block, steady, proven_up_to))
     lines.append("")
     lines += declarations(problem, used, costs_in_file)
     if block is not None:
         lines += periodic_text(problem, block)
+    elif in_order(orders):
+        lines += order_text(problem, orders, steady)
     else:
-        lines += order_text(problem, orders) if in_order(orders) else table_text(problem, orders)
+        lines += table_text(problem, orders)
     return format_text("\n".join(lines) + "\n")  # the canonical layout, as `ppdsl fmt` would leave it
