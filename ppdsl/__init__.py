@@ -68,10 +68,14 @@ __all__ = [
 
 
 def _keywords_checked(function: F) -> F:
-    """`function`, answering a keyword it does not take as `run` does (E007, `did you mean `microbatches`?`)."""
+    """`function`, answering a keyword it does not take as `run` does (E007, `did you mean `microbatches`?`). A
+    function that takes `**options` checks them itself, against the fields they fill (`synthesize`)."""
+    parameters = inspect.signature(function).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return function
     known = [
-        name
-        for name, p in inspect.signature(function).parameters.items()
+        p.name
+        for p in parameters
         if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     ]
 

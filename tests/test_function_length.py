@@ -10,12 +10,7 @@ from paths import ROOT
 
 LIMIT = 120
 # Being split on other branches (issue 27: the synth driver, the runtime's plan vocabulary); empty when merged.
-ALLOWED = {
-    "ppdsl/synth/__init__.py:action_search",
-    "ppdsl/synth/window_actions.py:ActionWindowModel.__init__",
-    "ppdsl/cli/synth.py:synth_cmd",
-    "ppdsl/runtime/plan.py:build_plan",
-}
+ALLOWED: set[str] = set()  # (empty: every function is under the limit)
 
 
 def _walk(node: ast.AST, where: str, out: dict[str, int]) -> None:
