@@ -288,19 +288,13 @@ def recompute_share(fraction: float | None) -> float:
     return (DEFAULT_RECOMPUTE_FRACTION if fraction is None else fraction) * (1.0 - RECOMPUTE_STAGE_INPUT)
 
 
-# The names callers read before kinds were rows (the runtime still does, until it asks the rows): views of the
-# table at import time, so a `register`ed kind is not in them.
-BuiltinJobType = Kind
-BUILTIN_TYPES = ALWAYS
-MEMORY_TYPES = ACTIONS
-MEMORY_NAMES = tuple(k.name for k in ACTIONS)
-COPY_NAMES = tuple(k.name for k in KINDS.values() if k.copies)
-BUILTIN = KINDS
-BUILTIN_NAMES = tuple(KINDS)
-LETTERS = letters()
 COMPUTE_TYPES = tuple(k.name for k in ALWAYS if k.torch)  # the types a micro-batch's compute consists of
 REGIONS = tuple(k.region for k in ALWAYS)  # the regions a schedule's own job types may take ops from
-SHARED_COUNTER = {k.name: k.counter for k in ALWAYS if k.counter}
+# Names the runtime read before kinds were rows, kept until it asks the rows (`action_names()`, `KINDS`): views of
+# the table at import time, so a `register`ed kind is not in them.
+MEMORY_NAMES = tuple(k.name for k in ACTIONS)
+BUILTIN = KINDS
+BUILTIN_NAMES = tuple(KINDS)
 
 # A schedule's own job type: no cost unless declared, programs after the built-in compute, shown in greys.
 USER_PROGRAM_ORDER = 7
