@@ -1,8 +1,8 @@
 """One process per pipeline rank: each runs its own jobs and exchanges activations and gradients with its peers.
 
-Every process builds the same program and expands the same schedule, so each knows every rank's jobs, which
-named values each job reads from another rank, their shapes, and hence the exact sequence of messages on every
-link. That gives the transport its two rules:
+Every process builds the same program and reads the same plan specification (`plan.json`, the checked schedule),
+so each knows every rank's jobs, which named values each job reads from another rank, their shapes, and hence the
+exact sequence of messages on every link. That gives the transport its two rules:
 
 * **sends never wait** (stream-ordered, the semantics `ppdsl check` proves schedules deadlock-free under): a
   sender thread per outgoing link sends in the order the producing rank runs its jobs;
@@ -46,7 +46,6 @@ class Message:
 
     src: int
     dst: int
-    after_step: int
     job: str  # the producing job's label, for messages
     items: tuple[tuple[str, int], ...]  # (value name, micro-batch)
 
@@ -105,7 +104,7 @@ def communication_plan(
                         sent.add((n, job.mb, d))
                         by_dst[d].append((n, job.mb))
             for d, items in sorted(by_dst.items()):
-                msg = Message(r, d, job.step, job.label, tuple(items))
+                msg = Message(r, d, job.label, tuple(items))
                 job.sends.append(msg)
                 channels[(r, d)].append(msg)
     return jobs, dict(channels)
@@ -129,7 +128,6 @@ class Transport:
                 box: queue.Queue = queue.Queue()
                 self.outboxes[dst] = box
                 self.threads.append(threading.Thread(target=self._send_loop, args=(dst, box), daemon=True))
-        self.expected_per_step = {src: msgs for src, msgs in self.incoming.items()}
 
     # ------------------------------------------------------------ threads
 

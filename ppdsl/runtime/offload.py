@@ -36,7 +36,6 @@ class CopyTarget:
 
 CPU = CopyTarget("cpu", 0, 0, None)
 GPU = CopyTarget("gpu", 1, 1, "copy_stream")
-TARGETS = {t.name: t for t in (CPU, GPU)}
 
 
 def host_name(name: str, stage: int) -> str:
