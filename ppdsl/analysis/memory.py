@@ -5,7 +5,8 @@ A job changes its rank's level by the expansion's `mem_delta` for its (type, ran
 a backward frees what its forward allocated, a split backward frees it in two parts (see `ppdsl.analysis.expand`).
 The level after a rank's k-th job is the sum of the first k deltas; the checker's peak is the largest of them.
 
-Memory actions (`MemoryActions`) change this in three ways, each counted at the instant it happens:
+Memory actions (`MemoryActions`, by their kinds' memory roles in `ppdsl.plan.kinds`) change this in three ways,
+each counted at the instant it happens:
 - a forward whose (chunk, micro-batch) a `recompute` follows on its rank keeps only what the recompute needs:
   it allocates `forward - recompute`, and the recompute allocates the rest (`mem_delta` of recompute) when it ends;
 - an `offload` frees what it moves when its copy *ends* (the bytes are on the device until then), and a `reload`
@@ -24,11 +25,12 @@ activations.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ppdsl.analysis.expansion import Expansion
-from ppdsl.plan.kinds import JobStream, Memory, kind, source_of
+from ppdsl.plan.kinds import JobStream, Memory, kind, revision, source_of
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,10 @@ class MemoryActions:
 
     @classmethod
     def of(cls, exp: Expansion) -> MemoryActions | None:
-        names = exp.type_names
+        return _actions_of(tuple(exp.type_names), revision())
+
+    @classmethod
+    def of_names(cls, names: tuple[str, ...]) -> MemoryActions | None:
         rows = [kind(name) for name in names]
         types = tuple(t for t, k in enumerate(rows) if k is not None and k.optional)
         if not types:
@@ -133,6 +138,12 @@ class MemoryActions:
     def of_role(self, role: Memory) -> tuple[int, ...]:
         """The schedule's memory actions of this role, in type order."""
         return tuple(t for t in self.types if self.role[t] is role)
+
+
+@functools.lru_cache(maxsize=64)
+def _actions_of(names: tuple[str, ...], _revision: int) -> MemoryActions | None:
+    """`MemoryActions.of_names`, once per schedule's job types (the accounting asks for it per rank and per run)."""
+    return MemoryActions.of_names(names)
 
 
 # A job as the accounting reads it: (type index, chunk, micro-batch, start, end), in the rank's order.

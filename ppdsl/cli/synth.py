@@ -268,12 +268,14 @@ def _library_rows(outcome, request, spec):
 
 
 def _report(outcome, rows, output) -> dict:
+    from ppdsl.synth.actions import ACTION_NAMES  # (synth has run: importing it costs nothing more)
+
     result = outcome.result
     report = _base_report(outcome, rows, output)
     if outcome.request.memory_actions:  # how many (stage, micro-batch)s each action took, and the host's peak
         names = result.problem.expansion.type_names  # (the orders' type indices are the probe's)
         jobs = [names[t] for order in result.orders for t, _, _ in order]
-        report["memory_actions"] = {a: jobs.count(a) for a in ("recompute", "offload")}
+        report["memory_actions"] = {a: jobs.count(a) for a in ACTION_NAMES}  # the actions synth chooses
         report["host_peak"] = result.evaluation.host_peak
     return report
 

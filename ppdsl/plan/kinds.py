@@ -51,7 +51,13 @@ class JobStream(str, Enum):
 
 @dataclass(frozen=True)
 class Kind:
-    """One job kind and everything the layers read off it."""
+    """One job kind and everything the layers read off it.
+
+    Paddle's names for its jobs follow from `name` and `per_step`: a job program is `<name>@<stage>`, or
+    `<name>@r<rank>` for a kind that runs once a step (its program belongs to the rank, not a stage), and Paddle's
+    job name is the name, with the chunk's index appended when a rank holds several chunks (`forward1`), except for
+    a once-a-step kind. Its ops come from `region` of the training program (a memory action's region names what the
+    runtime builds for it, `program`)."""
 
     name: str
     region: str  # the part of the training program its ops come from (Paddle's program region)
@@ -169,6 +175,7 @@ ACTIONS: tuple[Kind, ...] = (
 # Every built-in kind by name, in table order: the five, then the memory actions. `register` adds to it in place,
 # so readers that hold it see a registered row.
 KINDS: dict[str, Kind] = {k.name: k for k in (*ALWAYS, *ACTIONS)}
+_revision = [0]  # how many times `register` changed the table: readers that cache what they read off it key on it
 
 
 def kind(name: str) -> Kind | None:
@@ -247,10 +254,17 @@ def register(new: Kind) -> Iterator[Kind]:
     if not new.optional:
         raise ValueError(f"job kind `{new.name}`: only a memory action can be added (its indices move per schedule)")
     KINDS[new.name] = new
+    _revision[0] += 1
     try:
         yield new
     finally:
         del KINDS[new.name]
+        _revision[0] += 1
+
+
+def revision() -> int:
+    """Changes whenever the table does (`register`): a key for what a reader caches of it."""
+    return _revision[0]
 
 
 # What a recompute's forward keeps for it, in activation units of a whole stage, when no `memory recompute keeps`
@@ -274,19 +288,13 @@ def recompute_share(fraction: float | None) -> float:
     return (DEFAULT_RECOMPUTE_FRACTION if fraction is None else fraction) * (1.0 - RECOMPUTE_STAGE_INPUT)
 
 
-# The names callers read before kinds were rows (the runtime still does, until it asks the rows): views of the
-# table at import time, so a `register`ed kind is not in them.
-BuiltinJobType = Kind
-BUILTIN_TYPES = ALWAYS
-MEMORY_TYPES = ACTIONS
-MEMORY_NAMES = tuple(k.name for k in ACTIONS)
-COPY_NAMES = tuple(k.name for k in KINDS.values() if k.copies)
-BUILTIN = KINDS
-BUILTIN_NAMES = tuple(KINDS)
-LETTERS = letters()
 COMPUTE_TYPES = tuple(k.name for k in ALWAYS if k.torch)  # the types a micro-batch's compute consists of
 REGIONS = tuple(k.region for k in ALWAYS)  # the regions a schedule's own job types may take ops from
-SHARED_COUNTER = {k.name: k.counter for k in ALWAYS if k.counter}
+# Names the runtime read before kinds were rows, kept until it asks the rows (`action_names()`, `KINDS`): views of
+# the table at import time, so a `register`ed kind is not in them.
+MEMORY_NAMES = tuple(k.name for k in ACTIONS)
+BUILTIN = KINDS
+BUILTIN_NAMES = tuple(KINDS)
 
 # A schedule's own job type: no cost unless declared, programs after the built-in compute, shown in greys.
 USER_PROGRAM_ORDER = 7

@@ -32,7 +32,7 @@ from ppdsl.analysis.expand import expand
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import load, resolve_text
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, MEMORY_NAMES, OPTIMIZER
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER, is_action
 
 from paths import LIBRARY
 
@@ -289,7 +289,7 @@ def library_sizes() -> tuple[tuple[str, int, int, int], ...]:
 
 @functools.cache
 def has_memory_actions(stem: str) -> bool:
-    return any(jt.name in MEMORY_NAMES for jt in library_def(stem).job_types)
+    return any(is_action(jt.name) for jt in library_def(stem).job_types)
 
 
 def library_base(stem: str, pp: int, m: int, vpp: int) -> Expansion:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from ppdsl.analysis.costs import COST_FILE_KEYS
 from ppdsl.cli import app
-from ppdsl.plan.kinds import BUILTIN_NAMES
+from ppdsl.plan.kinds import KINDS
 
 runner = CliRunner()
 FUZZ = settings(
@@ -77,7 +77,7 @@ def json_values(leaf_numbers: bool = True) -> st.SearchStrategy[object]:
 
 def keys() -> st.SearchStrategy[str]:
     """Keys a cost file has, job types, their near misses (one character changed, dropped or doubled), others."""
-    real = [*COST_FILE_KEYS, *BUILTIN_NAMES, "0", "1", "3"]
+    real = [*COST_FILE_KEYS, *KINDS, "0", "1", "3"]
 
     def near(word: str, i: int, ch: str) -> str:
         i %= len(word) + 1

@@ -15,7 +15,7 @@ from textmate import Grammar
 
 from ppdsl.language import grammar_tables
 from ppdsl.language.typecheck import FUNCTIONS
-from ppdsl.plan.kinds import BUILTIN_TYPES, MEMORY_TYPES
+from ppdsl.plan.kinds import KINDS
 
 from paths import CODEGEN, LIBRARY, ROOT, UI
 
@@ -104,7 +104,7 @@ def intended(tokens: list) -> list[tuple[object, str | list[str]]]:
         elif tok.type == "NAME":
             if prev is not None and prev.type in DEFINED:
                 scope = DEFINED[prev.type]
-            elif value in {t.name for t in (*BUILTIN_TYPES, *MEMORY_TYPES)}:
+            elif value in KINDS:
                 scope = "support.type.job.sched"
             elif value in BUILT_IN_NAMES:
                 scope = "variable.language.sched"

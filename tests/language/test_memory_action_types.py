@@ -8,7 +8,7 @@ import pytest
 from ppdsl.analysis.expand import expand
 from ppdsl.common.diagnostics import DiagnosticError
 from ppdsl.language.resolve import resolve_text
-from ppdsl.plan.kinds import BUILTIN_TYPES, MEMORY_NAMES, RECOMPUTE_STAGE_INPUT
+from ppdsl.plan.kinds import ALWAYS, RECOMPUTE_STAGE_INPUT, action_names
 from ppdsl.synth.problem import build_problem
 
 PLAIN = "order { forward * microbatches  backward * microbatches  optimizer }"
@@ -23,7 +23,7 @@ def _codes(text: str) -> list[str]:
 
 def test_a_schedule_without_memory_actions_keeps_its_five_built_in_types_and_its_own_after_them():
     defn = resolve_text("job recv_forward : forward before forward receives\n" + PLAIN)
-    assert [jt.name for jt in defn.job_types] == [*(jt.name for jt in BUILTIN_TYPES), "recv_forward"]
+    assert [jt.name for jt in defn.job_types] == [*(jt.name for jt in ALWAYS), "recv_forward"]
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_a_schedule_without_memory_actions_keeps_its_five_built_in_types_and_its
 )
 def test_naming_any_memory_action_adds_all_three_right_after_the_built_in_five(text):
     names = [jt.name for jt in resolve_text(text).job_types]
-    assert names[: len(BUILTIN_TYPES) + 3] == [*(jt.name for jt in BUILTIN_TYPES), *MEMORY_NAMES]
+    assert names[: len(ALWAYS) + 3] == [*(jt.name for jt in ALWAYS), *action_names()]
 
 
 def test_the_letters_and_counters_are_those_of_every_job_type():

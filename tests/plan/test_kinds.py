@@ -199,3 +199,34 @@ def test_the_architecture_doc_lists_the_places_a_new_kind_touches():
     for place in places:
         assert f"`{place}`" in row and (ROOT / "ppdsl" / place).is_file(), place
     assert "`tests/plan/test_kinds.py`" in row and (ROOT / "tests" / "plan" / "test_kinds.py").is_file()
+
+
+def test_a_plan_module_lists_the_prefetch_as_it_lists_a_reload(prefetch):
+    """`ppdsl compile`: the plan module's job lists name the new kind where the reload schedule's name the reload,
+    and its JOB_TYPES carry the new kind's region and fraction."""
+    import ppdsl
+
+    lists = {}
+    for restore in ("reload", "prefetch"):
+        namespace: dict = {}
+        exec(
+            compile(ppdsl.compile(resolve_text(schedule(restore)), pp=PP, microbatches=M), "<plan>", "exec"), namespace
+        )
+        job_types = {jt["name"]: jt for jt in namespace["JOB_TYPES"]}
+        assert job_types[restore]["region"] == "reload" and "fraction" in job_types[restore]
+        lists[restore] = [namespace["job_list"](r, PP, 1, M) for r in range(PP)]
+    renamed = [[("reload" if t == "prefetch" else t, c, mb) for t, c, mb in jobs] for jobs in lists["prefetch"]]
+    assert renamed == lists["reload"] and any(t == "prefetch" for t, _, _ in lists["prefetch"][0])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
+@pytest.mark.xfail(strict=True, reason="runtime converted on branch door")
+def test_a_plan_modules_spec_builds_the_prefetch_as_a_reload(prefetch):
+    """A plan module hands `build_plan` its JOB_TYPES, not a spec: the runtime reads the kind's row for the program
+    it builds (`plan_module_spec`), as `analysis.plan_spec` does for a checked schedule."""
+    from ppdsl.runtime.plan import plan_module_spec
+
+    exp = expand(resolve_text(schedule("prefetch")), 2, 4)
+    orders = [exp.job_tuples(r) for r in range(2)]
+    spec = plan_module_spec([jt.to_dict() for jt in exp.defn.job_types], exp.stage_of, orders, [], 4)
+    assert {jt.name: jt.memory for jt in spec.job_types}["prefetch"] == "reload"

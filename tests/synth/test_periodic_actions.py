@@ -13,7 +13,7 @@ import pytest
 import ppdsl
 import ppdsl.synth as synth
 from ppdsl.analysis.check import CheckResult
-from ppdsl.plan.kinds import MEMORY_NAMES
+from ppdsl.plan.kinds import is_action
 from ppdsl.synth import SynthRequest, synthesize_file
 from ppdsl.synth.periodic import periodic_schedules
 from ppdsl.synth.problem import build_problem
@@ -30,7 +30,7 @@ def _actions_per_stage(outcome) -> dict[int, set[frozenset[str]]]:
     taken: dict[tuple[int, int], set[str]] = {(s, mb): set() for s in range(p.nstages) for mb in range(p.microbatches)}
     for order in outcome.result.orders:
         for t, s, mb in order:
-            if names[t] in MEMORY_NAMES:
+            if is_action(names[t]):
                 taken[(s, mb)].add(names[t])
     per_stage: dict[int, set[frozenset[str]]] = {}
     for (s, _), acts in taken.items():
