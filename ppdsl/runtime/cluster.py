@@ -1,8 +1,8 @@
 """One process per pipeline rank: each runs its own jobs and exchanges activations and gradients with its peers.
 
-Every process builds the same program and reads the same plan (the launch's `plan.json`), so each knows every
-rank's jobs, which named values each job reads from another rank, their shapes, and hence the exact sequence of
-messages on every link. That gives the transport its two rules:
+Every process builds the same program and reads the same plan specification (`plan.json`, the checked schedule),
+so each knows every rank's jobs, which named values each job reads from another rank, their shapes, and hence the
+exact sequence of messages on every link. That gives the transport its two rules:
 
 * **sends never wait** (stream-ordered, the semantics `ppdsl check` proves schedules deadlock-free under): a
   sender thread per outgoing link sends in the order the producing rank runs its jobs;

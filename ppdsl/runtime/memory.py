@@ -27,7 +27,7 @@ from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
 from ppdsl.analysis.timing import FLOW
 from ppdsl.plan.jobs import ProgramKey, program_key_of, program_name
-from ppdsl.plan.kinds import BUILTIN_NAMES, Memory, memory_of
+from ppdsl.plan.kinds import ALWAYS, Memory, memory_of
 from ppdsl.runtime.activations import BACKWARD_SIDE, classify, publishers, reads_from_earlier_jobs
 from ppdsl.runtime.memory_jobs import OFFLOAD, RECOMPUTE, MemoryJob, written_or_copied
 
@@ -80,7 +80,7 @@ def staged(programs: Mapping[str, object]) -> dict[ProgramKey, object]:
 
 # the jobs that receive from another stage (the timing rule's data flow): a forward its input, a backward (or
 # backward_b) the output's gradient
-RECEIVERS = tuple(BUILTIN_NAMES[t] for t in FLOW)
+RECEIVERS = tuple(ALWAYS[t].name for t in FLOW)
 
 
 def _count_received(programs: Mapping[str, object], stages: dict[int, StageMemory]) -> None:

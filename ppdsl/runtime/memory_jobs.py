@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.plan.kinds import KINDS as KIND_TABLE
-from ppdsl.plan.kinds import Memory, kind, memory_of
+from ppdsl.plan.kinds import Memory, memory_of, source_of
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.offload import CPU, GPU, CopyTarget, offload_program, reload_program
 from ppdsl.runtime.recompute import publish_seeds, recompute_program
@@ -121,7 +121,7 @@ def add_memory_programs(
         job, stage = actions[key.type], key.stage
         programs_of_stage = by_stage.get(stage, {})
         if job.kind == RECOMPUTE:
-            forward = programs_of_stage.get(kind(key.type).after)  # the kind whose ops it runs again
+            forward = programs_of_stage.get(source_of(key.type))  # the kind whose ops it runs again
             if forward is None:
                 raise ValueError(f"`{key.type}` of stage {stage} runs where its forward does not")
             if stage not in seeds_published:

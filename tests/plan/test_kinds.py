@@ -219,12 +219,10 @@ def test_a_plan_module_lists_the_prefetch_as_it_lists_a_reload(prefetch):
     assert renamed == lists["reload"] and any(t == "prefetch" for t, _, _ in lists["prefetch"][0])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
-@pytest.mark.xfail(strict=True, reason="runtime converted on branch door")
 def test_a_plan_modules_spec_builds_the_prefetch_as_a_reload(prefetch):
-    """A plan module hands `build_plan` its JOB_TYPES, not a spec: the runtime reads the kind's row for the program
-    it builds (`plan_module_spec`), as `analysis.plan_spec` does for a checked schedule."""
-    from ppdsl.runtime.plan import plan_module_spec
+    """A plan module hands `build_plan` the spec of its JOB_TYPES (`plan_module_spec`), which reads the kind's row
+    for the program the runtime builds, as `analysis.plan_spec` does for a checked schedule."""
+    from ppdsl.plan.spec import plan_module_spec
 
     exp = expand(resolve_text(schedule("prefetch")), 2, 4)
     orders = [exp.job_tuples(r) for r in range(2)]
