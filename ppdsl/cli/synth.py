@@ -1,4 +1,11 @@
-"""`ppdsl synth`: the fastest schedule for these sizes and costs within a memory limit, as a checked `.sched`."""
+"""`ppdsl synth`: the fastest schedule for these sizes and costs within a memory limit, as a checked `.sched`.
+
+Its flags are `SynthRequest`'s option fields, read off the dataclass (flag, help, range, default:
+ppdsl/synth/request.py), with the flags a field is composed of in its place (`--cost` / `--costs` make `costs`,
+`--model` / `--batch-size` make `memory`) and the command's own (`--max-problem`, `--format`): an option is
+written once. This module reads the text flags (a limit's unit follows --model), builds the request and shows
+the outcome; `ppdsl frontier` is here too.
+"""
 
 from __future__ import annotations
 
