@@ -1,5 +1,5 @@
 """docs/architecture.md names every module: each `ppdsl/<package>/` row of its table names the package's modules
-(`checks.py`, or `checks/duplicates.py` for one of a subpackage) and its subpackages (`checks/`), so that a reader
+(`check.py`, or `checks/duplicates.py` for one of a subpackage) and its subpackages (`checks/`), so that a reader
 finds where a thing lives from the doc and no module goes unexplained (27 were, in issue 27)."""
 
 from __future__ import annotations
