@@ -192,38 +192,11 @@ def _build(
     _check_declared_numbers(defn, amounts, "the memory of", _amount_problem, declared_memory)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
     _check_memory_actions(defn, mem)
-    latency = _call(defn, defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
-    bandwidth = _call(defn, defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
-    for key, value in (("latency", latency), ("bandwidth", bandwidth)):
-        problem = None if value is None else cost_value_problem(value, key)
-        if problem is not None:
-            raise DiagnosticError([_bad_number(f"`comm {key}` {problem}", defn.comm[key], COST_RANGE)])
-    limit = (
-        [_call(defn, defn.memory_limit, {**env, "rank": r}, defn.memory_limit.span, real=True) for r in range(pp)]
-        if defn.memory_limit
-        else [None] * pp
-    )
-    for r, value in enumerate(limit):
-        problem = None if value is None else _amount_problem(value)
-        if problem is not None:
-            raise DiagnosticError(
-                [
-                    _bad_number(
-                        f"the memory limit of rank {r} {problem}",
-                        defn.memory_limit,
-                        AMOUNT_RANGE,
-                        defn.memory_limit.span,
-                    )
-                ]
-            )
+    latency, bandwidth = _comm_link(defn, env)
+    limit = _rank_limits(defn, env, pp)
     if memory is not None and memory.unit == "bytes" and defn.memory_limit and memory_limit is None:
         raise DiagnosticError([_limit_in_activations(defn.memory_limit, limit[0])])
-    host_limit = (
-        _call(defn, defn.host_limit, {**env, "rank": 0}, defn.host_limit.span, real=True) if defn.host_limit else None
-    )
-    problem = None if host_limit is None else _amount_problem(host_limit)
-    if problem is not None:
-        raise DiagnosticError([_bad_number(f"the host memory limit {problem}", defn.host_limit, AMOUNT_RANGE)])
+    host_limit = _host_limit(defn, env)
     copy = _copy_link(defn, env)
     rules = [
         replace(rule, priority=None if prio is None else int(_call(defn, prio, env, rule.span)))
@@ -256,6 +229,42 @@ def _build(
         copy_duplex=bool(copy[2]),
         mem_received=None if memory is None else memory.received_table(names, stage_of),
     )
+
+
+def _comm_link(defn: ScheduleDef, env: dict) -> tuple[float, float | None]:
+    """The schedule's `comm latency` and `comm bandwidth` at these sizes (0 and None when not declared)."""
+    latency = _call(defn, defn.comm["latency"], env, real=True) if "latency" in defn.comm else 0.0
+    bandwidth = _call(defn, defn.comm["bandwidth"], env, real=True) if "bandwidth" in defn.comm else None
+    for key, value in (("latency", latency), ("bandwidth", bandwidth)):
+        problem = None if value is None else cost_value_problem(value, key)
+        if problem is not None:
+            raise DiagnosticError([_bad_number(f"`comm {key}` {problem}", defn.comm[key], COST_RANGE)])
+    return latency, bandwidth
+
+
+def _rank_limits(defn: ScheduleDef, env: dict, pp: int) -> list[float | None]:
+    """The schedule's `memory limit` of each rank at these sizes (None: no limit declared)."""
+    if not defn.memory_limit:
+        return [None] * pp
+    span = defn.memory_limit.span
+    limit = [_call(defn, defn.memory_limit, {**env, "rank": r}, span, real=True) for r in range(pp)]
+    for r, value in enumerate(limit):
+        problem = _amount_problem(value)
+        if problem is not None:
+            message = f"the memory limit of rank {r} {problem}"
+            raise DiagnosticError([_bad_number(message, defn.memory_limit, AMOUNT_RANGE, span)])
+    return limit
+
+
+def _host_limit(defn: ScheduleDef, env: dict) -> float | None:
+    """The schedule's `memory host limit`, what all ranks' offloads may hold on the host together (None: none)."""
+    if not defn.host_limit:
+        return None
+    host_limit = _call(defn, defn.host_limit, {**env, "rank": 0}, defn.host_limit.span, real=True)
+    problem = _amount_problem(host_limit)
+    if problem is not None:
+        raise DiagnosticError([_bad_number(f"the host memory limit {problem}", defn.host_limit, AMOUNT_RANGE)])
+    return host_limit
 
 
 def _check_memory_actions(defn: ScheduleDef, mem) -> None:

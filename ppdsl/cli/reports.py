@@ -6,7 +6,7 @@ import json
 import sys
 import textwrap
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -60,6 +60,10 @@ from ppdsl.common.units import format_bytes, unit_name
 from ppdsl.language.library import find_schedule, library_files
 from ppdsl.plan.kinds import action_names
 from ppdsl.reports.compare import Row
+
+if TYPE_CHECKING:
+    from ppdsl.analysis.expansion import Expansion
+    from ppdsl.reports.plot import Timeline
 
 
 @app.command("trace")
@@ -144,25 +148,13 @@ def plot_cmd(
     max_memory: MaxMemory = None,
 ) -> None:
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
-    from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
+    from ppdsl.reports.plot import memory_timelines, plot_timeline, summary
     from ppdsl.reports.simulate import simulate_expansion
-    from ppdsl.reports.trace import profile_mismatches, profile_sizes, read_trace
+    from ppdsl.reports.trace import profile_mismatches, read_trace
 
     picture_format(output)
     profile = diagnosed(read_trace, measured) if measured is not None else None
-    # a profile says what it measured: what the command line leaves out comes from there, the rest is checked
-    said = profile_sizes(profile) if profile is not None else {}
-    file = file if file is not None else _profile_schedule(said)
-    pp = pp if pp is not None else said.get("pp")
-    microbatches = microbatches if microbatches is not None else said.get("microbatches")
-    vpp = vpp if vpp is not None else said.get("vpp", 1)
-    missing = [name for name, value in (("a schedule", file), ("--pp", pp), ("-m", microbatches)) if value is None]
-    if missing:
-        usage_error(
-            f"plot needs {', '.join(missing)}"
-            + (f": profile `{measured}` does not say what it measured" if measured is not None else ""),
-            help="e.g. `ppdsl plot 1f1b --pp 4 -m 8 -o timeline.png`",
-        )
+    file, pp, microbatches, vpp = _plot_sizes(profile, measured, file, pp, microbatches, vpp)
     budget.refuse_sizes("plot", pp, vpp, microbatches, max_memory)
     memory = measured_memory(model, batch_size, microbatches)
     spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
@@ -185,21 +177,47 @@ def plot_cmd(
         unit = unit_name(spec.costs.us_per_unit) if spec.costs.measured else "cost units"
         source = "simulated"
         memory_curves = [sim.memory_timeline(r) for r in range(pp)]  # (with what is in transit, when measured)
+    head = f"{exp.defn.name} ({source})   pp={pp}  vpp={vpp}  microbatches={microbatches}   "
+    title = head + f"makespan {makespan:.6g} {unit}   bubble {bubble:.1%}   "
+    timeline = _timeline(exp, jobs, ranks, vpp, title, unit, memory_curves)
+    save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
+    report_console(output).print(f"wrote {escaped(output_name(output))}: {escaped(timeline.title)}")
+
+
+def _plot_sizes(profile, measured: Path | None, file: str | None, pp, microbatches, vpp) -> tuple[str, int, int, int]:
+    """The schedule and sizes `plot` draws: a profile says what it measured, so what the command line leaves out
+    comes from there (the rest is checked against it later); a usage error names what neither says."""
+    from ppdsl.reports.trace import profile_sizes
+
+    said = profile_sizes(profile) if profile is not None else {}
+    file = file if file is not None else _profile_schedule(said)
+    pp = pp if pp is not None else said.get("pp")
+    microbatches = microbatches if microbatches is not None else said.get("microbatches")
+    vpp = vpp if vpp is not None else said.get("vpp", 1)
+    missing = [name for name, value in (("a schedule", file), ("--pp", pp), ("-m", microbatches)) if value is None]
+    if missing:
+        usage_error(
+            f"plot needs {', '.join(missing)}"
+            + (f": profile `{measured}` does not say what it measured" if measured is not None else ""),
+            help="e.g. `ppdsl plot 1f1b --pp 4 -m 8 -o timeline.png`",
+        )
+    return file, pp, microbatches, vpp
+
+
+def _timeline(exp: Expansion, jobs, ranks: int, vpp: int, title: str, unit: str, memory_curves) -> Timeline:
+    """What `plot` draws: the title ends with the peak memory, and memory measured on a model is drawn in KiB or
+    MiB (activations as they are)."""
+    from ppdsl.reports.plot import Timeline
+
     peak = max((level for points in memory_curves for _, level in points), default=0.0)
-    title = (
-        f"{exp.defn.name} ({source})   pp={pp}  vpp={vpp}  microbatches={microbatches}   "
-        f"makespan {makespan:.6g} {unit}   bubble {bubble:.1%}   "
-        + (f"peak memory {format_bytes(peak)}" if exp.memory_unit == "bytes" else f"peak activations {peak:g}")
-    )
+    title += f"peak memory {format_bytes(peak)}" if exp.memory_unit == "bytes" else f"peak activations {peak:g}"
     limits, label = exp.memory_limit, "in-flight\nactivations"
     if exp.memory_unit == "bytes":  # measured on a model: draw KiB or MiB
         scale, suffix = (2**20, "MiB") if peak >= 2**20 else (2**10, "KiB")
         memory_curves = [[(t, level / scale) for t, level in points] for points in memory_curves]
         limits = [None if x is None else x / scale for x in limits]
         label = f"activation\nmemory ({suffix})"
-    timeline = Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory_curves, limits, label)
-    save_picture(lambda buf, fmt: plot_timeline(timeline, buf, dpi=dpi, fmt=fmt), output)
-    report_console(output).print(f"wrote {escaped(output_name(output))}: {escaped(title)}")
+    return Timeline(jobs, ranks, vpp, title, f"time ({unit})", memory_curves, limits, label)
 
 
 def _profile_schedule(said: dict) -> str | None:
@@ -307,7 +325,7 @@ def compare_cmd(
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.common.sizes import parse_params
-    from ppdsl.reports.compare import compare, ranked, rows_csv, rows_json
+    from ppdsl.reports.compare import compare, ranked
     from ppdsl.synth.request import parse_actions
 
     actions = parse_actions(memory_actions)
@@ -315,55 +333,79 @@ def compare_cmd(
         usage_error("--memory-actions chooses what --synth may do", help="add --synth, or drop --memory-actions")
     limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
-    named = [find_schedule(f) for f in files or []]
-    shipped = [p for p in library_files() if p.resolve() not in {n.resolve() for n in named}] if library else []
-    if not named and not shipped and not synth:
-        usage_error("nothing to compare", help="name schedules, pass `--library` or `--synth`")
+    named, shipped = _schedules_to_compare(files, library, synth)
     spec = cost_spec(cost, costs)
     params = diagnosed(parse_params, param)
     # the base scenario's schedule is not used: every schedule compared takes its place
     base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory, max_jobs=max_jobs)
-    rows = []
-    for group, skip_broken in ((named, False), (shipped, True)):
-        if group:
-            # (the synth rows' action types are known too: `--cost offload=...` may be for them alone)
-            rows += diagnosed(compare, group, base, vpp is None, limit, skip_broken, action_names() if actions else ())
+    action_types = action_names() if actions else ()  # (the synth rows' too: `--cost offload=...` may be for them)
+    rows = diagnosed(compare, named, base, vpp is None, limit, False, action_types) if named else []
+    if shipped:
+        rows += diagnosed(compare, shipped, base, vpp is None, limit, True, action_types)
     if synth:
         rows += synthesized_rows(base, vpp, limit, time_limit, model, batch_size)
         if actions:
             rows += synthesized_rows(base, vpp, limit, time_limit, model, batch_size, actions)
     rows = ranked(rows)  # named and shipped schedules were measured apart
+    measured_on = f"`{model}` at batch {batch_size}" if memory is not None else None
+    _show_compared(rows, fmt, {"pp": pp, "microbatches": microbatches, "vpp": vpp, "memory_limit": limit}, measured_on)
+    raise typer.Exit(_compare_status(rows, named))
+
+
+def _compare_status(rows: list[Row], named: list[Path]) -> int:
+    """`compare` fails when a schedule it was named fails, or when no schedule has figures."""
+    named_paths = {str(p) for p in named}
+    failed = [r for r in rows if r.file in named_paths and r.status != "ok"]
+    return EXIT_INVALID if failed or not any(r.status == "ok" for r in rows) else EXIT_VALID
+
+
+def _schedules_to_compare(files: list[str] | None, library: bool, synth: bool) -> tuple[list[Path], list[Path]]:
+    """The schedules named, and with `--library` the shipped ones not named; a usage error when there is nothing
+    to compare."""
+    named = [find_schedule(f) for f in files or []]
+    shipped = [p for p in library_files() if p.resolve() not in {n.resolve() for n in named}] if library else []
+    if not named and not shipped and not synth:
+        usage_error("nothing to compare", help="name schedules, pass `--library` or `--synth`")
+    return named, shipped
+
+
+def _show_compared(rows: list[Row], fmt: TableFormat, sizes: dict, measured_on: str | None) -> None:
+    """`compare`'s rows as JSON (headed by the sizes), CSV, or a table titled with the sizes."""
+    from ppdsl.reports.compare import rows_csv, rows_json
+
+    vpp, limit = sizes["vpp"], sizes["memory_limit"]
     if fmt is TableFormat.json:
-        header = {"pp": pp, "microbatches": microbatches, "vpp": vpp, "memory_limit": limit}
-        emit(rows_json(rows, **header, normalised=vpp is None), None)
+        emit(rows_json(rows, **sizes, normalised=vpp is None), None)
     elif fmt is TableFormat.csv:
         emit(rows_csv(rows), None)
     else:
         how = f"vpp={vpp}" if vpp is not None else "each at its smallest vpp; costs and activations per rank (/ vpp)"
-        first = {
-            "#": [str(i + 1) if r.status == "ok" else "" for i, r in enumerate(rows)],
-            "schedule": [r.schedule for r in rows],
-            "vpp": [str(r.vpp or "-") for r in rows],
-        }
-        title = f"pp={pp} microbatches={microbatches} ({how})"
-        out.print(textwrap.fill(escaped(title), out.width, break_long_words=False))  # wraps at words where narrow
-        table = rows_table(rows, "", first, limit)
-        # the table's width without its notes: where the rest is too narrow for them, they go below it
-        widths = out.measure(rows_table([r for r in rows if r.status == "ok"], "", first, limit)).maximum
-        notes = [len(r.status) + 2 + len(r.reason) for r in rows if r.status != "ok"]
-        if notes and out.width - widths < max(notes) + 2:
-            footnotes: list[str] = []
-            table = rows_table(rows, "", first, limit, footnotes)
-            out.print(table)
-            for line in footnotes:
-                out.print(textwrap.fill(line, out.width, subsequent_indent="    ", break_long_words=False))
-        else:
-            out.print(table)
-        if memory is not None:
-            out.print(f"peak memory measured on `{model}` at batch {batch_size}")
-    named_paths = {str(p) for p in named}
-    failed = [r for r in rows if r.file in named_paths and r.status != "ok"]
-    raise typer.Exit(EXIT_INVALID if failed or not any(r.status == "ok" for r in rows) else EXIT_VALID)
+        _print_ranked(rows, f"pp={sizes['pp']} microbatches={sizes['microbatches']} ({how})", limit)
+        if measured_on is not None:
+            out.print(f"peak memory measured on {measured_on}")
+
+
+def _print_ranked(rows: list[Row], title: str, limit: float | None) -> None:
+    """`compare`'s table: the schedules numbered best first, each row's note (why a schedule has no figures)
+    beside it, or below the table as a footnote where the terminal is too narrow for it."""
+    first = {
+        "#": [str(i + 1) if r.status == "ok" else "" for i, r in enumerate(rows)],
+        "schedule": [r.schedule for r in rows],
+        "vpp": [str(r.vpp or "-") for r in rows],
+    }
+    out.print(textwrap.fill(escaped(title), out.width, break_long_words=False))  # wraps at words where narrow
+    table = rows_table(rows, "", first, limit)
+    # the table's width without its notes: where the rest is too narrow for them, they go below it
+    widths = out.measure(rows_table([r for r in rows if r.status == "ok"], "", first, limit)).maximum
+    notes = [len(r.status) + 2 + len(r.reason) for r in rows if r.status != "ok"]
+    if notes and out.width - widths < max(notes) + 2:
+        footnotes: list[str] = []
+        table = rows_table(rows, "", first, limit, footnotes)
+        out.print(table)
+        for line in footnotes:
+            out.print(textwrap.fill(line, out.width, subsequent_indent="    ", break_long_words=False))
+    else:
+        out.print(table)
 
 
 def synthesized_rows(

@@ -75,41 +75,7 @@ def analyse_functions(
         name: [n.func for n in walk(d.body) if isinstance(n, ast.Call) and n.func in defs] for name, d in defs.items()
     }
     out = {name: FunctionDef(d, tuple(NUMBER for _ in d.params)) for name, d in defs.items()}
-    state: dict[str, int] = {}  # 1: on the path being visited, 2: done
-    order: list[str] = []
-    for root in defs:  # depth first, without recursion: a chain of functions may be longer than Python recurses
-        if root in state:
-            continue
-        state[root] = 1
-        path = [root]
-        stack = [(root, iter(calls[root]))]
-        while stack:
-            name, callees = stack[-1]
-            for callee in callees:
-                if state.get(callee) == 1:
-                    cycle = [*path[path.index(callee) :], callee]
-                    if not out[callee].error:
-                        out[callee].error = True
-                        diagnostics.append(
-                            Diagnostic(
-                                "E014",
-                                f"`{callee}` calls itself" + ("" if len(cycle) <= 2 else f": {' -> '.join(cycle)}"),
-                                defs[callee].name_span,
-                                label="recursive",
-                                help="a function is a formula: write the value it stands for without calling itself",
-                            )
-                        )
-                elif callee not in state:
-                    state[callee] = 1
-                    path.append(callee)
-                    stack.append((callee, iter(calls[callee])))
-                    break
-            else:
-                state[name] = 2
-                order.append(name)
-                stack.pop()
-                path.pop()
-    for name in order:  # callees before callers
+    for name in _callees_first(defs, calls, out, diagnostics):
         fn = out[name]
         callees = [out[c] for c in calls[name]]
         if fn.error or any(c.error for c in callees):
@@ -147,6 +113,48 @@ def analyse_functions(
         fn.globals = tuple(g for g in globals_ if g in read)
         fn.kinds = _infer_kinds(fn.node, globals_, out)
     return out
+
+
+def _callees_first(
+    defs: dict[str, ast.FnDef], calls: dict[str, list[str]], out: dict[str, FunctionDef], diagnostics: list[Diagnostic]
+) -> list[str]:
+    """The functions, each after the functions it calls; a function reached again while its own calls are being
+    followed calls itself: reported (E014) and marked in `out`."""
+    state: dict[str, int] = {}  # 1: on the path being visited, 2: done
+    order: list[str] = []
+    for root in defs:  # depth first, without recursion: a chain of functions may be longer than Python recurses
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        stack = [(root, iter(calls[root]))]
+        while stack:
+            name, callees = stack[-1]
+            for callee in callees:
+                if state.get(callee) == 1:
+                    cycle = [*path[path.index(callee) :], callee]
+                    if not out[callee].error:
+                        out[callee].error = True
+                        diagnostics.append(
+                            Diagnostic(
+                                "E014",
+                                f"`{callee}` calls itself" + ("" if len(cycle) <= 2 else f": {' -> '.join(cycle)}"),
+                                defs[callee].name_span,
+                                label="recursive",
+                                help="a function is a formula: write the value it stands for without calling itself",
+                            )
+                        )
+                elif callee not in state:
+                    state[callee] = 1
+                    path.append(callee)
+                    stack.append((callee, iter(calls[callee])))
+                    break
+            else:
+                state[name] = 2
+                order.append(name)
+                stack.pop()
+                path.pop()
+    return order
 
 
 def _infer_kinds(fn: ast.FnDef, globals_: dict[str, str], functions: dict[str, FunctionDef]) -> tuple[str, ...]:

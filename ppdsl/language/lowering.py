@@ -8,7 +8,7 @@ walking, and the same statements, written for a reader, are a plan module's `job
 around a statement, the generated line -> site table. Its two sibling backends say how a `let`, a job and a loop
 are written: `fast_order.FastOrder`, the checker's function (`runnable.compiled` runs it), and
 `readable_order.ReadableOrder`, a plan module's `job_list` (`ppdsl compile`). Sharing the walk, they cannot drift
-apart in what a statement means (`tests/codegen/test_codegen.py::test_job_list_equals_expand_over_the_sweep`
+apart in what a statement means (`tests/codegen/test_generate.py::test_job_list_equals_expand_over_the_sweep`
 runs both on every library schedule over a sweep of sizes).
 """
 

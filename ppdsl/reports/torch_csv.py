@@ -134,6 +134,27 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
     entries per stage and per rank (issue 26)."""
     rows = _rows(text, file)
     pp = len(rows)
+    owner, nmb = _stage_owners(rows, file)
+    placement, stage_rows = _placement(owner, pp, file, placement)
+    vpp = len(owner) // pp
+    chunk_of = {s: c for stage_list in stage_rows.values() for c, s in enumerate(stage_list)}
+    out = _sched_header(name, file, pp, vpp, nmb, placement, stage_rows)
+    # written a cell at a time into bytes: a list of the cells' strings costs tens of bytes a cell, a StringIO four
+    # bytes a character and more; the cells are ASCII
+    table = bytearray("\n".join(out).encode())
+    errors: list[Diagnostic] = []
+    for r, line in enumerate(rows):
+        table += f"    rank {r}: ".encode()
+        for stage, letter, mb, _ in _actions(line, r + 1, file, errors):
+            table += (f"{letter}{mb}.c{chunk_of[stage]} " if vpp > 1 else f"{letter}{mb} ").encode()
+        table += b"optimizer\n"
+    table += b"}\n"
+    return table.decode()
+
+
+def _stage_owners(rows: list[str], file: str) -> tuple[dict[int, int], int]:
+    """The first pass: every cell checked, the rank holding each stage and the number of micro-batches; raises
+    the cells' errors, then a stage on two ranks."""
     errors: list[Diagnostic] = []
     owner: dict[int, int] = {}
     clash: Diagnostic | None = None  # a stage on two ranks: reported when every cell is an action
@@ -158,6 +179,12 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
         raise DiagnosticError(errors)
     if clash is not None:
         raise DiagnosticError([clash])
+    return owner, nmb
+
+
+def _placement(owner: dict[int, int], pp: int, file: str, placement: str | None) -> tuple[str | None, dict]:
+    """The placement (`looped`, `vshape`, or None: the CSV's own) and each rank's stages by chunk: the one asked
+    for, checked against the CSV, or the one the CSV has."""
     stages = sorted(owner)
     nstages = len(stages)
     if stages != list(range(nstages)) or nstages % pp:
@@ -181,7 +208,6 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
         placement = "looped" if all(sorted(looped[r]) == held[r] for r in range(pp)) else None
         if placement is None and all(sorted(vshape[r]) == held[r] for r in range(pp)):
             placement = "vshape"
-    chunk_of: dict[int, int] = {}
     if placement == "looped":
         stage_rows = looped
     elif placement == "vshape":
@@ -202,9 +228,11 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
                     )
                 ]
             )
-        for c, s in enumerate(stage_list):
-            chunk_of[s] = c
+    return placement, stage_rows
 
+
+def _sched_header(name: str, file: str, pp: int, vpp: int, nmb: int, placement: str | None, stage_rows) -> list[str]:
+    """The lines above the table's rows: its docstring, name, the sizes it was written for, its placement."""
     out = [
         '"""',
         f"{sched_docstring_text(name)}: imported from PyTorch pipelining compute-only CSV "
@@ -227,13 +255,4 @@ def torch_csv_to_sched(text: str, file: str, name: str, placement: str | None = 
                 expr = f"if rank == {r} and chunk == {c} then {stage_rows[r][c]} else {expr}"
         out.append(f"placement stage = {expr}")
     out += ["", "table {", ""]
-    # written a cell at a time into bytes: a list of the cells' strings costs tens of bytes a cell, a StringIO four
-    # bytes a character and more; the cells are ASCII
-    table = bytearray("\n".join(out).encode())
-    for r, line in enumerate(rows):
-        table += f"    rank {r}: ".encode()
-        for stage, letter, mb, _ in _actions(line, r + 1, file, errors):
-            table += (f"{letter}{mb}.c{chunk_of[stage]} " if vpp > 1 else f"{letter}{mb} ").encode()
-        table += b"optimizer\n"
-    table += b"}\n"
-    return table.decode()
+    return out

@@ -1,6 +1,6 @@
 """`ppdsl compile`: golden plan modules, lint-clean, and equal to `ppdsl expand` wherever the tests sweep.
 
-`python -m pytest tests/test_codegen.py --update-golden` rewrites `tests/golden/plans/`; review the diff.
+`python -m pytest tests/codegen/test_generate.py --update-golden` rewrites `tests/golden/plans/`; review the diff.
 """
 
 from __future__ import annotations
