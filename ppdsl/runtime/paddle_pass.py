@@ -432,7 +432,10 @@ def _rebind_everywhere(old: Callable, new: Callable) -> None:
     paddle.distributed.passes.pipeline_scheduler_pass import apply_pass` before `install()` holds Paddle's own
     function under its own name, which wrapping the package's attribute does not reach."""
     for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
+        try:
+            namespace = vars(module)
+        except Exception:  # a lazy module object may raise on any attribute (an optional import failing)
+            continue
         if not isinstance(namespace, dict):
             continue
         for name, value in list(namespace.items()):
