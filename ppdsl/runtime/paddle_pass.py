@@ -322,8 +322,9 @@ def _wrap_create_executor(original: Callable) -> Callable:
                     Diagnostic(
                         "E044",
                         f"the plan's gradient accumulator `{missing.group(1)}` is not in the scope: the pass added it "
-                        "to the startup program, which ran before the plan was built",
-                        help="run the startup program after `apply_pass(main, startup, ...)` (or run it again)",
+                        "to the startup program, which ran before the plan was built (or in another scope)",
+                        help="run the startup program after `apply_pass(main, startup, ...)`, in the scope the plan "
+                        "runs in (or run it again)",
                     )
                 ]
             ) from None
