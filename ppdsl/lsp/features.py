@@ -8,6 +8,7 @@ not resolve keeps everything but the figures of a check.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ppdsl.common.diagnostics import Span
 from ppdsl.common.text import count
 from ppdsl.common.units import format_bytes
 from ppdsl.language import ast
+from ppdsl.language.resolve import COMM_KEYS, COPY_COMM_KEYS, FRACTION_TYPES, MEMORY_VERBS
 from ppdsl.language.typecheck import FUNCTIONS
 from ppdsl.language.types import show
 from ppdsl.lsp.checking import Checked
@@ -275,20 +277,128 @@ def code_lenses(doc: Document) -> list[lsp.CodeLens]:
 # ----------------------------------------------------------------------------------------------- completion
 
 
-def completions(doc: Document) -> list[lsp.CompletionItem]:
-    """Keywords, job types, parameters, functions, sizes and the file's variables."""
+# What fits where: the text of the line before the word being typed decides (a lexical reading, so a file that
+# does not parse still completes). `memory recompute |` takes recompute's verbs, `rule "..." { |` a rule's keys.
+_WORD_BEFORE = re.compile(r"\w*$")
+_MEMORY_SUBJECT = re.compile(r"^\s*memory\s+$")
+_MEMORY_VERB = re.compile(r"^\s*memory\s+(\w+)\s+$")
+_JOB_TYPE_SLOT = re.compile(r"(?:^\s*cost\s+|\brule\s+\"[^\"]*\"\s+in\s+|\b(?:before|after)\s+)$")
+_COMM_KEY = re.compile(r"^\s*comm\s+$")
+_COMM_OFFLOAD_KEY = re.compile(r"^\s*comm\s+offload\s+$")
+_RULE_OPEN = re.compile(r"\brule\s+\"[^\"\n]*\"(?:\s+in\s+\w+)?\s*\{")
+RULE_KEYS = {
+    "stream": 'the op\'s execution stream: `stream = "name_{attr}"`',
+    "priority": "the op's scheduling priority: `priority = EXPR`",
+    "attr": "an op attribute: `attr NAME = VALUE`",
+}
+MEMORY_SETTINGS = {
+    "allocates": "activation units a job of this type holds from its start",
+    "frees": "activation units a job of this type releases at its end",
+    "keeps": "what the forward of a recomputed micro-batch keeps for its recompute",
+    "moves": "what an offload copies to the host and frees, and its reload brings back",
+    "fraction": "the part of a micro-batch's activations each one rebuilds or moves: `fraction = X`, X in (0, 1]",
+    "limit": "`memory limit = EXPR`: the most activation units a rank may hold",
+}
+
+
+def completions(doc: Document, line: int | None = None, col: int | None = None) -> list[lsp.CompletionItem]:
+    """What fits at the 1-based (line, col): after `memory`, the job types and `limit` / `host`; after `memory
+    T`, the verbs and settings T takes (`keeps` for recompute, `moves` for offload, `allocates` / `frees` for the
+    others); in a `rule { }`, its keys; after `cost`, `in`, `before`, `after`, the job types; after `comm`, its
+    keys. Anywhere else (or with no position): keywords, job types, parameters, functions, sizes and the file's
+    variables. Job types come in the schedule's order (forward, backward, ..., then the file's own), which the
+    items' `sort_text` keeps."""
+    before = _text_before(doc.text, line, col)
+    if before is None:
+        return _everything(doc)
+    current = before.split("\n")[-1]
+    current = current[: len(current) - len(_WORD_BEFORE.search(current).group())]
     K = lsp.CompletionItemKind
-    items = [lsp.CompletionItem(k, kind=K.Keyword) for k in KEYWORDS]
-    seen = set(KEYWORDS)
+    if _MEMORY_SUBJECT.search(current):
+        host = _item("host", K.Keyword, "`memory host limit = EXPR`: what all ranks' offloads may hold")
+        return _ordered([*_job_type_items(doc), _item("limit", K.Keyword, MEMORY_SETTINGS["limit"]), host])
+    if (verb := _MEMORY_VERB.search(current)) is not None:
+        return _ordered(_memory_settings(verb.group(1)))
+    if _JOB_TYPE_SLOT.search(current):
+        return _ordered(_job_type_items(doc))
+    if _COMM_OFFLOAD_KEY.search(current):
+        keys = [key.split()[1] for key in COPY_COMM_KEYS]
+        return _ordered([_item(k, K.Property, f"`comm offload {k} = EXPR`: the host link's {k}") for k in keys])
+    if _COMM_KEY.search(current):
+        keys = [*COMM_KEYS, "offload"]
+        return _ordered([_item(k, K.Property, f"`comm {k} ...`") for k in keys])
+    if _in_rule(before):
+        return _ordered([_item(k, K.Property, text) for k, text in RULE_KEYS.items()])
+    return _everything(doc)
+
+
+def _text_before(text: str, line: int | None, col: int | None) -> str | None:
+    if line is None or col is None:
+        return None
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        return None
+    return "\n".join([*lines[: line - 1], lines[line - 1][: max(col - 1, 0)]])
+
+
+def _in_rule(before: str) -> bool:
+    """Whether the text ends inside a `rule "..." { ... }` block (after its `{`, before its `}`)."""
+    blocks = list(_RULE_OPEN.finditer(before))
+    return bool(blocks) and "}" not in before[blocks[-1].end() :]
+
+
+def _item(label: str, kind: lsp.CompletionItemKind, detail: str) -> lsp.CompletionItem:
+    return lsp.CompletionItem(label, kind=kind, detail=detail)
+
+
+def _ordered(items: list[lsp.CompletionItem]) -> list[lsp.CompletionItem]:
+    """The items in the order given, which an editor keeps by `sort_text` (it sorts by label otherwise)."""
+    for i, item in enumerate(items):
+        item.sort_text = f"{i:04d}"
+    return items
+
+
+def _job_type_items(doc: Document, aliases: bool = False) -> list[lsp.CompletionItem]:
+    """The job types in the schedule's order: the built-in ones as the language lists them, then the file's own
+    (and, with `aliases`, the short names the file declares for them, after them all)."""
+    order = {name: i for i, name in enumerate(KINDS)}
+    own = [name for name, sym in doc.index.jobs.items() if by_letter(name) is None and sym.name == name]
+    names = sorted(own, key=lambda n: (n not in order, order.get(n, 0)))  # stable: the file's own keep their order
+    K = lsp.CompletionItemKind
+    items = [
+        _item(name, K.Class, "job type" if doc.index.jobs[name].builtin else "job type (declared)") for name in names
+    ]
+    if aliases:
+        short = [(name, sym) for name, sym in doc.index.jobs.items() if by_letter(name) is None and sym.name != name]
+        items += [_item(name, K.Class, f"job type `{sym.name}` (its alias)") for name, sym in short]
+    return items
+
+
+def _memory_settings(subject: str) -> list[lsp.CompletionItem]:
+    """What `memory <subject>` takes next: `host` its `limit`; a memory action its own verb and `fraction`; any other
+    job type `allocates` and `frees` (what ppdsl.language.resolve accepts, E080 / E081 otherwise)."""
+    K = lsp.CompletionItemKind
+    if subject == "limit":
+        return []  # `memory limit = EXPR`: an `=` comes next
+    if subject == "host":
+        return [_item("limit", K.Keyword, "`memory host limit = EXPR`: what all ranks' offloads may hold")]
+    names = [*MEMORY_VERBS.get(subject, ("allocates", "frees")), *(("fraction",) if subject in FRACTION_TYPES else ())]
+    return [_item(name, K.Keyword, MEMORY_SETTINGS[name]) for name in names]
+
+
+def _everything(doc: Document) -> list[lsp.CompletionItem]:
+    """Job types (in their order), keywords, parameters, functions, sizes and the file's variables."""
+    K = lsp.CompletionItemKind
+    # a rule's keys and the memory verbs fit only after what introduces them, where they are offered alone
+    keywords = [k for k in KEYWORDS if k not in RULE_KEYS and k not in MEMORY_SETTINGS]
+    items = [*_job_type_items(doc, aliases=True), *(lsp.CompletionItem(k, kind=K.Keyword) for k in keywords)]
+    seen = {item.label for item in items}
 
     def add(label: str, kind: lsp.CompletionItemKind, detail: str) -> None:
         if label not in seen:
             seen.add(label)
             items.append(lsp.CompletionItem(label, kind=kind, detail=detail))
 
-    for name, sym in doc.index.jobs.items():
-        if by_letter(name) is None:  # a letter names its kind, which is listed by name
-            add(name, K.Class, "job type" if sym.builtin else "job type (declared)")
     for name in doc.index.params:
         add(name, K.Constant, "parameter")
     for name, sym in doc.index.functions.items():
@@ -299,7 +409,7 @@ def completions(doc: Document) -> list[lsp.CompletionItem]:
         add(name, K.Variable, SIZE_MEANINGS.get(name, "size"))
     for sym in doc.index.locals:
         add(sym.name, K.Variable, sym.kind)
-    return items
+    return _ordered(items)
 
 
 # ----------------------------------------------------------------------------------------------- outline

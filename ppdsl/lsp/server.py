@@ -280,8 +280,10 @@ def code_lens(ls: PpdslServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[]))
 def completion(ls: PpdslServer, params: lsp.CompletionParams) -> lsp.CompletionList:
-    doc = ls.document(params.text_document.uri)
-    return lsp.CompletionList(False, features.completions(doc) if doc is not None else [])
+    if (found := ls.where(params.text_document.uri, params.position)) is None:
+        return lsp.CompletionList(False, [])
+    doc, line, col = found
+    return lsp.CompletionList(False, features.completions(doc, line, col))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)

@@ -318,8 +318,9 @@ def _wrap_create_executor(original: Callable) -> Callable:
                     Diagnostic(
                         "E044",
                         f"the plan's gradient accumulator `{missing.group(1)}` is not in the scope: the pass added it "
-                        "to the startup program, which ran before the plan was built",
-                        help="run the startup program after `apply_pass(main, startup, ...)` (or run it again)",
+                        "to the startup program, which ran before the plan was built (or in another scope)",
+                        help="run the startup program after `apply_pass(main, startup, ...)`, in the scope the plan "
+                        "runs in (or run it again)",
                     )
                 ]
             ) from None
@@ -428,7 +429,10 @@ def _rebind_everywhere(old: Callable, new: Callable) -> None:
     paddle.distributed.passes.pipeline_scheduler_pass import apply_pass` before `install()` holds Paddle's own
     function under its own name, which wrapping the package's attribute does not reach."""
     for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
+        try:
+            namespace = vars(module)
+        except Exception:  # a lazy module object may raise on any attribute (an optional import failing)
+            continue
         if not isinstance(namespace, dict):
             continue
         for name, value in list(namespace.items()):

@@ -281,6 +281,15 @@ async def test_completion_offers_keywords_job_types_params_and_functions(client,
     assert labels["microbatches"] == K.Variable and labels["warmup"] == K.Variable
 
 
+async def test_completion_answers_for_where_the_cursor_is(client, project):
+    """The server hands the request's position on: after `memory recompute ` only recompute's verbs come (the
+    cases by context: tests/lsp/test_completion.py)."""
+    text = MAIN.replace("cost forward = 1.5", "cost forward = 1.5\nmemory recompute keeps 0.2")
+    await opened(client, project, text)
+    found = await client.text_document_completion_async(lsp.CompletionParams(doc(project), at(text, "keeps")))
+    assert [item.label for item in sorted(found.items, key=lambda i: i.sort_text)] == ["keeps", "fraction"]
+
+
 async def test_document_symbols_are_the_outline(client, project):
     await opened(client, project)
     symbols = await client.text_document_document_symbol_async(lsp.DocumentSymbolParams(doc(project)))
