@@ -27,11 +27,13 @@ from ppdsl.cli.common import (
     CostFile,
     CostPairs,
     File,
+    LayersOption,
     MaxJobs,
     Micro,
     ModelOption,
     Output,
     Params,
+    PartitionOption,
     Rendezvous,
     TableFormat,
     TextOrJson,
@@ -41,10 +43,12 @@ from ppdsl.cli.common import (
     err,
     fail,
     in_range,
+    layer_profile,
     measured_memory,
     memory_size,
     out,
     output_name,
+    partition_option,
     picture_format,
     print_data,
     report_console,
@@ -75,6 +79,8 @@ def trace_cmd(
     output: Output = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Simulate, and write the run as a Chrome trace / Perfetto JSON (1 cost unit = 1 ms).
 
@@ -84,7 +90,19 @@ def trace_cmd(
     from ppdsl.reports.simulate import simulate
     from ppdsl.reports.trace import trace_json
 
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
+    spec = scenario(
+        file,
+        pp,
+        microbatches,
+        vpp,
+        param,
+        cost,
+        costs,
+        rendezvous,
+        max_jobs=max_jobs,
+        layers=layers,
+        partition=partition,
+    )
     budget.refuse_sizes("trace", pp, spec.vpp, microbatches, max_memory)
     sim = diagnosed(simulate, spec)
     jobs = sum(len(j) for j in sim.expansion.jobs)
@@ -142,6 +160,8 @@ def plot_cmd(
     batch_size: BatchOption = 32,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.reports.plot import Timeline, memory_timelines, plot_timeline, summary
@@ -165,7 +185,20 @@ def plot_cmd(
         )
     budget.refuse_sizes("plot", pp, vpp, microbatches, max_memory)
     memory = measured_memory(model, batch_size, microbatches)
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
+    spec = scenario(
+        file,
+        pp,
+        microbatches,
+        vpp,
+        param,
+        cost,
+        costs,
+        rendezvous,
+        memory,
+        max_jobs=max_jobs,
+        layers=layers,
+        partition=partition,
+    )
     exp = diagnosed(spec.expansion)
     budget.refuse_jobs("plot", sum(map(len, exp.jobs)), max_memory)
     if profile is not None:
@@ -304,6 +337,8 @@ def compare_cmd(
         ),
     ] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.common.sizes import parse_params
@@ -322,7 +357,19 @@ def compare_cmd(
     spec = cost_spec(cost, costs)
     params = diagnosed(parse_params, param)
     # the base scenario's schedule is not used: every schedule compared takes its place
-    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory, max_jobs=max_jobs)
+    base = Scenario(
+        "",
+        pp,
+        microbatches,
+        vpp or 1,
+        params,
+        spec,
+        rendezvous,
+        memory,
+        max_jobs=max_jobs,
+        layers=layer_profile(layers),
+        partition=partition_option(partition),
+    )
     rows = []
     for group, skip_broken in ((named, False), (shipped, True)):
         if group:

@@ -1235,6 +1235,124 @@ EXPLANATIONS: dict[str, Explanation] = {
         cmd("ppdsl lsp", note="in an environment without pygls", setting="pygls not installed"),
         cmd("pip install 'ppdsl[lsp]'", "ppdsl lsp", setting="network"),
     ),
+    "E100": Explanation(
+        "A layer profile lists the model's layers in order, each with its forward, input-gradient backward "
+        "(`backward_b`) and weight-gradient backward (`backward_w`) time, in one of two JSON forms: ppdsl's own, "
+        '`{"layers": [{"name": "T", "forward": 1.7, "backward_b": 2.0, "backward_w": 1.1}, ...]}` (with optional '
+        "`activation` and `params` per layer), or the compact form of public profile collections, a `pattern` of one "
+        "letter per layer with per-letter `forward_ms`, `backward_ms` and `weight_ms` (and optional `activation` / "
+        "`params`). A field missing, unknown or of the wrong kind is refused, located in the file, rather than read "
+        "as zero.",
+        cmd(
+            "ppdsl check 1f1b --pp 2 -m 4 --layers model.json",
+            files=(("model.json", '{"layers": [{"name": "T", "forward": 1}, {"name": "T", "forward": 1}]}\n'),),
+            note="the layers give no backward times",
+        ),
+        cmd(
+            "ppdsl check 1f1b --pp 2 -m 4 --layers model.json",
+            files=(
+                (
+                    "model.json",
+                    '{"layers": [{"name": "T", "forward": 1, "backward_b": 1, "backward_w": 1}, '
+                    '{"name": "T", "forward": 1, "backward_b": 1, "backward_w": 1}]}\n',
+                ),
+            ),
+        ),
+    ),
+    "E101": Explanation(
+        "Every time and memory amount of a layer profile is a finite number from 0 to 1e15: a negative time would "
+        "make a stage faster for holding more, and JSON has no NaN (ppdsl refuses it where a reader would accept it).",
+        cmd(
+            "ppdsl check 1f1b --pp 2 -m 4 --layers model.json",
+            files=(
+                (
+                    "model.json",
+                    '{"pattern": "TT", "forward_ms": {"T": -1.0}, "backward_ms": {"T": 2.0}, '
+                    '"weight_ms": {"T": 1.0}}\n',
+                ),
+            ),
+        ),
+        cmd(
+            "ppdsl check 1f1b --pp 2 -m 4 --layers model.json",
+            files=(
+                (
+                    "model.json",
+                    '{"pattern": "TT", "forward_ms": {"T": 1.0}, "backward_ms": {"T": 2.0}, "weight_ms": {"T": 1.0}}\n',
+                ),
+            ),
+        ),
+    ),
+    "E102": Explanation(
+        "In a profile's compact form each letter of `pattern` is one layer, and its times are looked up by that "
+        "letter in `forward_ms`, `backward_ms` and `weight_ms`. A letter none of them gives would be a layer of "
+        "unknown cost: the diagnostic points at it in the pattern.",
+        cmd(
+            "ppdsl check 1f1b --pp 2 -m 4 --layers model.json",
+            files=(
+                (
+                    "model.json",
+                    '{"pattern": "ETTL", "forward_ms": {"E": 2, "T": 1}, "backward_ms": {"E": 1, "T": 2}, '
+                    '"weight_ms": {"E": 0, "T": 1}}\n',
+                ),
+            ),
+            note="`L` (the head) has no times",
+        ),
+        cmd(
+            "ppdsl check 1f1b --pp 2 -m 4 --layers model.json",
+            files=(
+                (
+                    "model.json",
+                    '{"pattern": "ETTL", "forward_ms": {"E": 2, "T": 1, "L": 3}, '
+                    '"backward_ms": {"E": 1, "T": 2, "L": 2}, '
+                    '"weight_ms": {"E": 0, "T": 1, "L": 0}}\n',
+                ),
+            ),
+        ),
+    ),
+    "E103": Explanation(
+        "A partition says how many of the model's layers each virtual stage holds, in stage order: `9,10,9,6` (on the "
+        "command line) or `partition = [9, 10, 9, 6]` (in a file). It may also be a Megatron-LM layout string, as "
+        '`--pipeline-model-parallel-layout` takes it: `"Et*8|t*9|t*8|t*7L"`, `E` the embedding, `t` a transformer '
+        "block, `L` the loss and head, `|` between stages, `x*n` and `(...)*n` repeats. Anything else is refused, "
+        "and so is Megatron's `m` (a multi-token prediction layer), which a layer profile does not describe.",
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --partition 3;3;3;3"),
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --partition 3,3,3,3"),
+    ),
+    "E104": Explanation(
+        "A partition has one entry per virtual stage (pp x vpp of them, in stage order), places every layer of the "
+        "profile (the embedding and the head are layers too), and, written as a Megatron layout, names each layer's "
+        "kind as the profile has it. A partition that does not fit is refused rather than padded or cut.",
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --partition 4,4,4"),
+        cmd("ppdsl check 1f1b --pp 4 -m 8 --partition 4,4,4,4"),
+    ),
+    "E105": Explanation(
+        "A stage without layers still receives every micro-batch and sends it on, so it costs a rank and a hop and "
+        "does nothing; in Megatron-LM such layouts have deadlocked (Megatron-LM #1852). It is refused unless the "
+        "partition says it is meant: `partition = [...] allow empty` in the file.",
+        sched(
+            """
+            partition = [5, 0, 5, 4]
+            order { forward * microbatches backward * microbatches optimizer }
+            """,
+            "--pp 4 -m 8",
+        ),
+        sched(
+            """
+            partition = [5, 0, 5, 4] allow empty
+            order { forward * microbatches backward * microbatches optimizer }
+            """,
+            "--pp 4 -m 8",
+        ),
+    ),
+    "E106": Explanation(
+        "`ppdsl expand FILE --format megatron-layout` writes the schedule's partition as Megatron-LM's "
+        "`--pipeline-model-parallel-layout`. It needs a partition (`--partition`, `--layers`, or the file's "
+        "`partition`), a looped placement (Megatron puts virtual stage v * pp + r on rank r: a V-shaped placement "
+        "cannot be said), and a model of an embedding first, transformer blocks and a loss last, the layer kinds "
+        "the layout names.",
+        cmd("ppdsl expand 1f1b --pp 4 -m 8 --format megatron-layout"),
+        cmd("ppdsl expand 1f1b --pp 4 -m 8 --partition 5,5,5,4 --format megatron-layout"),
+    ),
     "E110": Explanation(
         "Recompute, offload and reload jobs are placed by synth only when `--memory-actions` lets the search choose "
         "them; without it the costs of those jobs would time nothing, which is more likely a forgotten option than "

@@ -90,7 +90,8 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
             row.vpp = v
             break
         except DiagnosticError as err:
-            if any(d.code != "S100" for d in err.diagnostics):
+            # a `require` that refuses these sizes, or a partition with another number of stages: another vpp may fit
+            if any(d.code not in ("S100", "E104") for d in err.diagnostics):
                 if any(d.code.startswith("E") for d in err.diagnostics):
                     raise
                 row.status, row.reason = "invalid", _first_message(err)
@@ -101,7 +102,8 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
         row.reason = "; ".join(min(reasons, key=len))
         return row
     row.memory_unit = exp.memory_unit
-    scale = 1.0 / exp.vpp if normalise else 1.0
+    # a partition's stages already cost their layers: a chunk is what it holds, not 1/vpp of a rank
+    scale = 1.0 / exp.vpp if normalise and exp.stage_work is None else 1.0
     if scale != 1.0:
         exp = scale_costs(exp, scale)
     result = check_expansion(exp, scenario.rendezvous)
