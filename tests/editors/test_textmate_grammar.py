@@ -28,11 +28,13 @@ DECLARATION = "storage.type.declaration.sched"
 # The scope each keyword of the grammar is meant to get.
 KEYWORDS = {
     **dict.fromkeys(
-        "schedule include param fn require job placement cost comm memory rule order table let".split(), DECLARATION
+        "schedule include param fn require job placement partition cost comm memory rule order table let".split(),
+        DECLARATION,
     ),
     **dict.fromkeys("repeat for in if elif else then".split(), "keyword.control.sched"),
     **dict.fromkeys(
-        "ops before after receives sends looped vshape limit stream priority attr when".split(), "keyword.other.sched"
+        "ops before after receives sends looped vshape limit stream priority attr when allow empty".split(),
+        "keyword.other.sched",
     ),
     **dict.fromkeys("and or not".split(), "keyword.operator.logical.sched"),
     **dict.fromkeys("true false".split(), "constant.language.boolean.sched"),
