@@ -64,6 +64,8 @@ BY_TYPE = {
     "RBRACE": "punctuation.section.braces.sched",
     "LPAR": "punctuation.section.parens.sched",
     "RPAR": "punctuation.section.parens.sched",
+    "LSQB": "punctuation.section.brackets.sched",
+    "RSQB": "punctuation.section.brackets.sched",
     "COMMA": "punctuation.separator.comma.sched",
     "COLON": "punctuation.separator.colon.sched",
     "SEMICOLON": "punctuation.terminator.sched",
