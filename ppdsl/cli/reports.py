@@ -277,7 +277,7 @@ def rows_table(
             cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", *overhead, peak]
             if limit is not None:
                 cells.append(Text("OVER", "bold red") if row.over_limit else Text("ok", "green"))
-            cells.append("")
+            cells.append(row.partition or "")
         else:
             cells += ["-"] * (4 if recomputes else 3) + (["-"] if limit is not None else [])
             status = (row.status, "yellow" if row.status == "rejected" else "red")
@@ -348,6 +348,11 @@ def compare_cmd(
     actions = parse_actions(memory_actions)
     if actions and not synth:
         usage_error("--memory-actions chooses what --synth may do", help="add --synth, or drop --memory-actions")
+    if synth and (layers is not None or partition is not None):  # its rows would time the stages evenly
+        usage_error(
+            "compare --synth does not search a partition of --layers yet",
+            help="run `ppdsl synth --layers FILE ...` beside it, or compare without --synth",
+        )
     limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     named = [find_schedule(f) for f in files or []]
@@ -387,6 +392,12 @@ def compare_cmd(
         emit(rows_csv(rows), None)
     else:
         how = f"vpp={vpp}" if vpp is not None else "each at its smallest vpp; costs and activations per rank (/ vpp)"
+        if layers is not None:  # a stage costs and holds its layers, whatever the vpp: nothing is divided
+            how = (f"vpp={vpp}" if vpp is not None else "each at its smallest vpp") + (
+                "; the layers of --layers, each schedule at the faster of the even and the DP split (note)"
+                if partition is None
+                else "; the layers of --layers as --partition places them"
+            )
         first = {
             "#": [str(i + 1) if r.status == "ok" else "" for i, r in enumerate(rows)],
             "schedule": [r.schedule for r in rows],

@@ -119,6 +119,29 @@ def test_compare_ranks_schedules_on_the_profile(profile):
     )
     rows = {r["schedule"]: r for r in json.loads(fixed.stdout)["rows"]}
     assert rows["1F1B"]["status"] == "ok" and rows["Interleaved1F1B"]["status"] == "rejected"
+    assert rows["1F1B"]["partition"] == "4,4"
+    refused = runner.invoke(app, ["compare", "1f1b", "--pp", "2", "-m", "4", "--layers", profile, "--synth"])
+    assert refused.exit_code == 2 and "--synth" in refused.stderr
+
+
+def test_compare_keeps_the_faster_of_the_even_and_the_dp_split(profile):
+    from ppdsl.analysis.check import check
+    from ppdsl.analysis.layers import even_partition, min_max_partition, read_profile
+    from ppdsl.analysis.scenario import Scenario
+
+    result = runner.invoke(app, ["compare", "1f1b", "--pp", "2", "-m", "4", "--layers", profile, "--format", "csv"])
+    header, row = result.stdout.splitlines()[:2]
+    assert header.endswith(",partition")
+    layers = read_profile(profile)
+    best = min(
+        (check(Scenario("1f1b", 2, 4, layers=layers, partition=p)).makespan, p.text())
+        for p in (even_partition(8, 2), min_max_partition(layers, 2))
+    )
+    cells = dict(zip(header.split(","), row.split(","), strict=False))
+    assert float(cells["makespan"]) == pytest.approx(best[0])
+    assert row.endswith(f'"{best[1]}"') or row.endswith(best[1])
+    plain = runner.invoke(app, ["compare", "1f1b", "--pp", "2", "-m", "4", "--format", "csv"])
+    assert "partition" not in plain.stdout.splitlines()[0]  # a model without layers reads as it did
 
 
 def test_run_refuses_a_partition_rather_than_train_the_even_split(tmp_path):
