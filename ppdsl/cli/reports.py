@@ -216,6 +216,8 @@ def plot_cmd(
         jobs, ranks = list(sim.jobs()), pp
         makespan, bubble = sim.makespan, sim.bubble_ratio
         unit = unit_name(spec.costs.us_per_unit) if spec.costs.measured else "cost units"
+        if not spec.costs.measured and exp.stage_work is not None and exp.stage_work.profiled:
+            unit = exp.stage_work.unit  # a layer profile's times (ms unless it says)
         source = "simulated"
         memory_curves = [sim.memory_timeline(r) for r in range(pp)]  # (with what is in transit, when measured)
     peak = max((level for points in memory_curves for _, level in points), default=0.0)
