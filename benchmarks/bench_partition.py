@@ -105,7 +105,7 @@ def synth_at_peaks(profile, path: str, pp: int, m: int, anchors: list[dict], sec
         shown = "-" if makespan is None else f"{makespan:.2f} ({1 - makespan / anchor['makespan']:+.1%})"
         print(
             f"{'':<16} {pp:>3} {m:>3}  synth at peak {peak:g}: {shown} vs {run['anchor']} "
-            f"{anchor['makespan']:.2f}; partition {partition}"
+            f"{anchor['makespan']:.2f}; {shape}, partition {partition}"
         )
     return runs
 
