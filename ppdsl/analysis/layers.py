@@ -188,7 +188,8 @@ class _Reader:
 def read_profile(path: str | Path) -> LayerProfile:
     """The layer profile in `path` (either form, see the module). Raises DiagnosticError: E000 / E051 / E052 for a
     file that cannot be read, E100 for one that is not a profile, E101 for a bad number, E102 for a pattern letter
-    without costs; every problem at once, each at its place in the file."""
+    without costs (a file that cannot be read is E100 too; one that is not regular or too large E051 / E052); every
+    problem at once, each at its place in the file."""
     text = read_text(path, LAYERS_BYTES, "E100", "layer profile ")
     return profile_from_text(text, str(path))
 
@@ -199,12 +200,14 @@ def profile_from_text(text: str, path: str = "<profile>") -> LayerProfile:
     try:
         data = parse_json(text)
     except JsonError as err:
+        where = re.search(r"at line (\d+), column (\d+)", str(err))  # where the JSON reader stopped
+        line, col = (int(where.group(1)), int(where.group(2))) if where else (1, 1)
         raise DiagnosticError(
             [
                 Diagnostic(
                     "E100",
                     f"layer profile `{path}` is not JSON: {err}",
-                    Span(path, 1, 1, 1, 2),
+                    Span(path, line, col, line, col + 1),
                     help=f"a profile is {OWN_FORM} or {COMPACT_FORM}",
                 )
             ]

@@ -120,6 +120,13 @@ def test_bad_profiles_are_located_diagnostics(text, code, needle):
         assert line[diag.span.col - 1 :].startswith(needle), (line, diag.span)
 
 
+def test_json_that_does_not_parse_is_located_where_the_reader_stopped():
+    with pytest.raises(DiagnosticError) as err:
+        profile_from_text('{\n  "layers": [\n    {"forward": 1,, }\n  ]\n}\n', "p.json")
+    (diag,) = err.value.diagnostics
+    assert diag.code == "E100" and diag.span.line == 3
+
+
 def test_an_unknown_letter_is_pointed_at_in_the_pattern():
     text = '{\n  "pattern": "ETTQL",\n  "forward_ms": {"E": 1, "T": 1, "L": 1},\n'
     text += '  "backward_ms": {"E": 1, "T": 1, "L": 1},\n  "weight_ms": {"E": 1, "T": 1, "L": 1}\n}\n'
