@@ -1,4 +1,5 @@
-"""Layer profiles, partitions, and what a partition makes a stage cost and hold (`ppdsl.analysis.layers`)."""
+"""Layer profiles, partitions, and what a partition makes a stage cost and hold (`ppdsl.analysis.layers`; named
+apart from tests/runtime/test_layers.py, which pytest would take for the same module)."""
 
 from __future__ import annotations
 
