@@ -43,6 +43,45 @@ class RankReport:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class StageReport:
+    """One virtual stage of a partitioned model: where it runs, its layers, and one micro-batch's work on it (its
+    forward and its whole backward, as the expansion costs them) and activation."""
+
+    stage: int
+    rank: int
+    chunk: int
+    layers: int
+    time: float
+    activation: float
+    critical: bool  # the stage with the most work: the one that bounds the pipeline's steady state
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def stage_reports(exp: Expansion) -> list[StageReport]:
+    """Every virtual stage's report, in stage order; empty without a partition (`Expansion.stage_work`)."""
+    work = exp.stage_work
+    if work is None:
+        return []
+    names = exp.type_names
+
+    def cost(name: str, r: int, c: int) -> float:
+        return exp.cost[names.index(name)][r][c] if name in names else 0.0
+
+    times = []
+    for r, c in exp.rank_of_stage():
+        split = cost("backward_b", r, c) + cost("backward_w", r, c)
+        times.append(cost("forward", r, c) + (split if "backward_b" in names else cost("backward", r, c)))
+    worst = max(times, default=0.0)
+    critical = times.index(worst) if times else -1
+    return [
+        StageReport(s, r, c, work.partition.counts[s], times[s], work.activation[s], s == critical)
+        for s, (r, c) in enumerate(exp.rank_of_stage())
+    ]
+
+
 @dataclass
 class CheckResult:
     """What `ppdsl check` finds: the diagnostics, and for a valid schedule its makespan, bubble and memory."""
@@ -116,6 +155,11 @@ class CheckResult:
         ]
 
     @property
+    def stages(self) -> list[StageReport]:
+        """Each virtual stage's layers and work, when the model is partitioned (else empty)."""
+        return stage_reports(self.expansion) if self.expansion is not None else []
+
+    @property
     def peak_activations(self) -> list[float]:
         """Per rank, in the expansion's memory unit."""
         return [r.peak_activations for r in self.ranks]
@@ -141,6 +185,7 @@ class CheckResult:
             "bubble_ratio": self.bubble_ratio,
             "recompute_ratio": self.recompute_ratio,
             "ranks": [r.to_dict() for r in self.ranks],
+            **({"stages": [s.to_dict() for s in self.stages]} if self.stages else {}),
             **(
                 {"host_peak": self.host_peak, "host_limit": self.expansion.host_limit}
                 if self.host_peak is not None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from ppdsl.analysis.costs import COST_RANGE, CostSpec, CostTable, cost_value_problem
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.layers import StageWork
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.sizes import MAX_SIZE
@@ -126,10 +127,12 @@ def expand(
     costs: CostSpec | None = None,
     memory: MemoryModel | None = None,
     memory_limit: float | None = None,
+    stages: StageWork | None = None,
 ) -> Expansion:
-    """Bind sizes and run the order of every rank. The schedule's own costs, memory and limit, with `costs` from
-    outside over its costs, `memory` (measured bytes) instead of its activation counts and `memory_limit` instead
-    of its limit on every rank. Sizes that need more than `max_jobs` jobs are refused before anything runs, and
+    """Bind sizes and run the order of every rank. The schedule's own costs, memory and limit, with `stages` (a
+    partition's work per stage, `ppdsl.analysis.layers`) over its costs and activations, `costs` from outside over
+    those, `memory` (measured bytes) instead of its activation counts and `memory_limit` instead of its limit on
+    every rank. Sizes that need more than `max_jobs` jobs are refused before anything runs, and
     each rank's order has an evaluation budget proportional to its jobs. Raises DiagnosticError on any failure."""
     if costs is not None:
         costs.check_names(defn)
@@ -165,7 +168,7 @@ def expand(
     total = sum(map(len, jobs))
     if total > max_jobs:
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
-    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit)
+    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit, stages)
 
 
 def _build(
@@ -177,6 +180,7 @@ def _build(
     costs: CostSpec | None = None,
     memory: MemoryModel | None = None,
     memory_limit: float | None = None,
+    stages: StageWork | None = None,
 ) -> Expansion:
     """The expansion of these orders: the schedule's tables evaluated at `env`, the inputs from outside over
     them. (The schedule's own memory and limit are evaluated even when replaced: a declaration that fails at
@@ -192,6 +196,8 @@ def _build(
     _check_declared_numbers(defn, amounts, "the memory of", _amount_problem, declared_memory)
     mem = _job_table(defn, env, pp, vpp, stage_of, _memory_fns(defn))
     _check_memory_actions(defn, mem)
+    if stages is not None:
+        _apply_stage_work(stages, names, stage_of, cost, mem)
     latency, bandwidth = _comm_link(defn, env)
     limit = _rank_limits(defn, env, pp)
     if memory is not None and memory.unit == "bytes" and defn.memory_limit and memory_limit is None:
@@ -228,6 +234,7 @@ def _build(
         host_limit=host_limit,
         copy_duplex=bool(copy[2]),
         mem_received=None if memory is None else memory.received_table(names, stage_of),
+        stage_work=stages,
     )
 
 
@@ -265,6 +272,27 @@ def _host_limit(defn: ScheduleDef, env: dict) -> float | None:
     if problem is not None:
         raise DiagnosticError([_bad_number(f"the host memory limit {problem}", defn.host_limit, AMOUNT_RANGE)])
     return host_limit
+
+
+def _apply_stage_work(work: StageWork, names: list[str], stage_of, cost, mem) -> None:
+    """A partition's work over the schedule's own tables (which nothing else holds yet): with a profile, a stage's
+    forward, backward, backward_b and backward_w take the sums of its layers' times; without one, each costs the
+    schedule's cost times the stage's layer count. Every job's memory change is its stage's activation times the
+    schedule's (a layer holds one unit, or its profiled activation), so a schedule's fractions (what backward_b
+    frees, what a recompute keeps) hold per layer."""
+    profiled = {
+        "forward": work.forward,
+        "backward": tuple(b + w for b, w in zip(work.backward_b, work.backward_w, strict=True)),
+        "backward_b": work.backward_b,
+        "backward_w": work.backward_w,
+    }
+    counts = work.partition.counts
+    for t, name in enumerate(names):
+        for r, row in enumerate(stage_of):
+            for c, s in enumerate(row):
+                if name in profiled:
+                    cost[t][r][c] = profiled[name][s] if work.profiled else cost[t][r][c] * counts[s]
+                mem[t][r][c] *= work.activation[s]
 
 
 def _check_memory_actions(defn: ScheduleDef, mem) -> None:

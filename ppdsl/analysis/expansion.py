@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ppdsl.analysis.layers import StageWork
 from ppdsl.language.ir import ScheduleDef, StreamRule
 from ppdsl.plan.jobs import Job, JobCodec, pack_code, unpack_code
 
@@ -43,6 +44,9 @@ class Expansion:
     # [type][rank][chunk]: what a job receives from another job (a stage's input, a gradient), held on its rank from
     # its sender's start to its own end (`analysis.memory`); None: nothing counted (a declared memory model)
     mem_received: list[list[list[float]]] | None = None
+    # a partition of the model's layers (`--partition`, `--layers`, a file's `partition`): each stage's work, which
+    # the cost and memory tables already hold; None: the schedule's own costs and one activation a job
+    stage_work: StageWork | None = None
 
     @property
     def ntypes(self) -> int:

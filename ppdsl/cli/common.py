@@ -21,6 +21,7 @@ from rich.text import Text
 
 from ppdsl.analysis.costs import CostSpec, parse_cost_pairs
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS, default_vpp
+from ppdsl.analysis.layers import LayerProfile, Partition, parse_partition, read_profile
 from ppdsl.analysis.memory import MeasureMemory
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.codes import EXIT_USAGE, exit_code
@@ -170,6 +171,22 @@ BatchOption = Annotated[
         "--batch-size", help="Samples per step, with --model.", callback=in_range("--batch-size", *BATCH_RANGE)
     ),
 ]
+LayersOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--layers",
+        help="Layer profile (JSON): each layer's forward, backward_b and backward_w time, optionally its activation; "
+        "the stages' costs and memory come from it and the partition.",
+    ),
+]
+PartitionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--partition",
+        help="Layers per virtual stage in stage order (`9,10,9,6`), or a Megatron layout (`Et*8|t*9|t*8|t*7L`); "
+        "default: the file's `partition`, else an even split of --layers.",
+    ),
+]
 Output = Annotated[str | None, typer.Option("--output", "-o", help="Write here instead of stdout (`-`: stdout).")]
 MaxJobs = Annotated[
     int,
@@ -267,6 +284,16 @@ def measured_memory(model: str | None, batch_size: int, microbatches: int) -> Me
     return model_memory(None if model == "builtin" else model, batch_size)
 
 
+def layer_profile(path: Path | None) -> LayerProfile | None:
+    """`--layers FILE` read (bad profiles end the command with their located diagnostics)."""
+    return None if path is None else diagnosed(read_profile, path)
+
+
+def partition_option(text: str | None) -> Partition | None:
+    """`--partition TEXT` read (E103 ends the command)."""
+    return None if text is None else diagnosed(parse_partition, text)
+
+
 def memory_size(text: str | None, measured: bool, option: str = "--memory-limit") -> float | None:
     """A limit option in the unit memory is counted in: bytes with --model (`measured`), else activations."""
     return diagnosed(parse_memory_limit, text, measured, option) if text is not None else None
@@ -284,10 +311,13 @@ def scenario(
     memory: MeasureMemory | None = None,
     memory_limit: float | None = None,
     max_jobs: int = DEFAULT_MAX_JOBS,
+    layers: Path | None = None,
+    partition: str | None = None,
 ) -> Scenario:
     """The scenario a command's options describe; bad options end the command. `vpp` None: the schedule's
     default (`default_vpp`)."""
     params = diagnosed(parse_params, param)
+    # (the profile and the partition are read by the scenario: `check --format json` reports their problems too)
     chosen = Scenario(
         find_schedule(file),
         pp,
@@ -299,6 +329,8 @@ def scenario(
         memory,
         memory_limit,
         max_jobs,
+        layers,
+        partition,
     )
     if vpp is None:
         try:

@@ -27,11 +27,13 @@ from ppdsl.cli.common import (
     CostFile,
     CostPairs,
     File,
+    LayersOption,
     MaxJobs,
     Micro,
     ModelOption,
     Output,
     Params,
+    PartitionOption,
     Rendezvous,
     TableFormat,
     TextOrJson,
@@ -41,10 +43,12 @@ from ppdsl.cli.common import (
     err,
     fail,
     in_range,
+    layer_profile,
     measured_memory,
     memory_size,
     out,
     output_name,
+    partition_option,
     picture_format,
     print_data,
     report_console,
@@ -79,6 +83,8 @@ def trace_cmd(
     output: Output = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Simulate, and write the run as a Chrome trace / Perfetto JSON (1 cost unit = 1 ms).
 
@@ -88,7 +94,19 @@ def trace_cmd(
     from ppdsl.reports.simulate import simulate
     from ppdsl.reports.trace import trace_json
 
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
+    spec = scenario(
+        file,
+        pp,
+        microbatches,
+        vpp,
+        param,
+        cost,
+        costs,
+        rendezvous,
+        max_jobs=max_jobs,
+        layers=layers,
+        partition=partition,
+    )
     budget.refuse_sizes("trace", pp, spec.vpp, microbatches, max_memory)
     sim = diagnosed(simulate, spec)
     jobs = sum(len(j) for j in sim.expansion.jobs)
@@ -146,6 +164,8 @@ def plot_cmd(
     batch_size: BatchOption = 32,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Draw the timeline: a Gantt chart of every rank's jobs (idle hatched) over its in-flight activations."""
     from ppdsl.reports.plot import memory_timelines, plot_timeline, summary
@@ -157,7 +177,20 @@ def plot_cmd(
     file, pp, microbatches, vpp = _plot_sizes(profile, measured, file, pp, microbatches, vpp)
     budget.refuse_sizes("plot", pp, vpp, microbatches, max_memory)
     memory = measured_memory(model, batch_size, microbatches)
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
+    spec = scenario(
+        file,
+        pp,
+        microbatches,
+        vpp,
+        param,
+        cost,
+        costs,
+        rendezvous,
+        memory,
+        max_jobs=max_jobs,
+        layers=layers,
+        partition=partition,
+    )
     exp = diagnosed(spec.expansion)
     budget.refuse_jobs("plot", sum(map(len, exp.jobs)), max_memory)
     if profile is not None:
@@ -175,6 +208,8 @@ def plot_cmd(
         jobs, ranks = list(sim.jobs()), pp
         makespan, bubble = sim.makespan, sim.bubble_ratio
         unit = unit_name(spec.costs.us_per_unit) if spec.costs.measured else "cost units"
+        if not spec.costs.measured and exp.stage_work is not None and exp.stage_work.profiled:
+            unit = exp.stage_work.unit  # a layer profile's times (ms unless it says)
         source = "simulated"
         memory_curves = [sim.memory_timeline(r) for r in range(pp)]  # (with what is in transit, when measured)
     head = f"{exp.defn.name} ({source})   pp={pp}  vpp={vpp}  microbatches={microbatches}   "
@@ -262,7 +297,7 @@ def rows_table(
             cells += [f"{row.makespan:.6g}", f"{row.bubble_ratio:.1%}", *overhead, peak]
             if limit is not None:
                 cells.append(Text("OVER", "bold red") if row.over_limit else Text("ok", "green"))
-            cells.append("")
+            cells.append(row.partition or "")
         else:
             cells += ["-"] * (4 if recomputes else 3) + (["-"] if limit is not None else [])
             status = (row.status, "yellow" if row.status == "rejected" else "red")
@@ -322,6 +357,8 @@ def compare_cmd(
         ),
     ] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Makespan, bubble and peak activations of several schedules at one size, best first."""
     from ppdsl.common.sizes import parse_params
@@ -331,13 +368,30 @@ def compare_cmd(
     actions = parse_actions(memory_actions)
     if actions and not synth:
         usage_error("--memory-actions chooses what --synth may do", help="add --synth, or drop --memory-actions")
+    if synth and (layers is not None or partition is not None):  # its rows would time the stages evenly
+        usage_error(
+            "compare --synth does not search a partition of --layers yet",
+            help="run `ppdsl synth --layers FILE ...` beside it, or compare without --synth",
+        )
     limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     named, shipped = _schedules_to_compare(files, library, synth)
     spec = cost_spec(cost, costs)
     params = diagnosed(parse_params, param)
     # the base scenario's schedule is not used: every schedule compared takes its place
-    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory, max_jobs=max_jobs)
+    base = Scenario(
+        "",
+        pp,
+        microbatches,
+        vpp or 1,
+        params,
+        spec,
+        rendezvous,
+        memory,
+        max_jobs=max_jobs,
+        layers=layer_profile(layers),
+        partition=partition_option(partition),
+    )
     action_types = action_names() if actions else ()  # (the synth rows' too: `--cost offload=...` may be for them)
     rows = diagnosed(compare, named, base, vpp is None, limit, False, action_types) if named else []
     if shipped:
@@ -348,7 +402,15 @@ def compare_cmd(
             rows += synthesized_rows(base, vpp, limit, time_limit, model, batch_size, actions)
     rows = ranked(rows)  # named and shipped schedules were measured apart
     measured_on = f"`{model}` at batch {batch_size}" if memory is not None else None
-    _show_compared(rows, fmt, {"pp": pp, "microbatches": microbatches, "vpp": vpp, "memory_limit": limit}, measured_on)
+    layers_note = None
+    if layers is not None:
+        layers_note = (
+            "; the layers of --layers, each schedule at the faster of the even and the DP split (note)"
+            if partition is None
+            else "; the layers of --layers as --partition places them"
+        )
+    sizes = {"pp": pp, "microbatches": microbatches, "vpp": vpp, "memory_limit": limit}
+    _show_compared(rows, fmt, sizes, measured_on, layers_note)
     raise typer.Exit(_compare_status(rows, named))
 
 
@@ -369,8 +431,11 @@ def _schedules_to_compare(files: list[str] | None, library: bool, synth: bool) -
     return named, shipped
 
 
-def _show_compared(rows: list[Row], fmt: TableFormat, sizes: dict, measured_on: str | None) -> None:
-    """`compare`'s rows as JSON (headed by the sizes), CSV, or a table titled with the sizes."""
+def _show_compared(
+    rows: list[Row], fmt: TableFormat, sizes: dict, measured_on: str | None, layers_note: str | None = None
+) -> None:
+    """`compare`'s rows as JSON (headed by the sizes), CSV, or a table titled with the sizes (and, with a layer
+    profile, how its layers were placed: `layers_note`)."""
     from ppdsl.reports.compare import rows_csv, rows_json
 
     vpp, limit = sizes["vpp"], sizes["memory_limit"]
@@ -380,6 +445,8 @@ def _show_compared(rows: list[Row], fmt: TableFormat, sizes: dict, measured_on: 
         emit(rows_csv(rows), None)
     else:
         how = f"vpp={vpp}" if vpp is not None else "each at its smallest vpp; costs and activations per rank (/ vpp)"
+        if layers_note is not None:  # a stage costs and holds its layers, whatever the vpp: nothing is divided
+            how = (f"vpp={vpp}" if vpp is not None else "each at its smallest vpp") + layers_note
         _print_ranked(rows, f"pp={sizes['pp']} microbatches={sizes['microbatches']} ({how})", limit)
         if measured_on is not None:
             out.print(f"peak memory measured on {measured_on}")

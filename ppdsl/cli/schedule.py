@@ -27,11 +27,13 @@ from ppdsl.cli.common import (
     CostFile,
     CostPairs,
     File,
+    LayersOption,
     MaxJobs,
     Micro,
     ModelOption,
     Output,
     Params,
+    PartitionOption,
     Rendezvous,
     TextOrJson,
     diagnosed,
@@ -60,6 +62,7 @@ class ExpandFormat(str, Enum):
     csv = "csv"
     table = "table"
     torch_csv = "torch-csv"
+    megatron_layout = "megatron-layout"
 
 
 @app.command("check")
@@ -82,11 +85,16 @@ def check_cmd(
         ),
     ] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
     limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
-    result = check(scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs))
+    chosen = scenario(
+        file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs, layers, partition
+    )
+    result = check(chosen)
     if fmt is TextOrJson.json:
         print_data(json.dumps(result.to_dict(), indent=2))
     else:
@@ -122,6 +130,7 @@ def print_report(result: CheckResult) -> None:
             "-" if r.memory_limit is None else (format_bytes(r.memory_limit) if in_bytes else f"{r.memory_limit:g}"),
         )
     out.print(table)
+    print_stages(result)
     limit = exp.host_limit
     # What offloads hold on the host, for a schedule that offloads or bounds the host; a recompute alone holds none.
     if result.host_peak is not None and (result.host_peak or limit is not None):
@@ -130,6 +139,30 @@ def print_report(result: CheckResult) -> None:
             f"host memory (all ranks' offloads): peak {amount(result.host_peak)} at time "
             f"{result.execution.host_peak_time:g}" + ("" if limit is None else f", limit {amount(limit)}")
         )
+
+
+def print_stages(result: CheckResult) -> None:
+    """A partitioned model's stages: layers, one micro-batch's work and activation each, the critical one marked."""
+    stages = result.stages
+    if not stages:
+        return
+    work = result.expansion.stage_work
+    unit = f" ({work.unit})" if work.profiled and work.unit else ""
+    out.print(f"stages: partition {work.partition.text()}, one micro-batch's forward + backward{unit} each")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("stage", "rank", "chunk", "layers", "time", "activation", ""):
+        table.add_column(col, justify="right" if col else "left")
+    for s in stages:
+        table.add_row(
+            str(s.stage),
+            str(s.rank),
+            str(s.chunk),
+            str(s.layers),
+            f"{s.time:.4g}",
+            f"{s.activation:g}",
+            "critical" if s.critical else "",
+        )
+    out.print(table)
 
 
 @app.command("expand")
@@ -143,15 +176,20 @@ def expand_cmd(
     output: Output = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
-    """Print every rank's job order for these sizes."""
+    """Print every rank's job order for these sizes (`--format megatron-layout`: the partition, as Megatron's
+    `--pipeline-model-parallel-layout`)."""
     from ppdsl.reports import formats
 
-    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, layers=layers, partition=partition)
     budget.refuse_sizes("expand", pp, chosen.vpp, microbatches, max_memory)
     exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("expand", sum(map(len, exp.jobs)), max_memory)
-    if fmt is ExpandFormat.json:
+    if fmt is ExpandFormat.megatron_layout:
+        text = diagnosed(formats.to_megatron_layout, exp, chosen.profile())
+    elif fmt is ExpandFormat.json:
         text = formats.to_json(exp)
     elif fmt is ExpandFormat.csv:
         text = formats.to_csv(exp)
@@ -191,9 +229,11 @@ def show_cmd(
     ] = 24,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
     max_memory: MaxMemory = None,
+    layers: LayersOption = None,
+    partition: PartitionOption = None,
 ) -> None:
     """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
-    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, layers=layers, partition=partition)
     budget.refuse_sizes("show", pp, chosen.vpp, microbatches, max_memory)
     exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("show", sum(map(len, exp.jobs)), max_memory)

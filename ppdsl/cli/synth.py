@@ -34,6 +34,7 @@ from ppdsl.cli.common import (
     Chunks,
     CostFile,
     CostPairs,
+    LayersOption,
     Micro,
     ModelOption,
     TextOrJson,
@@ -42,9 +43,11 @@ from ppdsl.cli.common import (
     emit,
     err,
     in_range,
+    layer_profile,
     measured_memory,
     memory_size,
     out,
+    partition_option,
     print_data,
     save_picture,
     styled,
@@ -66,17 +69,35 @@ COMPOSED = {
 # the command's own flags, after the request's
 OWN = [
     ("max_problem", MaxProblem, None),
+    ("layers", LayersOption, None),
+    (
+        "partition",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--partition",
+                help="With --layers: fix the layers per virtual stage (`9,10,9,6` or a Megatron layout) instead of "
+                "choosing them.",
+            ),
+        ],
+        None,
+    ),
     ("fmt", Annotated[TextOrJson, typer.Option("--format", help="Report format.")], TextOrJson.text),
 ]
 
 
 def _synth(**given: Any) -> None:
-    """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves."""
+    """Find the fastest schedule within a memory limit and write it as a .sched that `ppdsl check` proves.
+
+    With --layers, the partition of the model's layers into stages is chosen too (or fixed by --partition), the
+    memory limit counts layer activations, and the file carries its partition: check it with the same --layers.
+    """
     from ppdsl.synth import SynthRequest, synthesize_file
     from ppdsl.synth.request import default_time_limit, parse_actions
 
     cost, costs, model, batch_size = (given.pop(name) for name in ("cost", "costs", "model", "batch_size"))
     max_problem, fmt = given.pop("max_problem"), given.pop("fmt")
+    layers, partition = given.pop("layers"), given.pop("partition")
     pp, microbatches, output = given["pp"], given["microbatches"], given["output"]
     if given["periodic"] and given["exact"]:
         usage_error(
@@ -110,14 +131,37 @@ def _synth(**given: Any) -> None:
     )
     request = SynthRequest(**values)
     quiet = fmt is TextOrJson.json or not err.is_terminal
+    if partition is not None and layers is None:
+        usage_error("synth --partition fixes a partition of --layers", help="give the layer profile: --layers FILE")
+    profile = layer_profile(layers)
+    chosen = None
     with err.status("searching", spinner="dots") if not quiet else _nothing():
-        outcome = diagnosed(synthesize_file, request, None if quiet else (lambda msg: err.log(msg)))
+        note = None if quiet else (lambda msg: err.log(msg))
+        if profile is None:
+            outcome = diagnosed(synthesize_file, request, note)
+        else:
+            from ppdsl.synth.partition import synthesize_partitioned
+
+            if model is not None:
+                usage_error("--model measures a model's own stages, not a partition of --layers", help="drop one")
+            layers_option = f"--layers {shlex.quote(str(layers))}"
+            found = diagnosed(
+                synthesize_partitioned, request, profile, layers_option, partition_option(partition), note
+            )
+            outcome, chosen = found.outcome, found
     emit(outcome.text, output)
-    rows = _library_rows(outcome, request, spec)
+    rows = _library_rows(outcome, request, spec, profile, chosen.partition if chosen else None)
     if fmt is TextOrJson.json:
-        print_data(json.dumps(_report(outcome, rows, output), indent=2))
+        report = _report(outcome, rows, output)
+        if chosen is not None:
+            report["partition"] = list(chosen.partition.counts)
+            report["partitions_tried"] = [{"partition": list(p.counts), "makespan": m} for p, m in chosen.tried]
+        print_data(json.dumps(report, indent=2))
     else:
         _print(outcome, rows, output)
+        if chosen is not None:
+            tried = ", ".join(f"{p.text()}: {'-' if m is None else f'{m:g}'}" for p, m in chosen.tried)
+            out.print(f"partition {chosen.partition.text()} (tried {tried})", markup=False)
 
 
 def command_parameters() -> list[inspect.Parameter]:
@@ -199,11 +243,22 @@ class _nothing:
         return False
 
 
-def _library_rows(outcome, request, spec):
-    """The library's schedules measured at the same sizes and costs, with whether they fit the limit."""
+def _library_rows(outcome, request, spec, profile=None, partition=None):
+    """The library's schedules measured at the same sizes and costs (and partition of the profile's layers), with
+    whether they fit the limit."""
     from ppdsl.reports.compare import compare
 
-    base = Scenario("", request.pp, request.microbatches, request.vpp, None, spec, memory=request.memory)
+    base = Scenario(
+        "",
+        request.pp,
+        request.microbatches,
+        request.vpp,
+        None,
+        spec,
+        memory=request.memory,
+        layers=profile,
+        partition=partition,
+    )
     try:
         rows = compare(library_files(), base, memory_limit=request.memory_limit, skip_broken=True)
     except Exception:

@@ -123,6 +123,15 @@ _SUMMARIES = {
     "E088": "a memory limit is in another unit than memory is counted in: bytes (`2GiB`) without --model, a bare "
     "number or a schedule's activation limit with --model",
     "E084": "`ppdsl synth --memory-actions` names an action synth does not know (recompute, offload)",
+    "E100": "a layer profile (`--layers`) is not JSON, or not one of its two forms (a missing, unknown or mistyped "
+    "field)",
+    "E101": "a layer profile gives a cost or a memory amount that is not a finite number from 0 to 1e15",
+    "E102": "a layer profile's `pattern` has a letter its per-letter times do not give",
+    "E103": "a partition (`--partition`, a `partition` statement) is neither layer counts nor a Megatron layout",
+    "E104": "a partition does not fit: not one entry per virtual stage, not the profile's layer count or kinds",
+    "E105": "a stage of the partition holds no layer, and the partition does not say `allow empty`",
+    "E106": "a partition cannot be written as a Megatron layout (no partition, a placement other than looped, "
+    "layers other than embedding, transformer and loss)",
     "E110": "`ppdsl synth --cost` gives a recompute, offload or reload cost without --memory-actions",
     "E111": "a cost file's real times with `--memory-actions offload`, but no time for the copies (offload, reload)",
     "S100": "a `require` is false for these sizes",

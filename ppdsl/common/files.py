@@ -39,6 +39,7 @@ MiB = 2**20
 # How much ppdsl reads of each kind of input: far above any real file of the kind, far below what would hurt.
 SCHEDULE_BYTES = 16 * MiB  # a .sched file, and each file it includes
 COSTS_BYTES = 1 * MiB  # a cost file (`--costs`, written by `ppdsl calibrate`)
+LAYERS_BYTES = 4 * MiB  # a layer profile (`--layers`): tens of bytes a layer
 CSV_BYTES = 64 * MiB  # a PyTorch schedule CSV (`ppdsl import`)
 PROFILE_BYTES = 64 * MiB  # a Chrome trace (`ppdsl calibrate`, `plot --measured`)
 PLAN_BYTES = 256 * MiB  # a plan specification (`plan.json` of a launch, which every rank reads)

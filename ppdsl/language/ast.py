@@ -218,6 +218,17 @@ class MemorySetting:
 
 
 @dataclass(frozen=True)
+class Partition:
+    """`partition = [9, 10, 9, 6]` (layers per virtual stage) or `partition = "Et*8|t*9|t*8|t*7L"` (a Megatron
+    layout), optionally `allow empty`."""
+
+    counts: tuple[int, ...] | None
+    layout: str | None
+    allow_empty: bool
+    span: Span
+
+
+@dataclass(frozen=True)
 class Rule:
     """Stream / priority / attribute rule for program ops whose name matches `pattern`."""
 
@@ -276,6 +287,7 @@ Item = (
     | Memory
     | MemoryLimit
     | MemorySetting
+    | Partition
     | Rule
     | Order
     | Table

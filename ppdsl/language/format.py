@@ -273,7 +273,9 @@ class _Formatter:
     def _space(self, i: int) -> int:
         """Spaces between token i and the one before it on a line."""
         tok, prev = self.tokens[i], self.tokens[i - 1]
-        if tok.type in ("RPAR", "COMMA", "SEMICOLON") or prev.type in ("LPAR", "MINUS", "DOT") or tok.type == "DOT":
+        if tok.type in ("RPAR", "RSQB", "COMMA", "SEMICOLON") or prev.type in ("LPAR", "LSQB", "MINUS", "DOT"):
+            return 0
+        if tok.type == "DOT":
             return 0
         if tok.type == "LPAR":  # a call, a job's arguments, a function's parameters; not `job name (alias)`
             return 0 if prev.type == "NAME" and not (i >= 2 and self.tokens[i - 2].type == "JOB") else 1

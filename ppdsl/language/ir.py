@@ -220,6 +220,17 @@ class OrderDef:
 
 
 @dataclass(frozen=True)
+class PartitionDef:
+    """`partition = [9, 10, 9, 6]`: the model's layers per virtual stage, in stage order; or `partition = "..."`, a
+    Megatron-LM layout (read by `ppdsl.analysis.layers`); `allow_empty`: a stage without layers is meant."""
+
+    counts: tuple[int, ...] | None
+    layout: str | None
+    allow_empty: bool
+    span: Span
+
+
+@dataclass(frozen=True)
 class ScheduleDef:
     """A resolved schedule: everything the file declares, names resolved, expressions and the order checked and
     typed. Data only: nothing executable and no AST (`ppdsl.language.runnable.compiled` is its executable form,
@@ -245,6 +256,7 @@ class ScheduleDef:
     sources: dict[str, str] = field(default_factory=dict)  # file -> text, every file read
     functions: tuple[Function, ...] = ()
     host_limit: Expr | None = None  # `memory host limit = ...`: all ranks' offloaded memory, at `rank` 0
+    partition: PartitionDef | None = None  # `partition = [...]`: the layers each virtual stage holds
 
     def type_index(self, name: str) -> int:
         for i, jt in enumerate(self.job_types):

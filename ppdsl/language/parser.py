@@ -169,7 +169,7 @@ def _join_or(items: list[str], limit: int = 8) -> str:
 # A top-level item starts at column 1 with one of these words; after a syntax error outside any block, parsing
 # resumes at the next such line.
 _ITEM_START = re.compile(
-    r'^(schedule|include|param|fn|require|job|placement|cost|comm|memory|rule|order|table)\b|^"""', re.M
+    r'^(schedule|include|param|fn|require|job|placement|cost|comm|memory|partition|rule|order|table)\b|^"""', re.M
 )
 ITEM_START = _ITEM_START  # public: the language server parses a broken file item by item from these lines
 # What the recovery scans the text for: strings and comments (skipped), words, braces, anything else.
@@ -849,6 +849,19 @@ class _ToAst:
 
     def memory_limit(self, meta, children):
         return ast.MemoryLimit(children[0], self._span(meta))
+
+    def partition(self, meta, children):
+        counts, layout = children[0]
+        return ast.Partition(counts, layout, len(children) > 1, self._span(meta))
+
+    def partition_counts(self, meta, children):
+        return (tuple(int(t) for t in children), None)
+
+    def partition_layout(self, meta, children):
+        return (None, _unquote(children[0]))
+
+    def allow_empty(self, meta, children):
+        return True
 
     def memory_setting(self, meta, children):
         subject, key, value = children

@@ -24,6 +24,7 @@ from ppdsl.language.ir import (
     JobType,
     OrderDef,
     ParamDef,
+    PartitionDef,
     Require,
     ScheduleDef,
     Site,
@@ -106,6 +107,7 @@ class _Declarations:
     requires: list[ast.Require] = field(default_factory=list)
     rules: list[ast.Rule] = field(default_factory=list)
     placement: ast.Placement | None = None
+    partition: ast.Partition | None = None
     order: ast.Order | None = None
     tables: list[ast.Table] = field(default_factory=list)
     seen: dict[tuple, tuple[str, Span]] = field(default_factory=dict)  # keyed item -> (file, span) of its definition
@@ -247,6 +249,10 @@ class _Resolver:
         if self._single(decls, ("placement",), item_file, item.span, "the placement"):
             decls.placement = item
 
+    def _partition(self, decls: _Declarations, item_file: str, item: ast.Partition) -> None:
+        if self._single(decls, ("partition",), item_file, item.span, "the partition"):
+            decls.partition = item
+
     def _cost(self, decls: _Declarations, item_file: str, item: ast.Cost) -> None:
         if self._single(decls, ("cost", item.job), item_file, item.span, f"the cost of `{item.job}`"):
             decls.costs[item.job] = item
@@ -332,6 +338,7 @@ class _Resolver:
             sources=self.sources,
             functions=tuple(self._function_ir(*fn) for fn in functions),
             host_limit=host_limit,
+            partition=_partition_def(decls.partition),
         )
         problems = compiled(defn).problems  # what Python cannot compile (nesting), found once here
         if problems:
@@ -744,6 +751,12 @@ def _memory_verb_help(name: str) -> str:
     return f"write `memory {name} allocates <amount>` or `memory {name} frees <amount>`"
 
 
+def _partition_def(item: ast.Partition | None) -> PartitionDef | None:
+    """The file's partition as the IR holds it; what it means for sizes and a profile is checked where those are
+    known (`ppdsl.analysis.layers`)."""
+    return None if item is None else PartitionDef(item.counts, item.layout, item.allow_empty, item.span)
+
+
 def _names_memory_action(decls: _Declarations) -> bool:
     """Does the schedule name a memory action anywhere (a job, a table cell, a declaration)? Only then does its
     job-type list hold them, so every other schedule's types, indices and codes are what they always were."""
@@ -789,6 +802,7 @@ _COLLECT = {
     ast.Require: _Resolver._require,
     ast.JobDecl: _Resolver._job,
     ast.Placement: _Resolver._placement,
+    ast.Partition: _Resolver._partition,
     ast.Cost: _Resolver._cost,
     ast.Comm: _Resolver._comm,
     ast.Memory: _Resolver._memory,

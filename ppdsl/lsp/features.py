@@ -470,6 +470,7 @@ _OUTLINE = {
     ast.Comm: (lsp.SymbolKind.Property, lambda i: f"comm {i.key}"),
     ast.Memory: (lsp.SymbolKind.Property, lambda i: f"memory {i.job} {i.verb}"),
     ast.MemoryLimit: (lsp.SymbolKind.Property, lambda i: "memory limit"),
+    ast.Partition: (lsp.SymbolKind.Property, lambda i: "partition"),
     ast.Rule: (lsp.SymbolKind.Event, lambda i: f"rule {i.pattern}"),
     ast.Order: (lsp.SymbolKind.Namespace, lambda i: "order"),
     ast.Table: (lsp.SymbolKind.Namespace, lambda i: "table"),

@@ -32,7 +32,8 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # the job-type part of a table cell (`F3`, `B0.c1`, `recv_forward2`, `optimizer`), as the resolver reads a cell
 CELL_TYPE = re.compile(r"[A-Za-z_]+?(?=\d|\.c\d|$)")
 KEYWORDS = (
-    "schedule include param fn require job placement cost comm memory limit rule order table when in ops before "
+    "schedule include param fn require job placement partition allow empty cost comm memory limit rule order table "
+    "when in ops before "
     "after receives sends looped vshape stage allocates frees stream priority attr rank let repeat for if elif "
     "else then and or not true false"
 ).split()

@@ -24,6 +24,7 @@ from typing import Any
 
 from ppdsl.analysis.check import check_expansion
 from ppdsl.analysis.expand import scale_costs
+from ppdsl.analysis.layers import min_max_partition
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common import csv_cells
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
@@ -59,9 +60,13 @@ class Row:
     over_limit: bool | None = None
     reason: str = ""
     memory_unit: str = "activations"  # "bytes" when measured on a model's program (`--model`)
+    partition: str | None = None  # the layers per virtual stage, for a model of layers (`--layers`, `--partition`)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["partition"] is None:  # (rows of a model without layers read as they always did)
+            del out["partition"]
+        return out
 
 
 def _first_message(err: DiagnosticError) -> str:
@@ -90,7 +95,8 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
             row.vpp = v
             break
         except DiagnosticError as err:
-            if any(d.code != "S100" for d in err.diagnostics):
+            # a `require` that refuses these sizes, or a partition with another number of stages: another vpp may fit
+            if any(d.code not in ("S100", "E104") for d in err.diagnostics):
                 if any(d.code.startswith("E") for d in err.diagnostics):
                     raise
                 row.status, row.reason = "invalid", _first_message(err)
@@ -101,10 +107,14 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
         row.reason = "; ".join(min(reasons, key=len))
         return row
     row.memory_unit = exp.memory_unit
-    scale = 1.0 / exp.vpp if normalise else 1.0
+    # a partition's stages already cost their layers: a chunk is what it holds, not 1/vpp of a rank
+    scale = 1.0 / exp.vpp if normalise and exp.stage_work is None else 1.0
     if scale != 1.0:
         exp = scale_costs(exp, scale)
     result = check_expansion(exp, scenario.rendezvous)
+    if result.valid and exp.stage_work is not None:
+        exp, result = _best_partition(scenario.with_(vpp=exp.vpp), exp, result)
+        row.partition = exp.stage_work.partition.text()
     if not result.valid:
         row.status, row.reason = "invalid", f"{result.errors[0].code}: {result.errors[0].message}"
         return row
@@ -119,6 +129,29 @@ def measure(scenario: Scenario, normalise: bool = False, memory_limit: float | N
     if memory_limit is not None:
         row.over_limit = row.peak_activations > memory_limit + 1e-9
     return row
+
+
+def _best_partition(scenario: Scenario, exp, result):
+    """With a layer profile and the partition left free (no `--partition`, none in the file), the even split's
+    expansion and check, or the DP min-max split's when it is faster (ties: the smaller peak): each schedule under
+    the better of the two baselines torchtitan and torch's auto-partition compare against."""
+    profile = scenario.profile()
+    if profile is None or scenario.partition is not None or exp.defn.partition is not None:
+        return exp, result
+    if len(profile.layers) < exp.nstages:
+        return exp, result
+    dp = min_max_partition(profile, exp.nstages)
+    if dp.counts == exp.stage_work.partition.counts:
+        return exp, result
+    other = scenario.with_(partition=dp).expansion()
+    checked = check_expansion(other, scenario.rendezvous)
+    if not checked.valid:
+        return exp, result
+
+    def measures(r) -> tuple[float, float]:
+        return r.execution.makespan, max(s.peak_activations for s in r.execution.ranks)
+
+    return (other, checked) if measures(checked) < measures(result) else (exp, result)
 
 
 def compare(
@@ -280,7 +313,8 @@ def rows_json(rows: Sequence[Row], **header: Any) -> str:
 
 def rows_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, FIELDS, lineterminator="\n")
+    fields = [*FIELDS, "partition"] if any(r.partition is not None for r in rows) else FIELDS
+    writer = csv.DictWriter(buf, fields, lineterminator="\n")
     writer.writeheader()
     for r in rows:
         writer.writerow({k: "" if v is None else csv_cells.cell(v) for k, v in r.to_dict().items()})

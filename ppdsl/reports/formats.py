@@ -1,4 +1,5 @@
-"""Expansion -> text: JSON, CSV, and PyTorch pipelining's compute-only CSV (`0F0`, `1I2`, `0W3`)."""
+"""Expansion -> text: JSON, CSV, PyTorch pipelining's compute-only CSV (`0F0`, `1I2`, `0W3`), and the partition as
+Megatron-LM's layout string."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import io
 import json
 
 from ppdsl.analysis.expansion import Expansion
+from ppdsl.analysis.layers import LayerProfile, megatron_layout
 from ppdsl.common import csv_cells
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.plan.kinds import is_action
 
 
@@ -85,3 +88,21 @@ def to_torch_csv(exp: Expansion) -> str:
     for row in torch_actions(exp):
         writer.writerow(csv_cells.row(row))  # digit-led actions (`0F0`): unchanged, but no cell runs
     return buf.getvalue()
+
+
+def to_megatron_layout(exp: Expansion, profile: LayerProfile | None = None) -> str:
+    """The expansion's partition as Megatron-LM's `--pipeline-model-parallel-layout` (`Et*8|t*9|t*8|t*7L`). Raises
+    DiagnosticError (E106): no partition, a placement other than looped, layers Megatron cannot name."""
+    if exp.stage_work is None:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E106",
+                    f"`{exp.defn.name}` has no partition to write as a Megatron layout",
+                    help="give one: `--partition 9,9,8,8`, `--layers FILE` (an even split), or a `partition` "
+                    "statement in the file",
+                )
+            ]
+        )
+    looped = all(s == c * exp.pp + r for r, row in enumerate(exp.stage_of) for c, s in enumerate(row))
+    return megatron_layout(exp.stage_work.partition, profile, looped)

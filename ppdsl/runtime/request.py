@@ -120,6 +120,9 @@ class RunRequest:
     comm_timeout: float = option(20.0, "Seconds a receive may wait before the run stops.")
     dry_run: bool = option(False, "With --nproc-per-node: print the command and every rank's jobs.")
     rendezvous_timeout: float = option(60.0, "Seconds for every rank of this node to meet its peers.")
+    partition: str | None = option(
+        None, "Layers per virtual stage (`9,10,9,6`): read and checked, but the runtime does not split by it yet."
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):  # paths as Path, whatever the caller passed (a str from Python, JSON from a spec)
@@ -160,6 +163,16 @@ class RunRequest:
             problems.append(Diagnostic("E007", f"--save-every must not be negative, got {self.save_every}"))
         if self.save_every and self.save_dir is None:
             problems.append(Diagnostic("E007", "--save-every needs --save-dir"))
+        if self.partition is not None:  # issue 28, item 4: said, rather than an even split trained silently
+            problems.append(
+                Diagnostic(
+                    "E007",
+                    f"`ppdsl run` cannot split the model by the partition `{self.partition[:60]}` yet: it would "
+                    "train the even split",
+                    help="check, compare, trace and plot the partition (`ppdsl check FILE --partition ...`); run "
+                    "without it",
+                )
+            )
         if self.profile_steps < 1:
             problems.append(Diagnostic("E007", f"--profile-steps must be at least 1, got {self.profile_steps}"))
         if not (math.isfinite(self.comm_timeout) and 0 < self.comm_timeout <= MAX_COMM_TIMEOUT):

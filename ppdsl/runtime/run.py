@@ -161,6 +161,18 @@ def run(request: RunRequest, observer: RunObserver | None = None) -> RunReport:
     observer = observer if observer is not None else SilentObserver()
     path = find_schedule(str(request.schedule))
     scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params)
+    declared = scenario.definition().partition
+    if declared is not None:  # a file's partition is refused as `--partition` is (`RunRequest.problems`)
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E007",
+                    "`ppdsl run` cannot split the model by the file's partition yet: it would train the even split",
+                    declared.span,
+                    help="check, compare, trace and plot the partition; run a copy of the file without it",
+                )
+            ]
+        )
     result = check(scenario, record_visits=True)  # the merged order goes into the plan specification
     if not result.valid:
         raise DiagnosticError(result.diagnostics)

@@ -28,11 +28,13 @@ DECLARATION = "storage.type.declaration.sched"
 # The scope each keyword of the grammar is meant to get.
 KEYWORDS = {
     **dict.fromkeys(
-        "schedule include param fn require job placement cost comm memory rule order table let".split(), DECLARATION
+        "schedule include param fn require job placement partition cost comm memory rule order table let".split(),
+        DECLARATION,
     ),
     **dict.fromkeys("repeat for in if elif else then".split(), "keyword.control.sched"),
     **dict.fromkeys(
-        "ops before after receives sends looped vshape limit stream priority attr when".split(), "keyword.other.sched"
+        "ops before after receives sends looped vshape limit stream priority attr when allow empty".split(),
+        "keyword.other.sched",
     ),
     **dict.fromkeys("and or not".split(), "keyword.operator.logical.sched"),
     **dict.fromkeys("true false".split(), "constant.language.boolean.sched"),
@@ -62,6 +64,8 @@ BY_TYPE = {
     "RBRACE": "punctuation.section.braces.sched",
     "LPAR": "punctuation.section.parens.sched",
     "RPAR": "punctuation.section.parens.sched",
+    "LSQB": "punctuation.section.brackets.sched",
+    "RSQB": "punctuation.section.brackets.sched",
     "COMMA": "punctuation.separator.comma.sched",
     "COLON": "punctuation.separator.colon.sched",
     "SEMICOLON": "punctuation.terminator.sched",
