@@ -19,13 +19,13 @@ from ppdsl.common.diagnostics import Span
 from ppdsl.common.text import count
 from ppdsl.common.units import format_bytes
 from ppdsl.language import ast
-from ppdsl.language.resolve import COMM_KEYS, COPY_COMM_KEYS, FRACTION_TYPES, MEMORY_VERBS
+from ppdsl.language.resolve import COMM_KEYS, COPY_COMM_KEYS, FRACTION_ROLES, MEMORY_VERBS
 from ppdsl.language.typecheck import FUNCTIONS
 from ppdsl.language.types import show
 from ppdsl.lsp.checking import Checked
 from ppdsl.lsp.convert import Units, to_range, uri_of
 from ppdsl.lsp.symbols import KEYWORDS, NAME, SIZES, Index, Occurrence, Symbol, read_saved
-from ppdsl.plan.kinds import KINDS, by_letter, default_cost
+from ppdsl.plan.kinds import KINDS, by_letter, default_cost, memory_of
 
 MAX_SHOWN_JOBS = 32  # of one rank, in a statement's hover
 SIZE_MEANINGS = {
@@ -382,7 +382,8 @@ def _memory_settings(subject: str) -> list[lsp.CompletionItem]:
         return []  # `memory limit = EXPR`: an `=` comes next
     if subject == "host":
         return [_item("limit", K.Keyword, "`memory host limit = EXPR`: what all ranks' offloads may hold")]
-    names = [*MEMORY_VERBS.get(subject, ("allocates", "frees")), *(("fraction",) if subject in FRACTION_TYPES else ())]
+    role = memory_of(subject)
+    names = [*MEMORY_VERBS.get(role, ("allocates", "frees")), *(("fraction",) if role in FRACTION_ROLES else ())]
     return [_item(name, K.Keyword, MEMORY_SETTINGS[name]) for name in names]
 
 
