@@ -282,7 +282,7 @@ def test_a_layout_is_refused_for_other_kinds_and_placements():
 def test_megatron_cores_parser_reads_an_exported_layout():
     layout_module = pytest.importorskip(
         "megatron.core.transformer.pipeline_parallel_layer_layout",
-        reason="megatron-core is not installed (pip install megatron-core): its parser cannot be asked",
+        reason="megatron-core is not installed (the bench extra has it: pip install -e .[test,bench]): its parser cannot be asked",
     )
     from ppdsl.reports.formats import to_megatron_layout
 
