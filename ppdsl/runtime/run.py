@@ -443,7 +443,7 @@ def _train_cluster(
         resume_files={r: str(path.resolve()) for r, (path, _) in resume.items()},
         resume_step=next(iter(resume.values()))[1] if resume else 0,
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
-        fail=parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
+        fail=parse_failure(os.environ.get(FAILURE_VARIABLE), request.world_size),
     )
     if resume:
         observer.resumed(request.resume, spec.resume_step, request.steps)
