@@ -97,6 +97,7 @@ class RunRequest:
     pp: int = option(4, "Pipeline degree (stages emulated on this machine).")
     microbatches: int = option(8, "Micro-batches per step.", short="-m")
     vpp: int = option(1, "Chunks (virtual stages) per rank.")
+    dp: int = option(1, "Data-parallel degree: replicas of the pipeline, their gradients reduced by `reduce_grads`.")
     params: ParamValues | Sequence[str] | None = option(
         None, "Schedule parameter, `name=value`; repeatable.", cli_type=list[str] | None
     )
@@ -140,6 +141,8 @@ class RunRequest:
         problems = []
         if self.steps < 0:
             problems.append(Diagnostic("E007", f"--steps must not be negative, got {self.steps}"))
+        if self.dp < 1:
+            problems.append(Diagnostic("E007", f"--dp must be at least 1, got {self.dp}"))
         if self.steps > MAX_STEPS:
             problems.append(Diagnostic("E007", f"--steps must be at most {MAX_STEPS}, got {self.steps}"))
         try:
