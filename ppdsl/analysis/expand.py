@@ -315,7 +315,7 @@ def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[st
     latency, bandwidth, _ = copy
     for t, name in enumerate(names):
         action = kind(name)
-        if action is None or not action.optional or name in defn.costs or name in given:
+        if action is None or not action.acts_on_memory or name in defn.costs or name in given:
             continue
         if action.memory is Memory.REBUILDS:  # a recompute of a fraction f of the forward re-runs f of its work
             part = 1.0 if defn.job_types[t].fraction is None else defn.job_types[t].fraction

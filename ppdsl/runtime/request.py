@@ -96,7 +96,9 @@ class RunRequest:
 
     schedule: str | Path = option("1f1b", "A .sched file or shipped schedule name.", argument=True, cli_type=str)
     pp: int = option(4, "Pipeline degree (stages emulated on this machine).")
-    dp: int = option(1, "Data-parallel replicas of the pipeline (with --nproc-per-node: pp x dp processes).")
+    dp: int = option(
+        1, "Data-parallel degree: replicas of the pipeline (pp x dp processes), gradients reduced by `reduce_grads`."
+    )
     microbatches: int = option(8, "Micro-batches per step (per replica, with --dp).", short="-m")
     vpp: int = option(1, "Chunks (virtual stages) per rank.")
     params: ParamValues | Sequence[str] | None = option(

@@ -57,15 +57,17 @@ def schedule(restore: str) -> str:
 
 def test_the_table_is_rows_with_properties():
     """Each property callers read is on the row: a reload restores on the copy stream after its offload, before
-    the backward; the optimizer runs once a step; backward_b shares backward's counter; the collective stream is
-    there for kinds to come."""
+    the backward; the optimizer runs once a step; backward_b shares backward's counter; the collectives run on the
+    collective stream, optional as the memory actions are but no memory action."""
     assert RELOAD.memory is Memory.RESTORES and RELOAD.stream is JobStream.COPY and RELOAD.optional
     assert RELOAD.after == "offload" and "backward" in RELOAD.before and RELOAD.program == "reload"
     assert KINDS["optimizer"].per_step and not KINDS["forward"].per_step
     assert kinds.counter_of("backward_b") == "backward" and kinds.counter_of("forward") == "forward"
     assert [k.torch for k in kinds.ALWAYS] == ["F", "B", "I", "W", None]
     assert kinds.source_of("reload") == "forward" and kinds.source_of("backward") == "backward"
-    assert JobStream.COLLECTIVE not in {k.stream for k in KINDS.values()}
+    assert [k.name for k in KINDS.values() if k.stream is JobStream.COLLECTIVE] == ["reduce_grads", "sync_shared"]
+    assert all(k.optional and not k.acts_on_memory for k in kinds.collectives())
+    assert KINDS["sync_shared"].per_step and not KINDS["reduce_grads"].per_step
     assert kinds.action_names() == tuple(k.name for k in ACTIONS)
 
 
