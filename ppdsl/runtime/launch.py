@@ -123,18 +123,31 @@ def dry_run_text(plan: PlanSpec, opts: RunRequest, cmd: list[str]) -> str:
             + " ".join(map(plan.label, plan.orders[r]))
         )
     if layout.dp > 1:
-        groups = "; ".join(f"{{{', '.join(map(str, layout.replica_group(r)))}}}" for r in range(layout.pp))
-        lines += [
-            "",
-            f"gradient reduction: the schedule places no reduce_grads job, so each rank all-reduces its stages' "
-            f"gradients once, right before its optimizer job, over its replicas (mean of {layout.dp}): {groups}",
-        ]
+        lines += ["", *_reduction_lines(plan, layout)]
     from ppdsl.runtime.memory_jobs import dry_run_lines  # no Paddle: what the GPU path's copy jobs run
 
     copies = dry_run_lines(plan)
     if copies:
         lines += ["", "copies on the GPU path (on CPU the same jobs copy into an emulated host store):", *copies]
     return "\n".join(lines) + "\n"
+
+
+def _reduction_lines(plan: PlanSpec, layout) -> list[str]:
+    """Where each pipeline rank all-reduces its gradients over its replicas (`replicas.reduction_points` at run
+    time: at the schedule's `reduce_grads` jobs, the rest before the optimizer)."""
+    from ppdsl.plan.kinds import REDUCE_GRADS_NAME
+
+    lines = [f"gradient reduction (all-reduce, mean over {layout.dp} replicas):"]
+    for r in range(layout.pp):
+        group = ", ".join(map(str, layout.replica_group(r)))
+        jobs = [plan.label(j) for j in plan.orders[r] if plan.job_types[j[0]].name == REDUCE_GRADS_NAME]
+        where = (
+            f"at {', '.join(jobs)}"
+            if jobs
+            else "once, right before the optimizer (the schedule places no reduce_grads job)"
+        )
+        lines.append(f"  pipeline rank {r} over ranks {{{group}}}: {where}")
+    return lines
 
 
 def next_launch_directory(run_dir: Path) -> Path:

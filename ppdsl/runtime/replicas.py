@@ -8,9 +8,10 @@ puts data parallelism inside the pipeline axis instead; nothing here depends on 
 failure hook and `--dry-run` all name processes by this one rule (`RankLayout`).
 
 The step of `--dp D -m M` is the step of `--dp 1 -m D*M`: the global batch is cut into D*M equal micro-batches,
-replica `r` trains micro-batches `r*M .. r*M + M - 1` (rows `r*B/D .. (r+1)*B/D`), and before a stage's optimizer
-runs, every accumulator `<param>@GRAD@MERGE` of that stage is summed over the stage's replicas and divided by D.
-The optimizer divides by M, so it steps on the mean over all D*M micro-batches, as one replica would.
+replica `r` trains micro-batches `r*M .. r*M + M - 1` (rows `r*B/D .. (r+1)*B/D`), and every accumulator
+`<param>@GRAD@MERGE` is summed over the rank's replicas and divided by D, at the schedule's `reduce_grads` job of
+its chunk, or (no such job) right before the rank's optimizer (`reduction_points`). The optimizer divides by M, so
+it steps on the mean over all D*M micro-batches, as one replica would.
 
 No paddle import at module level: `RankLayout` is read by the launcher (`--dry-run`) too.
 """
@@ -18,7 +19,7 @@ No paddle import at module level: `RankLayout` is read by the launcher (`--dry-r
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,3 +106,27 @@ class GradientReduction:
             part = mean[at : at + array.size].reshape(array.shape).astype(array.dtype, copy=False)
             tensor.set(np.ascontiguousarray(part), self.place)
             at += array.size
+
+
+def reduction_points(job_keys: Iterable, param_stage: Mapping[str, int], stages: Iterable[int]) -> dict:
+    """Where a rank reduces which parameters' gradients over its replicas: {program key: parameter names}.
+
+    At each `reduce_grads` job, the parameters of that job's stage (its chunk); whatever no such job covers (a
+    schedule without them, or a chunk it leaves out), all at once right before the rank's optimizer job: the
+    gradients must be whole before the step, and the optimizer is the last point where they still can be."""
+    from ppdsl.plan.kinds import REDUCE_GRADS_NAME
+
+    mine = sorted(n for n, s in param_stage.items() if s in set(stages))
+    points: dict = {}
+    covered: set[str] = set()
+    optimizer = None
+    for key in job_keys:
+        if key.type == REDUCE_GRADS_NAME and key not in points:
+            points[key] = [n for n in mine if param_stage[n] == key.stage]
+            covered.update(points[key])
+        elif key.type == "optimizer":
+            optimizer = key
+    rest = [n for n in mine if n not in covered]
+    if rest and optimizer is not None:
+        points[optimizer] = rest
+    return points

@@ -190,14 +190,17 @@ class RankProcess:
         self.reduction = self._gradient_reduction()
 
     def _gradient_reduction(self):
-        """The all-reduce over this rank's replicas, and where it runs: before the optimizer job, every
-        accumulator of the rank's stages at once (None: one replica, nothing to reduce)."""
+        """The all-reduce over this rank's replicas, and where it runs (`reduction_points`: at each `reduce_grads`
+        job its chunk's accumulators, the rest before the optimizer); None: one replica, nothing to reduce."""
         if self.replica_group is None:
             return None
         from ppdsl.runtime.program import MERGE_SUFFIX
-        from ppdsl.runtime.replicas import GradientReduction
+        from ppdsl.runtime.replicas import GradientReduction, reduction_points
 
-        self.reduced = [n + MERGE_SUFFIX for n in self.my_params]
+        points = reduction_points(
+            [job.key for job in self.jobs], self.program.param_stage, self.plan.stage_of[self.stage_rank]
+        )
+        self.reduced = {key: [n + MERGE_SUFFIX for n in names] for key, names in points.items()}
         return GradientReduction(self.paddle, self.replica_group, self.root, self.place)
 
     def _state_names(self) -> dict[str, str]:
@@ -335,8 +338,8 @@ class RankProcess:
             loss_here = name == self.built.loss_program
             if loss_here:
                 fetch.append(self.built.loss_value)
-            if self.reduction is not None and job.key.type == "optimizer":
-                self.reduction.reduce(self.reduced)  # the mean gradient over the replicas, then the step
+            if self.reduction is not None and job.key in self.reduced:
+                self.reduction.reduce(self.reduced[job.key])  # the mean gradient over the replicas
             t_run = time.perf_counter()
             outs = self._executor(job).run(program, feed=feed, fetch_list=fetch, scope=scope)
             t_ran = time.perf_counter()
