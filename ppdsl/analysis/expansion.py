@@ -43,6 +43,7 @@ class Expansion:
     # [type][rank][chunk]: what a job receives from another job (a stage's input, a gradient), held on its rank from
     # its sender's start to its own end (`analysis.memory`); None: nothing counted (a declared memory model)
     mem_received: list[list[list[float]]] | None = None
+    dp: int = 1  # data-parallel replicas of each rank: they run its order and join its `reduce_grads`
 
     @property
     def ntypes(self) -> int:

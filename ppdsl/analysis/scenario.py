@@ -52,6 +52,7 @@ class Scenario:
     memory: MemoryModel | MeasureMemory | None = None
     memory_limit: float | None = None
     max_jobs: int = DEFAULT_MAX_JOBS
+    dp: int = 1  # data-parallel replicas of each pipeline rank (`reduce_grads` reduces over them)
     _definition: ScheduleDef | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +92,7 @@ class Scenario:
             costs=costs,
             memory=memory,
             memory_limit=self.memory_limit,
+            dp=self.dp,
         )
 
     def with_(self, **changes) -> Scenario:
@@ -102,4 +104,5 @@ class Scenario:
 
     @property
     def sizes(self) -> str:
-        return f"pp={self.pp} vpp={self.vpp} microbatches={self.microbatches}"
+        dp = f" dp={self.dp}" if self.dp != 1 else ""
+        return f"pp={self.pp} vpp={self.vpp} microbatches={self.microbatches}{dp}"

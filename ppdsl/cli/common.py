@@ -144,6 +144,14 @@ VPP = Annotated[
 Chunks = Annotated[
     int, typer.Option("--vpp", help="Chunks (virtual stages) per rank.", callback=in_range("--vpp", *SIZE_RANGE))
 ]
+DP = Annotated[
+    int,
+    typer.Option(
+        "--dp",
+        help="Data-parallel degree: replicas of each rank, which run its order and join its `reduce_grads`.",
+        callback=in_range("--dp", *SIZE_RANGE),
+    ),
+]
 Params = Annotated[list[str] | None, typer.Option("--param", help="Schedule parameter, `name=value`; repeatable.")]
 CostPairs = Annotated[
     str | None,
@@ -284,6 +292,7 @@ def scenario(
     memory: MeasureMemory | None = None,
     memory_limit: float | None = None,
     max_jobs: int = DEFAULT_MAX_JOBS,
+    dp: int = 1,
 ) -> Scenario:
     """The scenario a command's options describe; bad options end the command. `vpp` None: the schedule's
     default (`default_vpp`)."""
@@ -299,6 +308,7 @@ def scenario(
         memory,
         memory_limit,
         max_jobs,
+        dp,
     )
     if vpp is None:
         try:

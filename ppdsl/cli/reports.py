@@ -18,6 +18,7 @@ from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
+    DP,
     DPI_RANGE,
     PP,
     SIZE_RANGE,
@@ -68,6 +69,7 @@ def trace_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -84,7 +86,7 @@ def trace_cmd(
     from ppdsl.reports.simulate import simulate
     from ppdsl.reports.trace import trace_json
 
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, max_jobs=max_jobs, dp=dp)
     budget.refuse_sizes("trace", pp, spec.vpp, microbatches, max_memory)
     sim = diagnosed(simulate, spec)
     jobs = sum(len(j) for j in sim.expansion.jobs)
@@ -129,6 +131,7 @@ def plot_cmd(
         ),
     ] = None,
     param: Params = None,
+    dp: DP = 1,
     cost: CostPairs = None,
     costs: CostFile = None,
     rendezvous: Rendezvous = False,
@@ -165,7 +168,7 @@ def plot_cmd(
         )
     budget.refuse_sizes("plot", pp, vpp, microbatches, max_memory)
     memory = measured_memory(model, batch_size, microbatches)
-    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs)
+    spec = scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, max_jobs=max_jobs, dp=dp)
     exp = diagnosed(spec.expansion)
     budget.refuse_jobs("plot", sum(map(len, exp.jobs)), max_memory)
     if profile is not None:
@@ -270,6 +273,7 @@ def compare_cmd(
             callback=in_range("--vpp", *SIZE_RANGE),
         ),
     ] = None,
+    dp: DP = 1,
     library: Annotated[bool, typer.Option("--library", help="Compare every shipped schedule too.")] = False,
     memory_limit: Annotated[
         str | None,
@@ -322,7 +326,7 @@ def compare_cmd(
     spec = cost_spec(cost, costs)
     params = diagnosed(parse_params, param)
     # the base scenario's schedule is not used: every schedule compared takes its place
-    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory, max_jobs=max_jobs)
+    base = Scenario("", pp, microbatches, vpp or 1, params, spec, rendezvous, memory, max_jobs=max_jobs, dp=dp)
     rows = []
     for group, skip_broken in ((named, False), (shipped, True)):
         if group:
@@ -425,6 +429,7 @@ def sweep_cmd(
     pp: Annotated[str, typer.Option("--pp", help="Pipeline degrees: `4,8`, `2..16` (doubling), `2..8:2`.")],
     microbatches: Annotated[str, typer.Option("--microbatches", "-m", help="Micro-batches: `8..64`, `8,12,16`.")],
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -443,7 +448,7 @@ def sweep_cmd(
         picture_format(output)
     pps = diagnosed(parse_sizes, pp, "--pp")
     ms = diagnosed(parse_sizes, microbatches, "-m")
-    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
+    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs, dp=dp)
     vpp = base.vpp
     budget.refuse_sweep([(p, m) for p in pps for m in ms], vpp, max_jobs)
     rows = diagnosed(sweep, base, pps, ms)

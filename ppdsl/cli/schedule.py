@@ -20,6 +20,7 @@ from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
+    DP,
     PP,
     STEPS_RANGE,
     VPP,
@@ -68,6 +69,7 @@ def check_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
     rendezvous: Rendezvous = False,
@@ -86,7 +88,7 @@ def check_cmd(
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
     limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
-    result = check(scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs))
+    result = check(scenario(file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs, dp))
     if fmt is TextOrJson.json:
         print_data(json.dumps(result.to_dict(), indent=2))
     else:
@@ -138,6 +140,7 @@ def expand_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     fmt: Annotated[ExpandFormat, typer.Option("--format", help="Output format.")] = ExpandFormat.json,
     output: Output = None,
@@ -147,7 +150,7 @@ def expand_cmd(
     """Print every rank's job order for these sizes."""
     from ppdsl.reports import formats
 
-    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, dp=dp)
     budget.refuse_sizes("expand", pp, chosen.vpp, microbatches, max_memory)
     exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("expand", sum(map(len, exp.jobs)), max_memory)
@@ -179,6 +182,7 @@ def show_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     steps: Annotated[
         int,
@@ -193,7 +197,7 @@ def show_cmd(
     max_memory: MaxMemory = None,
 ) -> None:
     """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
-    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, dp=dp)
     budget.refuse_sizes("show", pp, chosen.vpp, microbatches, max_memory)
     exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("show", sum(map(len, exp.jobs)), max_memory)

@@ -57,7 +57,7 @@ Parse = Callable[[str, str], ast.SchedFile]  # (text, file) -> its syntax tree; 
 # ways at once (full duplex: a stream per direction) or one copy at a time (the default).
 COPY_COMM_KEYS = ("offload bandwidth", "offload latency", "offload duplex")
 # the collectives' link: a reduction takes the latency plus its bytes over the bandwidth, times the ring's share
-REDUCE_COMM_KEYS = ("reduce bandwidth", "reduce latency")
+REDUCE_COMM_KEYS = ("reduce bandwidth", "reduce latency", "reduce size")
 # `memory <job> <verb> ...`: the verbs a memory action takes by what it does (the compute types and a schedule's
 # own: allocates/frees)
 MEMORY_VERBS = {Memory.REBUILDS: ("keeps",), Memory.MOVES_OUT: ("moves",), Memory.RESTORES: ()}
