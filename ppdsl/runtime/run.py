@@ -160,7 +160,7 @@ def run(request: RunRequest, observer: RunObserver | None = None) -> RunReport:
     input (before training) or the run (a rank that failed, a diverged loss), with nothing half-written."""
     observer = observer if observer is not None else SilentObserver()
     path = find_schedule(str(request.schedule))
-    scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params)
+    scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params, dp=request.dp)
     result = check(scenario, record_visits=True)  # the merged order goes into the plan specification
     if not result.valid:
         raise DiagnosticError(result.diagnostics)
