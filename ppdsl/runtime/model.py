@@ -124,6 +124,11 @@ class ModelContext:
         with self.stage(self.num_stages - 1):
             return self.call(head, h, *head_inputs, name="head")
 
+    @property
+    def shared(self) -> dict[str, list[str]]:
+        """The trainable parameters used on several stages: name -> its copies' names, one per stage (layers.py)."""
+        return dict(self._tracer.shared) if self._tracer is not None else {}
+
     def _layer_tracer(self):
         if self._tracer is None:
             from ppdsl.runtime.layers import LayerTracer

@@ -28,6 +28,7 @@ import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic, write_atomic
+from ppdsl.plan.kinds import SYNC_SHARED_NAME
 from ppdsl.runtime.launch_spec import LaunchSpec, load_bound_model, load_plan, read_launch_spec
 
 
@@ -188,6 +189,42 @@ class RankProcess:
         self.first_step = self._resume()
         self.mb_scopes = [self.root.new_scope() for _ in range(plan.microbatches)]
         self.reduction = self._gradient_reduction()
+        self.shared_sync = self._shared_sync()
+
+    def _shared_sync(self):
+        """This rank's part of `sync_shared` (ppdsl/runtime/shared.py), refused (E079) when a rank holding a shared
+        parameter has no `sync_shared` job; None when the model shares nothing across stages. The gloo groups of
+        the holder ranks are made here, by every rank in the same order (it built the same program), in dynamic
+        mode as every group is, for each replica."""
+        program, paddle = self.program, self.paddle
+        if not program.shared:
+            return None
+        from ppdsl.runtime.program import MERGE_SUFFIX
+        from ppdsl.runtime.shared import SharedSync, check_sync_places, holders
+
+        check_sync_places(self.plan, program.shared, program.param_stage)
+        rank_of_stage = [r for r, _ in self.plan.rank_of_stage()]
+        by_holders: dict[tuple[int, ...], list[list[str]]] = {}
+        for _, copies in sorted(program.shared.items()):
+            by_holders.setdefault(tuple(holders(copies, program.param_stage, rank_of_stage)), []).append(copies)
+        mine = set(self.plan.stage_of[self.stage_rank])
+        sets = []
+        for ranks, params in by_holders.items():
+            group = None
+            if len(ranks) > 1:
+                paddle.disable_static()
+                try:
+                    for replica in range(self.layout.dp):
+                        made = paddle.distributed.new_group([self.layout.process(replica, r) for r in ranks])
+                        paddle.distributed.barrier()
+                        if replica == self.replica:
+                            group = made
+                finally:
+                    paddle.enable_static()
+            if self.stage_rank in ranks:
+                local = [[c + MERGE_SUFFIX for c in copies if program.param_stage[c] in mine] for copies in params]
+                sets.append((local, group))
+        return SharedSync(paddle, self.root, self.place, sets) if sets else None
 
     def _gradient_reduction(self):
         """The all-reduce over this rank's replicas, and where it runs (`reduction_points`: at each `reduce_grads`
@@ -338,6 +375,8 @@ class RankProcess:
             loss_here = name == self.built.loss_program
             if loss_here:
                 fetch.append(self.built.loss_value)
+            if self.shared_sync is not None and job.key.type == SYNC_SHARED_NAME:
+                self.shared_sync.sync()  # the shared parameters' gradient, whole on every copy
             if self.reduction is not None and job.key in self.reduced:
                 self.reduction.reduce(self.reduced[job.key])  # the mean gradient over the replicas
             t_run = time.perf_counter()
@@ -395,6 +434,7 @@ class RankProcess:
             "stages": list(self.plan.stage_of[self.stage_rank]),
             # the replicas' gradient all-reduce: seconds this rank spent blocked in it (0 with one replica)
             "reduce_seconds": self.reduction.seconds if self.reduction else 0.0,
+            "sync_shared_seconds": self.shared_sync.seconds if self.shared_sync else 0.0,
             "learning_rate": self._learning_rate(),
             "losses": losses or None,
             "step_seconds": times,
