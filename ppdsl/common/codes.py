@@ -68,7 +68,7 @@ _SUMMARIES = {
     "E037": "a checkpoint cannot be resumed: missing, past --steps, or from another run (schedule, sizes, model, "
     "batch size, --lr, --optimizer, --seed)",
     "E038": "the processes of a launch do not match the pipeline degree",
-    "E039": "a model's layers cannot be placed on the pipeline stages (`ctx.pipeline`: the split, a shared weight)",
+    "E039": "a model's layers cannot be placed on the pipeline stages (`ctx.pipeline`: the split, a shared weight on one process)",
     "E040": "a rank of a multi-process run failed",
     "E041": "`ppdsl synth --exact` or `--periodic` needs OR-Tools, which is not installed",
     "E042": "a synthesized schedule does not check as it was searched (a bug in ppdsl synth)",
@@ -95,6 +95,7 @@ _SUMMARIES = {
     "E076": "a measured profile (`--measured`) is not a run of the schedule and sizes it is drawn as",
     "E077": "a document open in the editor is larger than the language server holds (16 MiB, as `ppdsl check` reads)",
     "E078": "the editor sent the language server a message it cannot frame (a `Content-Length` past its cap)",
+    "E079": "a parameter several stages hold (a tied embedding and head) has a rank without `sync_shared`",
     "E055": "a rule sets an op attribute that is not a stream, scheduling or communication attribute",
     "E056": "a rule's attribute has a type Paddle does not give it",
     "E057": "a rule's stream template is malformed or unbounded",
