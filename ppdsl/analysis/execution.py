@@ -17,6 +17,11 @@ same); how this executor applies it:
   forward ended / the offload's copy ended) and the stream is free; a backward (or backward_b) of a reloaded
   (chunk, micro-batch) also waits for its reload's copy to end. A `recompute` is compute like a forward and reads
   nothing from another stage, so it runs as soon as the rank reaches it, before the gradient arrives.
+* collectives (`timing` rule 7): a rank joins a collective where its order puts it and goes on when every member
+  has joined (a `sync_shared`'s members are the ranks whose orders have it; a `reduce_grads`'s are the rank's
+  replicas, which reach it with the rank); the reduction runs on the rank's collective stream beside its compute,
+  and the optimizer waits for it. A member that waits in a collective for a rank that waits (for a receive, a
+  send or another collective) for it is a deadlock through the collective, found as any other.
 
 A worklist wakes a rank only when what it waits for happens: O(jobs) for the whole schedule.
 """
@@ -33,12 +38,14 @@ from ppdsl.analysis.timing import (
     CopyStreams,
     Stream,
     after_rendezvous,
+    exposed_time,
     input_stage,
+    join_time,
     output_stage,
     start_time,
     transfer_seconds,
 )
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD, kind
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD, Members, kind
 
 F_SIGNAL, G_SIGNAL = 0, 1  # activation sent forward / gradient sent backward
 
@@ -78,16 +85,21 @@ class RankStats:
     peak_time: float
     jobs: int
     recompute: float = 0.0  # of `busy`, the time spent recomputing forwards: overhead beside the bubble, not work
+    # with collectives (None without): the time the rank's collective stream runs (beside `busy`, compute only),
+    # and of it the time the rank's compute does not run (not overlapped: what the collectives add to the step)
+    collective: float | None = None
+    exposed_collective: float | None = None
 
 
 @dataclass
 class Wait:
-    """Why a rank cannot move: it waits at `step` to receive from, or (rendezvous) to send to, `peer`."""
+    """Why a rank cannot move: it waits at `step` to receive from, or (rendezvous) to send to, `peer`, or in a
+    collective for `peer`, a member that has not joined it."""
 
     rank: int
     step: int
     job: str
-    kind: str  # "receive" | "send"
+    kind: str  # "receive" | "send" | "collective"
     peer: int
     peer_job: str
 
@@ -254,6 +266,11 @@ def execute(
     end = [[0.0] * len(jobs) for jobs in exp.jobs]
     signals = Signals(m)
     visits: list[tuple[int, int]] | None = [] if record_visits else None
+    # collectives: per slot what the job is to the collective stream (`_collective_roles`), None without any
+    c_role, members = _collective_roles(exp, used)
+    c_streams = [Stream() for _ in range(pp)] if c_role is not None else []
+    joined: dict[int, dict[int, float]] = {}  # a collective's code -> rank -> when the rank reached it
+    coll_wait: dict[int, int] = {}  # rank -> the code of the collective it waits in for the other members
 
     work = list(range(pp - 1, -1, -1))
     while work:
@@ -276,6 +293,27 @@ def execute(
             mb = code // stride
             k = code - mb * stride
             role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
+            joins = c_role[k] if c_role is not None else 0
+            if joins and joins != APPLIES:  # a collective: a rendezvous, then its stream, beside the compute
+                if joins == MEETS:
+                    arrived = joined.setdefault(code, {})
+                    arrived.setdefault(r, t_free)
+                    group = members[k]
+                    if len(arrived) < len(group):
+                        coll_wait[r] = code
+                        break
+                    met = join_time(arrived.values())
+                    for x in group:
+                        if coll_wait.get(x) == code:
+                            del coll_wait[x]
+                            work.append(x)
+                    if met > t_free:
+                        t_free = met
+                st_row[i], en_row[i] = c_streams[r].carry(t_free, r_cost[k])
+                if visits is not None:
+                    visits.append((r, i))
+                i += 1
+                continue
             if role and role <= COPY_IN:  # on the copy stream: the rank's compute goes on at once
                 st_row[i], en_row[i] = _copy(copies[r], fin, code, deps[k][0], role == COPY_IN, t_free, r_cost[k])
                 if visits is not None:
@@ -298,6 +336,8 @@ def execute(
                 st = start_time(t_free, e)
             else:
                 st = t_free
+            if joins == APPLIES and c_streams[r].free > st:  # the optimizer applies the reduced gradients
+                st = c_streams[r].free
             if role == NEEDS_RELOAD:
                 for offset in deps[k]:
                     ready = fin.get(code + offset, 0.0)
@@ -338,9 +378,71 @@ def execute(
         free[r] = t_free
 
     arrivals = _sent_at(exp, start, cursor) if exp.mem_received is not None else None
-    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals)
+    # who each rank waiting in a collective waits for: the first member that has not joined it
+    in_collective = {
+        r: (code, min(x for x in members[code % stride] if x not in joined[code])) for r, code in coll_wait.items()
+    }
+    result = _summarise(
+        exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, in_collective
+    )
     result.visits, result.transfers = visits, comms
+    if c_role is not None:
+        _collective_stats(exp, result, c_role, cursor)
     return result
+
+
+# What a job is to the collective stream (`_collective_roles`)
+JOINS, MEETS, APPLIES = 1, 2, 3  # joined by the rank's replicas alone; a rendezvous of ranks; waits for them
+
+
+def _collective_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[frozenset[int]]]:
+    """Per slot of a code (`JobCodec.slots`): its role to the collective stream (a collective its replicas join
+    with the rank, one that ranks meet in, a job that waits for the rank's collectives to end) and, for a meeting,
+    its members: every rank whose order has the kind. Read off the kinds' rows (`stream`, `members`, `before`).
+    None when the schedule runs no collective, so that every other schedule takes the plain path."""
+    names = exp.type_names
+    rows = [kind(name) for name in names]
+    types = [t for t, k in enumerate(rows) if k is not None and k.collective and t in used]
+    if not types:
+        return None, []
+    codec = exp.codec
+    holders = {t: frozenset(r for r, jobs in enumerate(exp.jobs) if t in codec.types_in(jobs)) for t in types}
+    applies = {names.index(n) for t in types for n in rows[t].before if n in names}
+    roles, members = [], []
+    for _, t, _ in codec.slots():
+        if t in holders:
+            meets = rows[t].members is Members.HOLDERS
+            roles.append(MEETS if meets else JOINS)
+            members.append(holders[t] if meets else frozenset())
+        else:
+            roles.append(APPLIES if t in applies else 0)
+            members.append(frozenset())
+    return roles, members
+
+
+def _collective_stats(exp: Expansion, result: Execution, c_role: list[int], cursor: list[int]) -> None:
+    """Each rank's collective time and the part of it its compute does not overlap (`timing.exposed_time`); the
+    collectives run beside the compute, so they are no part of the rank's busy time."""
+    stride = exp.codec.stride
+    actions = MemoryActions.of(exp)
+    for r, stats in enumerate(result.ranks):
+        compute, collective = [], []
+        for i in range(cursor[r]):
+            code = exp.jobs[r][i]
+            span = (result.start[r][i], result.end[r][i])
+            role = c_role[code % stride]
+            if role in (JOINS, MEETS):
+                collective.append(span)
+            elif actions is None or not actions.copies(exp.decode(code)[0]):
+                compute.append(span)
+        stats.collective = sum(e - s for s, e in collective)
+        stats.exposed_collective = exposed_time(compute, collective)
+        stats.busy -= stats.collective  # both summaries counted them as compute
+        stats.idle += stats.collective
+    makespan = result.makespan
+    if makespan > 0:
+        idle = sum(s.idle for s in result.ranks)
+        result.bubble_ratio = bubble_ratio(idle, sum(s.recompute for s in result.ranks), len(result.ranks) * makespan)
 
 
 def _copy(copies: CopyStreams, finished: dict[int, float], code: int, dep: int, inward: bool, free: float, cost):
@@ -434,7 +536,9 @@ def _copy_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[
     return roles, deps
 
 
-def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals) -> Execution:
+def _summarise(
+    exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, in_collective
+) -> Execution:
     pp = exp.pp
     signals = Signals(exp.microbatches)
     blocked: list[Wait] = []
@@ -448,6 +552,10 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
             peer = rank_of_stage[stage]
             step = cursor[r] - 1
             w = Wait(r, step, exp.label(jobs[step]), "send", peer, _signal_job_label(exp, sg, stage))
+        elif r in in_collective:
+            code, peer = in_collective[r]
+            step = cursor[r]
+            w = Wait(r, step, exp.label(jobs[step]), "collective", peer, exp.label(code))
         elif cursor[r] < len(jobs):
             sg = recv_wait.get(r)
             step = cursor[r]

@@ -102,14 +102,18 @@ def check_cmd(
 def print_report(result: CheckResult) -> None:
     """`ok: ...`, makespan and bubble, then a table of every rank's measures."""
     exp = result.expansion
-    size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}"
+    size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}" + (
+        f" dp={exp.dp}" if exp.dp != 1 else ""
+    )
     out.print(styled(("ok", "green"), f": `{escaped(exp.defn.name)}` is complete, ordered and deadlock-free at {size}"))
     recomputes = result.has_recompute  # the bubble is idle time; what recomputing costs is shown beside it
     overhead = f", recompute {result.recompute_ratio:.1%}" if recomputes else ""
     out.print(f"makespan {result.makespan:g}, bubble {result.bubble_ratio:.1%}{overhead}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     in_bytes = exp.memory_unit == "bytes"
+    collectives = any(r.collective is not None for r in result.ranks)  # its collective time, and the exposed part
     columns = ("rank", "jobs", "busy", "idle", "bubble", *(("recompute",) if recomputes else ()))
+    columns += ("collective", "exposed") if collectives else ()
     for col in (*columns, "peak memory" if in_bytes else "peak activations", "limit"):
         table.add_column(col, justify="right")
     for r in result.ranks:
@@ -120,6 +124,7 @@ def print_report(result: CheckResult) -> None:
             f"{r.idle:g}",
             f"{r.bubble_ratio:.1%}" if result.makespan else "-",
             *((f"{r.recompute_ratio:.1%}" if result.makespan else "-",) if recomputes else ()),
+            *((f"{r.collective:g}", f"{r.exposed_collective:g}") if collectives else ()),
             format_bytes(r.peak_activations) if in_bytes else f"{r.peak_activations:g}",
             "-" if r.memory_limit is None else (format_bytes(r.memory_limit) if in_bytes else f"{r.memory_limit:g}"),
         )

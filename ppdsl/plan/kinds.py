@@ -78,7 +78,8 @@ class Kind:
     stream: JobStream = JobStream.COMPUTE
     torch: str | None = None  # its action letter in a PyTorch CSV (`0F3`); None: not a compute action there
     # the kind of the same (chunk, micro-batch) whose end it reads (`backward_w` reads `backward_b`'s, `reload` the
-    # offload's), and the kinds of the same (chunk, micro-batch) that read its end (a reload's backward)
+    # offload's), and the kinds of the same (chunk, micro-batch) that read its end (a reload's backward; of a
+    # collective, the rank's jobs that wait for its end: the optimizer)
     after: str | None = None
     before: tuple[str, ...] = ()
     per_step: bool = False  # once a step on each rank (the optimizer), not once per (chunk, micro-batch)
@@ -203,6 +204,7 @@ ACTIONS: tuple[Kind, ...] = (
 # optimizer. Neither has a letter: a letter would take an alias some schedule's own job type may use.
 REDUCE_GRADS_NAME, SYNC_SHARED_NAME = "reduce_grads", "sync_shared"
 _GRADIENTS = ("backward", "backward_w")  # the kinds whose last job of a chunk completes its weight gradients
+_APPLIES = ("optimizer",)  # what applies the reduced gradients: it waits for the rank's collectives to end
 COLLECTIVES: tuple[Kind, ...] = (
     Kind(
         REDUCE_GRADS_NAME,
@@ -213,6 +215,7 @@ COLLECTIVES: tuple[Kind, ...] = (
         "bold white on dark_red",
         "#a23b3b",
         stream=JobStream.COLLECTIVE,
+        before=_APPLIES,
         members=Members.REPLICAS,
         reduces=_GRADIENTS,
     ),
@@ -226,6 +229,7 @@ COLLECTIVES: tuple[Kind, ...] = (
         "#6a3d9a",
         stream=JobStream.COLLECTIVE,
         per_step=True,
+        before=_APPLIES,
         members=Members.HOLDERS,
         reduces=_GRADIENTS,
     ),
