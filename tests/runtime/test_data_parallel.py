@@ -73,26 +73,33 @@ def test_bad_data_parallel_requests(kwargs, fragment):
     assert any(fragment in d.message for d in err.value.diagnostics), [d.message for d in err.value.diagnostics]
 
 
-def test_dry_run_names_every_process_and_where_it_reduces(in_repo):
+def test_a_schedule_that_never_reduces_is_refused_at_dp_2(in_repo):
     result = runner.invoke(
         app, ["run", "1f1b", "--pp", "2", "--dp", "2", "-m", "4", "--nproc-per-node", "4", "--dry-run"]
     )
+    assert result.exit_code != 0
+    assert "error[E092]" in result.stderr, result.stderr
+
+
+def test_dry_run_names_every_process_and_where_it_reduces(tmp_path, in_repo):
+    schedule = _with_reduce_grads(tmp_path, "interleaved1f1b")
+    args = ["run", str(schedule), "--pp", "2", "--dp", "2", "-m", "4", "--vpp", "2", "--nproc-per-node", "4"]
+    result = runner.invoke(app, [*args, "--dry-run", "--run-dir", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
-    assert "rank 3 (replica 1, pipeline rank 1, node 0, process 3, stages 1):" in result.stdout
-    assert "pipeline rank 0 over ranks {0, 2}: once, right before the optimizer" in result.stdout
+    assert "rank 3 (replica 1, pipeline rank 1, node 0, process 3, stages 1, 3):" in result.stdout
+    assert "pipeline rank 0 over ranks {0, 2}: at reduce_grads0.c0, reduce_grads0.c1" in result.stdout, result.stdout
 
 
 # ---------------------------------------------------------------- training over processes
 
 
-def _with_reduce_grads(tmp_path):
-    """1F1B with the reduction as a job of its own after the last backward (the kinds' `reduce_grads`)."""
-    text = (library_dir() / "1f1b.sched").read_text()
-    text = text.replace('schedule "1F1B"', 'schedule "1F1B-reduce"').replace(
-        "\n    optimizer\n", "\n    reduce_grads\n    optimizer\n"
-    )
+def _with_reduce_grads(tmp_path, stem):
+    """A library schedule with each chunk's gradient reduction (the kinds' `reduce_grads`) right before its
+    optimizer: the checker refuses a schedule that never reduces at dp > 1 (E092)."""
+    text = (library_dir() / f"{stem}.sched").read_text()
+    text = text.replace("\n    optimizer\n", "\n    for c in 0 .. vpp { reduce_grads(chunk = c) }\n    optimizer\n")
     assert "reduce_grads" in text
-    path = tmp_path / "1f1b_reduce.sched"
+    path = tmp_path / f"{stem}_reduce.sched"
     path.write_text(text)
     return path
 
@@ -119,11 +126,9 @@ def _replicas(schedule, pp, dp, m, vpp, tmp_path, env=None):
 
 @needs_paddle
 @pytest.mark.e2e
-@pytest.mark.parametrize(
-    ("stem", "vpp"), [("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2), ("reduce_grads", 1)], ids=str
-)
+@pytest.mark.parametrize(("stem", "vpp"), [("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2)], ids=str)
 def test_two_replicas_of_four_microbatches_train_the_step_of_one_of_eight(stem, vpp, tmp_path):
-    schedule = _with_reduce_grads(tmp_path) if stem == "reduce_grads" else library_dir() / f"{stem}.sched"
+    schedule = _with_reduce_grads(tmp_path, stem)
     pp, dp, m = 2, 2, 4
     want, want_losses = _one_replica(schedule, pp, dp * m, vpp)
     result, launch = _replicas(schedule, pp, dp, m, vpp, tmp_path)
@@ -151,7 +156,7 @@ def test_two_replicas_of_four_microbatches_train_the_step_of_one_of_eight(stem, 
 @pytest.mark.e2e
 def test_a_dead_replica_stops_the_job_as_a_dead_pipeline_rank_does(tmp_path):
     env = {**os.environ, "PPDSL_INJECT_FAILURE": "rank=3,job=2,mode=kill"}  # replica 1's last stage
-    result, _ = _replicas(library_dir() / "1f1b.sched", 2, 2, 4, 1, tmp_path, env=env)
+    result, _ = _replicas(_with_reduce_grads(tmp_path, "1f1b"), 2, 2, 4, 1, tmp_path, env=env)
     assert result.exit_code == 2, result.output
     assert re.search(r"rank 3 died \(killed by signal 9, SIGKILL\)", result.stderr), result.stderr
     assert "Traceback" not in result.stderr
