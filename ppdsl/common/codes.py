@@ -68,7 +68,7 @@ _SUMMARIES = {
     "E037": "a checkpoint cannot be resumed: missing, past --steps, or from another run (schedule, sizes, model, "
     "batch size, --lr, --optimizer, --seed)",
     "E038": "the processes of a launch do not match the pipeline degree",
-    "E039": "a model's layers cannot be placed on the pipeline stages (`ctx.pipeline`: the split, a shared weight on one process)",
+    "E039": "a model's layers cannot be placed on the stages (`ctx.pipeline`: split, a weight shared in one process)",
     "E040": "a rank of a multi-process run failed",
     "E041": "`ppdsl synth --exact` or `--periodic` needs OR-Tools, which is not installed",
     "E042": "a synthesized schedule does not check as it was searched (a bug in ppdsl synth)",

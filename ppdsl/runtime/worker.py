@@ -435,6 +435,11 @@ class RankProcess:
             # the replicas' gradient all-reduce: seconds this rank spent blocked in it (0 with one replica)
             "reduce_seconds": self.reduction.seconds if self.reduction else 0.0,
             "sync_shared_seconds": self.shared_sync.seconds if self.shared_sync else 0.0,
+            # each call of those collectives: (start, end, bytes), perf_counter seconds as `timing`
+            "collectives": {
+                "reduce_grads": self.reduction.log if self.reduction else [],
+                "sync_shared": self.shared_sync.log if self.shared_sync else [],
+            },
             "learning_rate": self._learning_rate(),
             "losses": losses or None,
             "step_seconds": times,
