@@ -4,7 +4,7 @@ from ppdsl.common.explanations.example import Explanation, cmd
 
 TIED_1F1B = (
     "tied.sched",
-    '''schedule "1F1B-tied"
+    """schedule "1F1B-tied"
 
 order {
     let warmup = pp - rank
@@ -14,7 +14,7 @@ order {
     sync_shared
     optimizer
 }
-''',
+""",
 )
 
 EXPLANATION = Explanation(
