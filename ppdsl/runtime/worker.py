@@ -120,6 +120,25 @@ class RankProcess:
         else:
             self._build()
 
+    def _refuse_collectives_on_gpu(self) -> None:
+        """The replicas' reduction and `sync_shared` run on the CPU transport only (between its jobs, in Python):
+        on the GPU path, whose executor runs the whole plan, they would be skipped and the replicas step apart."""
+        what = []
+        if self.layout.dp > 1:
+            what.append(f"--dp {self.layout.dp}")
+        if self.program.shared:
+            what.append(f"the parameter `{sorted(self.program.shared)[0]}` shared by several stages")
+        if what:
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E007",
+                        f"{' and '.join(what)}: the GPU path has no collective jobs yet",
+                        help="train on the CPU transport (a CPU build of paddle), or with --dp 1 and untied weights",
+                    )
+                ]
+            )
+
     def _build_program(self, p2p=None) -> None:
         """What both transports share: the model's program, this rank's plan, and which parameters are its own."""
         from ppdsl.runtime.plan import build_plan
@@ -300,6 +319,7 @@ class RankProcess:
 
         paddle = self.paddle
         self._build_program(p2p={(s, d): Link(s, d, g.id, (min(s, d), max(s, d))) for (s, d), g in self.groups.items()})
+        self._refuse_collectives_on_gpu()
         place = self.place = paddle.CUDAPlace(paddle.distributed.ParallelEnv().dev_id)
         self.root = paddle.static.Scope()
         self.program.run_startup(paddle, self.root, place)
