@@ -115,6 +115,7 @@ _SUMMARIES = {
     "E092": "at dp > 1, a chunk's gradients are never reduced: its `reduce_grads` is missing from the rank's order",
     "E093": "a collective (`reduce_grads` of a chunk, `sync_shared`) runs twice in a step",
     "E094": "a collective runs before the gradients it reduces are complete (its chunk's last backward / backward_w)",
+    "E079": "`ppdsl synth --dp` above 1: synth does not place collective jobs (`reduce_grads`) yet",
     "E074": "a deadlock through a collective: a member waits in it for a rank that waits for that member",
     "E096": "`ppdsl fmt` found no `.sched` file in the paths it was given",
     "E097": "`ppdsl fmt` would have changed a file's tokens or comments (a bug): the file is left as it was",

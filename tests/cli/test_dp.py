@@ -55,3 +55,9 @@ def test_run_takes_dp_as_a_request_field():
     assert RunRequest(dp=2).dp == 2 and RunRequest().dp == 1
     with pytest.raises(DiagnosticError, match="--dp must be at least 1"):
         RunRequest(dp=0)
+
+
+def test_synth_refuses_dp_above_1_before_it_searches(tmp_path):
+    out = tmp_path / "found.sched"
+    result = runner.invoke(app, ["synth", "--pp", "4", "-m", "8", "--dp", "2", "--time-limit", "1", "-o", str(out)])
+    assert result.exit_code == 2 and "error[E079]" in result.stderr and not out.exists()
