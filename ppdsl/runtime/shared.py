@@ -8,7 +8,7 @@ copy takes the same update, the one the tied parameter takes when one stage hold
 
 A collective every holder must join is a point the schedule has to give: a holder whose order has no
 `sync_shared` would leave the others waiting forever, so such a model and schedule are refused before training
-(E079, `check_sync_places`), naming the parameter, its stages and the rank to add the job to.
+(E095, `check_sync_places`), naming the parameter, its stages and the rank to add the job to.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def holders(copies: Sequence[str], param_stage: Mapping[str, int], rank_of_stage
 
 
 def check_sync_places(plan, shared: Mapping[str, Sequence[str]], param_stage: Mapping[str, int]) -> None:
-    """E079 unless every rank holding a copy of a shared parameter has a `sync_shared` job in its order."""
+    """E095 unless every rank holding a copy of a shared parameter has a `sync_shared` job in its order."""
     rank_of_stage = [r for r, _ in plan.rank_of_stage()]
     syncing = {
         r for r, order in enumerate(plan.orders) if any(plan.job_types[j[0]].name == SYNC_SHARED_NAME for j in order)
@@ -44,7 +44,7 @@ def check_sync_places(plan, shared: Mapping[str, Sequence[str]], param_stage: Ma
         where = ", ".join(f"rank {r}" for r in missing)
         problems.append(
             Diagnostic(
-                "E079",
+                "E095",
                 f"parameter `{name}` is shared by stages {', '.join(map(str, stages))} (ranks "
                 f"{', '.join(map(str, ranks))}), but the order of {where} has no `sync_shared`: its copies' "
                 "gradients would never be summed",

@@ -211,7 +211,7 @@ class RankProcess:
         self.shared_sync = self._shared_sync()
 
     def _shared_sync(self):
-        """This rank's part of `sync_shared` (ppdsl/runtime/shared.py), refused (E079) when a rank holding a shared
+        """This rank's part of `sync_shared` (ppdsl/runtime/shared.py), refused (E095) when a rank holding a shared
         parameter has no `sync_shared` job; None when the model shares nothing across stages. The gloo groups of
         the holder ranks are made here, by every rank in the same order (it built the same program), in dynamic
         mode as every group is, for each replica."""

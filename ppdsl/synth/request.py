@@ -164,6 +164,16 @@ class SynthRequest:
                     help="use `recompute`, `offload` or both: `--memory-actions recompute,offload`",
                 )
             )
+        if self.dp > 1:  # its result would be refused at that degree (E092): say so before searching
+            problems.append(
+                Diagnostic(
+                    "E079",
+                    f"synth does not place collective jobs yet: at --dp {self.dp} its schedule would reduce no "
+                    "gradients",
+                    help="search at --dp 1, add `reduce_grads` after each chunk's last backward, and check it with "
+                    f"`ppdsl check FILE --dp {self.dp}`",
+                )
+            )
         if not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             problems.append(
                 Diagnostic("E007", f"the time limit must be a positive number of seconds, got {self.time_limit}")

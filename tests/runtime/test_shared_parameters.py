@@ -1,6 +1,6 @@
 """Parameters several stages hold (issue 29): a tied embedding and LM head (`--model gpt_tied`, or a user's
 `ctx.pipeline` stack whose head uses the embedding's weight) trains over processes to its one-stage parameters,
-kept in step by the schedule's `sync_shared`; a schedule with no place for it is refused (E079)."""
+kept in step by the schedule's `sync_shared`; a schedule with no place for it is refused (E095)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_a_holder_without_sync_shared_is_refused_naming_where_to_add_it(tmp_path
     with pytest.raises(DiagnosticError) as err:
         check_sync_places(plain, shared, stage)
     (d,) = err.value.diagnostics
-    assert d.code == "E079"
+    assert d.code == "E095"
     assert "`embedding.weight` is shared by stages 0, 1 (ranks 0, 1)" in d.message
     assert "the order of rank 0, rank 1 has no `sync_shared`" in d.message
     assert "add `sync_shared` to the order of every rank holding it (0, 1)" in d.help
