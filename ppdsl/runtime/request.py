@@ -147,7 +147,7 @@ class RunRequest:
         if self.steps > MAX_STEPS:
             problems.append(Diagnostic("E007", f"--steps must be at most {MAX_STEPS}, got {self.steps}"))
         if not 1 <= self.dp <= MAX_DP:
-            problems.append(Diagnostic("E007", f"--dp must be an integer from 1 to {MAX_DP}, got {self.dp}"))
+            problems.append(Diagnostic("E007", f"--dp must be at least 1 and at most {MAX_DP}, got {self.dp}"))
         try:  # every replica trains `microbatches` of the step's dp x microbatches equal micro-batches
             check_batch_size(self.batch_size, self.microbatches * max(self.dp, 1))
         except DiagnosticError as e:
@@ -189,16 +189,6 @@ class RunRequest:
         return problems + self._launch_problems()
 
     def _launch_problems(self) -> list[Diagnostic]:
-        if self.nproc_per_node is None and self.dp > 1:
-            # one process emulates the stages of one pipeline; the replicas' reduction is a real collective
-            return [
-                Diagnostic(
-                    "E007",
-                    f"--dp {self.dp} needs one process per rank: one process emulates a single pipeline",
-                    help=f"add --nproc-per-node {self.pp * self.dp} (pp x dp ranks), or train the same step on one "
-                    f"process with --dp 1 -m {self.microbatches * self.dp}",
-                )
-            ]
         if self.nproc_per_node is None:
             # one process would ignore them: a launch's options without a launch
             given = [
@@ -254,6 +244,20 @@ class RunRequest:
     def clustered(self) -> bool:
         """One process per rank (else every stage on this one)."""
         return self.nproc_per_node is not None
+
+    def one_process_problems(self) -> list[Diagnostic]:
+        """What one process cannot train (a run without `nproc_per_node`): replicas, whose gradient reduction is
+        a collective between processes; the check at `dp` is still the schedule's (`ppdsl check --dp`)."""
+        if self.dp == 1:
+            return []
+        return [
+            Diagnostic(
+                "E007",
+                f"--dp {self.dp} needs one process per rank: one process emulates a single pipeline",
+                help=f"add --nproc-per-node {self.world_size} (pp x dp ranks), or train the same step on one "
+                f"process with --dp 1 -m {self.microbatches * self.dp}",
+            )
+        ]
 
     @property
     def world_size(self) -> int:

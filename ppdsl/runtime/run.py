@@ -159,6 +159,8 @@ def run(request: RunRequest, observer: RunObserver | None = None) -> RunReport:
     """Check the schedule, then train with it as `request` says; raises DiagnosticError for anything wrong with the
     input (before training) or the run (a rank that failed, a diverged loss), with nothing half-written."""
     observer = observer if observer is not None else SilentObserver()
+    if not request.clustered and request.one_process_problems():
+        raise DiagnosticError(request.one_process_problems())
     path = find_schedule(str(request.schedule))
     scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params, dp=request.dp)
     result = check(scenario, record_visits=True)  # the merged order goes into the plan specification

@@ -61,9 +61,8 @@ def test_reductions_run_at_reduce_grads_jobs_and_the_rest_before_the_optimizer()
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"dp": 2}, "--dp 2 needs one process per rank"),
         ({"dp": 2, "nproc_per_node": 2}, "the schedule runs pp x dp = 2 x 2 = 4 ranks"),
-        ({"dp": 0, "nproc_per_node": 2}, "--dp must be an integer from 1"),
+        ({"dp": 0, "nproc_per_node": 2}, "--dp must be at least 1"),
         ({"dp": 3, "nproc_per_node": 6, "batch_size": 16}, "does not split into 12 micro-batches"),
     ],
 )
@@ -71,6 +70,13 @@ def test_bad_data_parallel_requests(kwargs, fragment):
     with pytest.raises(DiagnosticError) as err:
         RunRequest(pp=2, microbatches=4, **kwargs)
     assert any(fragment in d.message for d in err.value.diagnostics), [d.message for d in err.value.diagnostics]
+
+
+def test_one_process_refuses_replicas_and_says_what_trains_the_same_step(in_repo):
+    result = runner.invoke(app, ["run", "1f1b", "--pp", "2", "--dp", "2", "-m", "4", "--steps", "1"])
+    assert result.exit_code == 2
+    assert "error[E007]: --dp 2 needs one process per rank" in result.stderr
+    assert "--nproc-per-node 4" in result.stderr and "--dp 1 -m 8" in result.stderr
 
 
 def test_a_schedule_that_never_reduces_is_refused_at_dp_2(in_repo):
