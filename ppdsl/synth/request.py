@@ -75,11 +75,6 @@ class SynthRequest:
     pp: int = option(help="Pipeline degree (number of ranks).", within=SIZE_RANGE)
     microbatches: int = option(help="Micro-batches per step.", short="-m", within=SIZE_RANGE)
     vpp: int = option(1, "Chunks (virtual stages) per rank.", within=SIZE_RANGE)
-    dp: int = option(
-        1,
-        "Data-parallel replicas of each rank (the result's check; synth places no reduce_grads yet).",
-        within=SIZE_RANGE,
-    )
     placement: str = option("looped", "looped (stage = chunk * pp + rank) or vshape (ZB-V's V).", choices=PLACEMENTS)
     costs: CostSpec | None = None  # (the command line's --cost pairs and --costs file)
     memory_limit: float | None = option(
@@ -132,6 +127,12 @@ class SynthRequest:
     )
     host_limit: float | None = option(  # all ranks' offloaded memory together (with offload)
         None, "With offload: all ranks' offloaded memory together (units as --memory-limit).", cli_type=str | None
+    )
+    # last: the fields before it are also given by position (`SynthRequest(pp, m, vpp, placement, costs, ...)`)
+    dp: int = option(
+        1,
+        "Data-parallel replicas of each rank (above 1: refused, E079: synth places no reduce_grads).",
+        within=SIZE_RANGE,
     )
 
     def __post_init__(self) -> None:

@@ -181,3 +181,30 @@ def test_exposed_time_is_the_collective_time_no_compute_overlaps():
     assert exposed_time([(0, 2), (3, 5)], [(1, 4)]) == pytest.approx(1)
     assert exposed_time([(0, 5)], [(1, 4)]) == 0
     assert exposed_time([], [(1, 4), (4, 6)]) == pytest.approx(5)
+
+
+# The data-parallel variants of library schedules (examples/): the library's order, with `reduce_grads` where
+# Paddle's passes and PyTorch's runtime put it (after each chunk's last backward / backward_w).
+VARIANTS = [
+    ("1f1b_reduce", "1f1b", 1),
+    ("zbh1_reduce", "zbh1", 1),
+    ("interleaved1f1b_reduce", "interleaved1f1b", 2),
+]
+
+
+@pytest.mark.parametrize(("example", "library", "vpp"), VARIANTS, ids=[v[0] for v in VARIANTS])
+@pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 8), (4, 12), (8, 16)])
+def test_a_data_parallel_variant_is_the_library_order_with_its_reductions(example, library, vpp, pp, m):
+    from paths import ROOT
+
+    path = ROOT / "examples" / f"{example}.sched"
+    result = check(Scenario(path, pp, m, vpp, dp=2, costs={"reduce_grads": 2.0}))
+    assert result.valid, result.diagnostics
+    exp, plain = result.expansion, check(Scenario(library, pp, m, vpp)).expansion
+    names = exp.type_names
+    for r in range(pp):
+        labelled = [exp.label(c) for c in exp.jobs[r]]
+        assert [j for j in labelled if not j.startswith("reduce_grads")] == [plain.label(c) for c in plain.jobs[r]]
+        assert sum(names[exp.decode(c)[0]] == "reduce_grads" for c in exp.jobs[r]) == vpp  # one per chunk
+    if vpp > 1:  # the first chunk reduced overlaps the later chunks' backwards
+        assert all(rk.exposed_collective < rk.collective for rk in result.ranks)

@@ -201,3 +201,43 @@ def test_the_architecture_doc_lists_the_places_a_new_kind_touches():
     for place in places:
         assert f"`{place}`" in row and (ROOT / "ppdsl" / place).is_file(), place
     assert "`tests/plan/test_kinds.py`" in row and (ROOT / "tests" / "plan" / "test_kinds.py").is_file()
+
+
+# A made-up collective: a row like sync_shared's but its name (an all-reduce of an auxiliary loss's statistics, say).
+# Timed, checked and deadlock-proven as its row says, with nothing else written.
+SYNC_AUX = replace(
+    KINDS["sync_shared"], name="sync_aux", region="sync_aux", style="bold white on grey30", colour="#555"
+)
+SHARED = """
+schedule "shared"
+job send_backward : backward after backward sends
+order {{
+    forward * microbatches
+    if rank == 1 {{
+        repeat microbatches - 1 {{ backward send_backward }}
+        backward
+        {early}
+        send_backward
+        {late}
+    }} else {{
+        repeat microbatches {{ backward send_backward }}
+        {name}
+    }}
+    optimizer
+}}
+"""
+
+
+def _shared(name: str, early: bool):
+    text = SHARED.format(name=name, early=name if early else "", late="" if early else name)
+    return check(Scenario(resolve_text(text), 2, 2))
+
+
+def test_a_made_up_collective_meets_and_deadlocks_as_sync_shared():
+    with kinds.register(SYNC_AUX):
+        made_up, builtin = _shared("sync_aux", early=False), _shared("sync_shared", early=False)
+        assert made_up.valid and builtin.valid, made_up.diagnostics
+        assert made_up.execution.start == builtin.execution.start and made_up.execution.end == builtin.execution.end
+        assert [r.exposed_collective for r in made_up.ranks] == [r.exposed_collective for r in builtin.ranks]
+        stuck = _shared("sync_aux", early=True)
+        assert [d.code for d in stuck.diagnostics] == ["E074"] and "`sync_aux`" in stuck.diagnostics[0].message

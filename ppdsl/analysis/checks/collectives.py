@@ -19,8 +19,9 @@ from ppdsl.common.text import numbered
 from ppdsl.plan.kinds import Members, kind
 
 
-def _chunk_words(exp: Expansion, chunk: int) -> str:
-    return f" of chunk {chunk}" if exp.vpp > 1 else ""
+def _chunk_words(exp: Expansion, name: str, chunk: int) -> str:
+    """` of chunk 1` for a per-chunk collective of a rank with several chunks; nothing else."""
+    return f" of chunk {chunk}" if exp.vpp > 1 and kind(name).members is Members.REPLICAS else ""
 
 
 def _call(exp: Expansion, name: str, chunk: int) -> str:
@@ -36,8 +37,8 @@ def _render_missing(exp: Expansion, group: Group) -> Diagnostic:
     where = f"after `{last}`" if last else "after the chunk's last backward"
     return Diagnostic(
         "E092",
-        f"the gradients{_chunk_words(exp, chunk)} are never reduced on {numbered('rank', ranks)}, at dp = "
-        f"{exp.dp}: its replicas would step apart",
+        f"the gradients{_chunk_words(exp, name, chunk)} are never reduced on {numbered('rank', ranks)}, at dp = "
+        f"{exp.dp}: each rank's replicas would step apart",
         span_of(exp, group),
         label=f"{on_rank(group, first)}the chunk's last gradient job `{last}` runs here" if last else None,
         help=f"add `{_call(exp, name, chunk)}` {where} (once a step; it can overlap the other chunks' backwards)",
@@ -49,7 +50,7 @@ def _render_twice(exp: Expansion, group: Group) -> Diagnostic:
     name, chunk = first.detail["name"], first.detail["chunk"]
     return Diagnostic(
         "E093",
-        f"`{name}`{_chunk_words(exp, chunk)} runs twice in a step on {numbered('rank', ranks_of(group))}",
+        f"`{name}`{_chunk_words(exp, name, chunk)} runs twice in a step on {numbered('rank', ranks_of(group))}",
         span_of(exp, group),
         label=f"{on_rank(group, first)}again at step {first.detail['step']}, first at step {first.detail['first']}",
         help=f"a collective runs once a step: every member would have to join the second `{name}` too; keep one, "
@@ -63,7 +64,7 @@ def _render_early(exp: Expansion, group: Group) -> Diagnostic:
     whose = f"chunk {chunk}'s" if exp.vpp > 1 and kind(name).members is Members.REPLICAS else "the rank's"
     return Diagnostic(
         "E094",
-        f"`{name}`{_chunk_words(exp, chunk)} runs before {whose} last gradient job `{first.detail['last']}` on "
+        f"`{name}`{_chunk_words(exp, name, chunk)} runs before {whose} last gradient job `{first.detail['last']}` on "
         f"{numbered('rank', ranks_of(group))}",
         span_of(exp, group),
         label=f"{on_rank(group, first)}step {first.detail['step']}; `{first.detail['last']}` runs at step "
