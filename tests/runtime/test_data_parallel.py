@@ -25,6 +25,8 @@ from ppdsl.plan.jobs import ProgramKey
 from ppdsl.runtime.replicas import RankLayout, reduction_points
 from ppdsl.runtime.request import RunRequest
 
+from paths import ROOT
+
 needs_paddle = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 runner = CliRunner()
 STEPS = 2
@@ -132,9 +134,11 @@ def _replicas(schedule, pp, dp, m, vpp, tmp_path, env=None):
 
 @needs_paddle
 @pytest.mark.e2e
-@pytest.mark.parametrize(("stem", "vpp"), [("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2)], ids=str)
+@pytest.mark.parametrize(("stem", "vpp"), [("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2), ("early", 2)], ids=str)
 def test_two_replicas_of_four_microbatches_train_the_step_of_one_of_eight(stem, vpp, tmp_path):
-    schedule = _with_reduce_grads(tmp_path, stem)
+    # `early`: interleaved 1F1B whose chunk 1 reduces right after its last backward, before chunk 0's backwards end
+    early = ROOT / "examples" / "interleaved1f1b_reduce.sched"
+    schedule = early if stem == "early" else _with_reduce_grads(tmp_path, stem)
     pp, dp, m = 2, 2, 4
     want, want_losses = _one_replica(schedule, pp, dp * m, vpp)
     result, launch = _replicas(schedule, pp, dp, m, vpp, tmp_path)
