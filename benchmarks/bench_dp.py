@@ -2,9 +2,10 @@
 
 1. **Simulated** (the checker's execution model, `check(Scenario(..., dp=D))`): for 1F1B, ZB-H1 and interleaved
    1F1B (vpp 2) with every chunk's `reduce_grads` at the end of the order (right before the optimizer, where a
-   schedule that only adds them puts them), at pp 4 and 8, dp 2 and 4 (micro-batches 2 x pp): the makespan and each
-   rank's exposed (not overlapped) collective time, max over the ranks (`RankStats.exposed_collective`). Where synth
-   places the reductions is the search's half of the issue; its figures are not here yet.
+   schedule that only adds them puts them), and as `examples/<stem>_reduce.sched` places them (right after each
+   chunk's last backward), at pp 4 and 8, dp 2 and 4 (micro-batches 2 x pp): the makespan and each rank's exposed
+   (not overlapped) collective time, max over the ranks (`RankStats.exposed_collective`). Where synth places the
+   reductions is the search's half of the issue (synth refuses --dp above 1 today, E079); not here yet.
 2. **Measured** (`ppdsl run --pp 2 --dp 2 -m 4 --nproc-per-node 4`, gloo on this CPU machine): the step time (the
    slowest rank per step, median over the steps after the first) and each rank's time blocked in the replicas'
    all-reduce per step (`rank<r>.json` `collectives`: on CPU a rank runs one job at a time, so all of it is
@@ -49,14 +50,22 @@ def with_reductions(stem: str, directory: Path) -> Path:
 
 
 def simulated(directory: Path) -> list[dict]:
+    """Each schedule with its reductions at the end, and as `examples/<stem>_reduce.sched` places them (each
+    chunk's right after its last backward) where that file exists."""
     rows = []
+    placements = []
     for stem, vpp in SCHEDULES:
-        path = with_reductions(stem, directory)
+        placements.append((stem, vpp, "end", with_reductions(stem, directory)))
+        example = ROOT / "examples" / f"{stem}_reduce.sched"
+        if example.exists():
+            placements.append((stem, vpp, "after last backward", example))
+    for stem, vpp, placement, path in placements:
         for pp in (4, 8):
             for dp in (2, 4):
                 result = check(Scenario(str(path), pp, 2 * pp, vpp, dp=dp))
                 if not result.valid:
-                    rows.append({"schedule": stem, "pp": pp, "dp": dp, "error": result.diagnostics[0].message})
+                    message = result.diagnostics[0].message
+                    rows.append({"schedule": stem, "placement": placement, "pp": pp, "dp": dp, "error": message})
                     continue
                 ranks = result.execution.ranks
                 rows.append(
@@ -69,7 +78,7 @@ def simulated(directory: Path) -> list[dict]:
                         "makespan": result.execution.makespan,
                         "collective": max(r.collective or 0.0 for r in ranks),
                         "exposed_collective": max(r.exposed_collective or 0.0 for r in ranks),
-                        "placement": "end",
+                        "placement": placement,
                     }
                 )
     return rows
@@ -147,14 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         directory = Path(tmp)
         sim = simulated(directory)
         meas = [] if args.no_measure else measured(directory, steps, args.quick)
-    print(f"{'schedule':16} {'pp':>3} {'dp':>3} {'makespan':>9} {'collective':>10} {'exposed':>8}  (simulated)")
+    print(f"{'schedule':16} {'reductions':20} {'pp':>3} {'dp':>3} {'makespan':>9} {'collective':>10} {'exposed':>8}")
     for row in sim:
         if "error" in row:
-            print(f"{row['schedule']:16} {row['pp']:>3} {row['dp']:>3}  refused: {row['error']}")
+            print(f"{row['schedule']:16} {row['placement']:20} {row['pp']:>3} {row['dp']:>3}  refused: {row['error']}")
             continue
         print(
-            f"{row['schedule']:16} {row['pp']:>3} {row['dp']:>3} {row['makespan']:>9.2f} {row['collective']:>10.2f} "
-            f"{row['exposed_collective']:>8.2f}"
+            f"{row['schedule']:16} {row['placement']:20} {row['pp']:>3} {row['dp']:>3} {row['makespan']:>9.2f} "
+            f"{row['collective']:>10.2f} {row['exposed_collective']:>8.2f}"
         )
     if meas:
         print()
