@@ -105,6 +105,8 @@ class ModelContext:
 
         `split`: "uniform" spreads the blocks by count, "params" by parameter count (the embedding's and head's
         counted on their stages), or a list of the blocks where stages 1 .. S-1 start. Returns the head's output.
+        A head holding the embedding's weight (tied) gets a copy of it on its stage (`shared`), kept in step by
+        the schedule's `sync_shared` (ppdsl/runtime/shared.py).
         """
         from ppdsl.runtime.layers import block_stages, parameter_count
 
