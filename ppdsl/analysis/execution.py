@@ -244,8 +244,7 @@ def execute(
     """Run all ranks together; complete schedules only (run `checks.check_ranks` first)."""
     from ppdsl.analysis.checks import used_types
 
-    if used is None:
-        used = used_types(exp)
+    used = used_types(exp) if used is None else used
     pp, m, stride = exp.pp, exp.microbatches, exp.codec.stride
     slot_in, slot_out, slot_cost, slot_link = _slot_tables(exp, used)
     streams = [Stream() for _ in range(pp)]  # each rank's send stream: transfers leave one after another
@@ -262,23 +261,16 @@ def execute(
     sender_waiting: dict[int, int] = {}  # signal -> rank waiting for its receiver (rendezvous)
     pending_send = [-1] * pp  # rendezvous: the signal a rank's last job is still sending
     cursor, free = [0] * pp, [0.0] * pp  # per rank: its next step, and when it is free to run it
-    start = [[0.0] * len(jobs) for jobs in exp.jobs]
-    end = [[0.0] * len(jobs) for jobs in exp.jobs]
+    start, end = ([[0.0] * len(jobs) for jobs in exp.jobs] for _ in range(2))
     signals = Signals(m)
     visits: list[tuple[int, int]] | None = [] if record_visits else None
-    # collectives: per slot what the job is to the collective stream (`_collective_roles`), None without any
-    c_role, members = _collective_roles(exp, used)
-    c_streams = [Stream() for _ in range(pp)] if c_role is not None else []
-    joined: dict[int, dict[int, float]] = {}  # a collective's code -> rank -> when the rank reached it
-    coll_wait: dict[int, int] = {}  # rank -> the code of the collective it waits in for the other members
+    coll = _Collectives(exp, used)  # rule 7: the collectives' rendezvous and streams
 
     work = list(range(pp - 1, -1, -1))
     while work:
         r = work.pop()
-        jobs = exp.jobs[r]
-        n = len(jobs)
-        i = cursor[r]
-        t_free = free[r]
+        n = len(jobs := exp.jobs[r])
+        i, t_free = cursor[r], free[r]
         if pending_send[r] >= 0:
             p = posted[pending_send[r]]
             if p < 0:
@@ -293,29 +285,14 @@ def execute(
             mb = code // stride
             k = code - mb * stride
             role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
-            joins = c_role[k] if c_role is not None else 0
-            if joins and joins != APPLIES:  # a collective: a rendezvous, then its stream, beside the compute
-                if joins == MEETS:
-                    arrived = joined.setdefault(code, {})
-                    arrived.setdefault(r, t_free)
-                    group = members[k]
-                    if len(arrived) < len(group):
-                        coll_wait[r] = code
+            if (role and role <= COPY_IN) or coll.beside(k):  # a copy or a collective: the compute goes on
+                if role:
+                    st_row[i], en_row[i] = _copy(copies[r], fin, code, deps[k][0], role == COPY_IN, t_free, r_cost[k])
+                else:  # a collective: when its members have joined (None: not yet)
+                    joined = coll.join(r, code, k, t_free, r_cost[k], work)
+                    if joined is None:
                         break
-                    met = join_time(arrived.values())
-                    for x in group:
-                        if coll_wait.get(x) == code:
-                            del coll_wait[x]
-                            work.append(x)
-                    if met > t_free:
-                        t_free = met
-                st_row[i], en_row[i] = c_streams[r].carry(t_free, r_cost[k])
-                if visits is not None:
-                    visits.append((r, i))
-                i += 1
-                continue
-            if role and role <= COPY_IN:  # on the copy stream: the rank's compute goes on at once
-                st_row[i], en_row[i] = _copy(copies[r], fin, code, deps[k][0], role == COPY_IN, t_free, r_cost[k])
+                    st_row[i], en_row[i], t_free = joined
                 if visits is not None:
                     visits.append((r, i))
                 i += 1
@@ -336,18 +313,13 @@ def execute(
                 st = start_time(t_free, e)
             else:
                 st = t_free
-            if joins == APPLIES and c_streams[r].free > st:  # the optimizer applies the reduced gradients
-                st = c_streams[r].free
-            if role == NEEDS_RELOAD:
-                for offset in deps[k]:
-                    ready = fin.get(code + offset, 0.0)
-                    if ready > st:
-                        st = ready
+            st = coll.applied(r, k, st)  # the optimizer starts when the rank's collectives have ended
+            if role == NEEDS_RELOAD:  # after its reloads' copies
+                st = max(st, *(fin.get(code + offset, 0.0) for offset in deps[k]))
             en = st + r_cost[k]
             if role == COPY_SOURCE:  # a forward an offload reads
                 fin[code] = en
-            st_row[i] = st
-            en_row[i] = en
+            st_row[i], en_row[i] = st, en
             if visits is not None:
                 visits.append((r, i))
             t_free = en
@@ -366,33 +338,77 @@ def execute(
                 w = waiter.pop(sg, -1)
                 if w >= 0:
                     work.append(w)
-                if rendezvous:
-                    if rank_of_stage[signals.receiver(sg)] != r:
-                        p = posted[sg]
-                        if p < 0:
-                            sender_waiting[sg] = r
-                            pending_send[r] = sg
-                            break
-                        t_free = after_rendezvous(t_free, p)
+                if rendezvous and rank_of_stage[signals.receiver(sg)] != r:
+                    p = posted[sg]
+                    if p < 0:
+                        sender_waiting[sg] = r
+                        pending_send[r] = sg
+                        break
+                    t_free = after_rendezvous(t_free, p)
         cursor[r] = i
         free[r] = t_free
 
     arrivals = _sent_at(exp, start, cursor) if exp.mem_received is not None else None
-    # who each rank waiting in a collective waits for: the first member that has not joined it
-    in_collective = {
-        r: (code, min(x for x in members[code % stride] if x not in joined[code])) for r, code in coll_wait.items()
-    }
-    result = _summarise(
-        exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, in_collective
-    )
+    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, coll)
     result.visits, result.transfers = visits, comms
-    if c_role is not None:
-        _collective_stats(exp, result, c_role, cursor)
+    coll.stats(result, cursor)
     return result
 
 
 # What a job is to the collective stream (`_collective_roles`)
 JOINS, MEETS, APPLIES = 1, 2, 3  # joined by the rank's replicas alone; a rendezvous of ranks; waits for them
+
+
+class _Collectives:
+    """Rule 7 (`timing`) in `execute`: who has joined each collective, who waits in one, each rank's collective
+    stream; `roles` None for a schedule without collectives, which then takes the plain path."""
+
+    def __init__(self, exp: Expansion, used: set[int]) -> None:
+        self.exp = exp
+        self.roles, self.members = _collective_roles(exp, used)
+        self.streams = [Stream() for _ in range(exp.pp)] if self.roles is not None else []
+        self.joined: dict[int, dict[int, float]] = {}  # a collective's code -> rank -> when the rank reached it
+        self.waiting: dict[int, int] = {}  # rank -> the code of the collective it waits in for the other members
+
+    def beside(self, slot: int) -> bool:
+        """Is the job of this slot a collective (it runs on the collective stream)?"""
+        return self.roles is not None and self.roles[slot] in (JOINS, MEETS)
+
+    def join(self, r: int, code: int, slot: int, free: float, cost: float, work: list[int]):
+        """(start, end, when the rank goes on) of rank `r` joining collective `code`, waking the members that
+        waited for it; None while a member has not joined (the rank waits)."""
+        if self.roles[slot] == MEETS:
+            arrived = self.joined.setdefault(code, {})
+            arrived.setdefault(r, free)
+            group = self.members[slot]
+            if len(arrived) < len(group):
+                self.waiting[r] = code
+                return None
+            for x in group:
+                if self.waiting.get(x) == code:
+                    del self.waiting[x]
+                    work.append(x)
+            free = max(free, join_time(arrived.values()))
+        start, end = self.streams[r].carry(free, cost)
+        return start, end, free
+
+    def applied(self, r: int, slot: int, start: float) -> float:
+        """When a job that applies the reduced gradients (the optimizer) may start: after the rank's collectives."""
+        if self.roles is None or self.roles[slot] != APPLIES:
+            return start
+        return max(start, self.streams[r].free)
+
+    def waits(self) -> dict[int, tuple[int, int]]:
+        """rank -> (the collective it waits in, the first member that has not joined it)."""
+        joined, stride = self.joined, self.exp.codec.stride
+        return {
+            r: (code, min(x for x in self.members[code % stride] if x not in joined[code]))
+            for r, code in self.waiting.items()
+        }
+
+    def stats(self, result: Execution, cursor: list[int]) -> None:
+        if self.roles is not None:
+            _collective_stats(self.exp, result, self.roles, cursor)
 
 
 def _collective_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[frozenset[int]]]:
@@ -537,13 +553,14 @@ def _copy_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[
 
 
 def _summarise(
-    exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, in_collective
+    exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, coll
 ) -> Execution:
     pp = exp.pp
     signals = Signals(exp.microbatches)
     blocked: list[Wait] = []
     by_rank: dict[int, Wait] = {}
     recv_wait = {r: sg for sg, r in waiter.items()}
+    in_collective = coll.waits()
     for r in range(pp):
         jobs = exp.jobs[r]
         if pending_send[r] >= 0:
