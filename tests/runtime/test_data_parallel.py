@@ -112,21 +112,21 @@ def _with_reduce_grads(tmp_path, stem):
     return path
 
 
-def _one_replica(schedule, pp, m, vpp):
+def _one_replica(schedule, pp, m, vpp, steps=STEPS):
     """`--dp 1 -m m` on one process: the parameters and per-micro-batch losses the replicas must reach."""
     from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
     exp = expand(load(schedule), pp, m, vpp)
     config = TrainConfig(batch_size=2 * m, lr=float(LR), optimizer="sgd", seed=int(SEED))
-    run = train(PipelineTrainer(checked_spec(exp), BUILTIN, config), STEPS)
+    run = train(PipelineTrainer(checked_spec(exp), BUILTIN, config), steps)
     return run.parameters, run.losses
 
 
-def _replicas(schedule, pp, dp, m, vpp, tmp_path, env=None):
+def _replicas(schedule, pp, dp, m, vpp, tmp_path, env=None, steps=STEPS):
     run_dir = tmp_path / "run"
     args = ["run", str(schedule), "--pp", str(pp), "--dp", str(dp), "-m", str(m), "--vpp", str(vpp)]
-    args += ["--steps", str(STEPS), "--batch-size", str(2 * m * dp), "--lr", LR, "--optimizer", "sgd"]
+    args += ["--steps", str(steps), "--batch-size", str(2 * m * dp), "--lr", LR, "--optimizer", "sgd"]
     args += ["--seed", SEED, "--nproc-per-node", str(pp * dp), "--run-dir", str(run_dir)]
     args += ["--summary-json", str(tmp_path / "summary.json")]
     return runner.invoke(app, args, env=env), run_dir / "launch-1"
@@ -160,6 +160,23 @@ def test_two_replicas_of_four_microbatches_train_the_step_of_one_of_eight(stem, 
     np.testing.assert_allclose(np.array(losses), np.stack(want_losses), rtol=1e-5, atol=1e-6)
     reports = [json.loads((launch / f"rank{g}.json").read_text()) for g in range(layout.world)]
     assert all(rep["reduce_seconds"] > 0 for rep in reports), "a rank never reduced its gradients"
+
+
+@needs_paddle
+def test_a_small_two_by_two_step_equals_one_replica(tmp_path):
+    """The quick suite's case (about 15 s): one step of 2 replicas x 2 stages x 2 micro-batches."""
+    schedule = _with_reduce_grads(tmp_path, "1f1b")
+    want, _ = _one_replica(schedule, 2, 4, 1, steps=1)
+    result, launch = _replicas(schedule, 2, 2, 2, 1, tmp_path, steps=1)
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    for replica in (0, 1):
+        got = {}
+        for g in (2 * replica, 2 * replica + 1):
+            with np.load(launch / f"rank{g}.npz") as data:
+                got.update({k: data[k] for k in data.files})
+        assert set(got) == set(want)
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-7, err_msg=f"replica {replica}: {name}")
 
 
 @needs_paddle
