@@ -254,8 +254,7 @@ def execute(
     finished: list[dict[int, float]] = [{} for _ in range(pp)]  # rank -> code -> end, for the jobs copies read
     comms: list[Transfer] | None = [] if record_comms else None
     rank_of_stage = [r for r, _ in exp.rank_of_stage()]
-    nsig = exp.nstages * m * 2
-    sig_end = [-1.0] * nsig
+    sig_end = [-1.0] * (nsig := exp.nstages * m * 2)
     posted = [-1.0] * nsig if rendezvous else None
     waiter: dict[int, int] = {}  # signal -> rank waiting to receive it
     sender_waiting: dict[int, int] = {}  # signal -> rank waiting for its receiver (rendezvous)
@@ -285,7 +284,8 @@ def execute(
             mb = code // stride
             k = code - mb * stride
             role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
-            if (role and role <= COPY_IN) or coll.beside(k):  # a copy or a collective: the compute goes on
+            joins = coll.roles[k]  # 0 for every job of a schedule without collectives
+            if (role and role <= COPY_IN) or 0 < joins < APPLIES:  # a copy or a collective: the compute goes on
                 if role:
                     st_row[i], en_row[i] = _copy(copies[r], fin, code, deps[k][0], role == COPY_IN, t_free, r_cost[k])
                 else:  # a collective: when its members have joined (None: not yet)
@@ -297,8 +297,7 @@ def execute(
                     visits.append((r, i))
                 i += 1
                 continue
-            off = r_in[k]
-            if off >= 0:
+            if (off := r_in[k]) >= 0:
                 sg = off + 2 * mb
                 # rendezvous: a remote sender may now complete (arrival times already include the transfer)
                 if rendezvous and posted[sg] < 0 and rank_of_stage[signals.stage(sg)] != r:
@@ -313,7 +312,8 @@ def execute(
                 st = start_time(t_free, e)
             else:
                 st = t_free
-            st = coll.applied(r, k, st)  # the optimizer starts when the rank's collectives have ended
+            if joins == APPLIES:  # the optimizer starts when the rank's collectives have ended
+                st = coll.applied(r, st)
             if role == NEEDS_RELOAD:  # after its reloads' copies
                 st = max(st, *(fin.get(code + offset, 0.0) for offset in deps[k]))
             en = st + r_cost[k]
@@ -324,8 +324,7 @@ def execute(
                 visits.append((r, i))
             t_free = en
             i += 1
-            off = r_out[k]
-            if off >= 0:
+            if (off := r_out[k]) >= 0:
                 sg = off + 2 * mb
                 x = r_link[k]
                 if x >= 0.0:
@@ -356,23 +355,23 @@ def execute(
 
 
 # What a job is to the collective stream (`_collective_roles`)
-JOINS, MEETS, APPLIES = 1, 2, 3  # joined by the rank's replicas alone; a rendezvous of ranks; waits for them
+# joined by the rank's replicas alone; a rendezvous of ranks (both below APPLIES: on the collective stream); a job
+# that waits for them
+JOINS, MEETS, APPLIES = 1, 2, 3
 
 
 class _Collectives:
     """Rule 7 (`timing`) in `execute`: who has joined each collective, who waits in one, each rank's collective
-    stream; `roles` None for a schedule without collectives, which then takes the plain path."""
+    stream; `roles` (per slot) all 0 for a schedule without collectives, which then takes the plain path."""
 
     def __init__(self, exp: Expansion, used: set[int]) -> None:
         self.exp = exp
-        self.roles, self.members = _collective_roles(exp, used)
-        self.streams = [Stream() for _ in range(exp.pp)] if self.roles is not None else []
+        roles, self.members = _collective_roles(exp, used)
+        self.any = roles is not None
+        self.roles = roles if roles is not None else [0] * len(exp.codec.slots())
+        self.streams = [Stream() for _ in range(exp.pp)] if self.any else []
         self.joined: dict[int, dict[int, float]] = {}  # a collective's code -> rank -> when the rank reached it
         self.waiting: dict[int, int] = {}  # rank -> the code of the collective it waits in for the other members
-
-    def beside(self, slot: int) -> bool:
-        """Is the job of this slot a collective (it runs on the collective stream)?"""
-        return self.roles is not None and self.roles[slot] in (JOINS, MEETS)
 
     def join(self, r: int, code: int, slot: int, free: float, cost: float, work: list[int]):
         """(start, end, when the rank goes on) of rank `r` joining collective `code`, waking the members that
@@ -392,10 +391,8 @@ class _Collectives:
         start, end = self.streams[r].carry(free, cost)
         return start, end, free
 
-    def applied(self, r: int, slot: int, start: float) -> float:
+    def applied(self, r: int, start: float) -> float:
         """When a job that applies the reduced gradients (the optimizer) may start: after the rank's collectives."""
-        if self.roles is None or self.roles[slot] != APPLIES:
-            return start
         return max(start, self.streams[r].free)
 
     def waits(self) -> dict[int, tuple[int, int]]:
@@ -407,7 +404,7 @@ class _Collectives:
         }
 
     def stats(self, result: Execution, cursor: list[int]) -> None:
-        if self.roles is not None:
+        if self.any:
             _collective_stats(self.exp, result, self.roles, cursor)
 
 
