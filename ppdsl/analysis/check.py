@@ -38,9 +38,15 @@ class RankReport:
     memory_limit: float | None
     recompute: float = 0.0  # of `busy`, the time spent recomputing: overhead beside the bubble (`idle`)
     recompute_ratio: float = 0.0  # `recompute` over the makespan (`bubble_ratio`: `idle` over the makespan less it)
+    # a schedule with collectives (None without): its collective stream's time, and the part not overlapped
+    collective: float | None = None
+    exposed_collective: float | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.collective is None:  # a schedule without collectives reports what it always did
+            del out["collective"], out["exposed_collective"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,8 @@ class CheckResult:
                 limits[s.rank],
                 s.recompute,
                 s.recompute / ex.makespan if ex.makespan else 0.0,
+                s.collective,
+                s.exposed_collective,
             )
             for s in ex.ranks
         ]
@@ -264,9 +272,10 @@ def check_expansion(
 # ------------------------------------------------------------------------------------- S103 / S105: deadlocks
 
 
-@schedule_check("S103", "S105")
+@schedule_check("S103", "S105", "E074")
 def deadlock(exp: Expansion, ex: Execution, rendezvous: bool) -> list[Diagnostic]:
-    """S103 (a rank waits for its own later job) or S105 (ranks wait for each other): the execution stopped."""
+    """S103 (a rank waits for its own later job), S105 (ranks wait for each other) or E074 (they do, and one of
+    them waits in a collective): the execution stopped."""
     return [] if ex.completed else [_deadlock_diagnostic(exp, ex, rendezvous)]
 
 
@@ -286,12 +295,25 @@ def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Dia
         ranks = " -> ".join(str(w.rank) for w in cycle) + f" -> {cycle[0].rank}"
         message = f"deadlock: ranks {ranks} wait for each other"
         code = "S105"
+    joined = next((w for w in cycle if w.kind == "collective"), None)
+    if joined is not None:  # the cycle passes through a collective: say so, where a member waits in it
+        first = joined
+        site = exp.defn.sites[exp.sites[first.rank][first.step]]
+        message = f"deadlock through the collective `{first.job}`: ranks {ranks} wait for each other"
+        code = "E074"
     notes = [describe_wait(w) for w in cycle]
+    if joined is not None:
+        notes += [_sequence(exp, w) for w in cycle]
     marks = {w.rank: w.step for w in ex.blocked}
     # the note is indented by 5 columns when rendered: the grid fits the rest of the terminal (or 80 columns)
     grid = text_grid(exp, marks, columns=terminal_columns() - 5)
     notes.append("rank x step grid (`>X<` marks where each rank is stuck):\n" + grid)
-    if rendezvous and any(w.kind == "send" for w in cycle):
+    if joined is not None:
+        help_text = (
+            f"a member goes on from `{joined.job}` only when every member has joined it: move it after the jobs "
+            "its peers wait for (on each member, after its last send and receive of the step)"
+        )
+    elif rendezvous and any(w.kind == "send" for w in cycle):
         help_text = (
             "with blocking sends both ends of a link must reach their send and receive in the same order; "
             "post receives earlier, or check without `--rendezvous` if sends are stream-ordered"
@@ -308,7 +330,19 @@ def _deadlock_diagnostic(exp: Expansion, ex: Execution, rendezvous: bool) -> Dia
     )
 
 
+def _sequence(exp: Expansion, w: Wait, before: int = 4) -> str:
+    """A rank's jobs up to where it is stuck (`>X<`) and the next one: the sequence a deadlock note shows."""
+    jobs = exp.jobs[w.rank]
+    shown = [
+        f">{exp.label(jobs[i])}<" if i == w.step else exp.label(jobs[i])
+        for i in range(max(0, w.step - before), min(len(jobs), w.step + 2))
+    ]
+    return f"rank {w.rank}'s order: {'... ' if w.step > before else ''}{' '.join(shown)}"
+
+
 def describe_wait(w: Wait) -> str:
+    if w.kind == "collective":
+        return f"rank {w.rank} at step {w.step} waits in `{w.job}` for rank {w.peer} to join it"
     if w.kind == "send":
         return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for rank {w.peer} to receive it in `{w.peer_job}`"
     return f"rank {w.rank} at step {w.step} (`{w.job}`) waits for `{w.peer_job}` from rank {w.peer}"

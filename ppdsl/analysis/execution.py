@@ -17,6 +17,11 @@ same); how this executor applies it:
   forward ended / the offload's copy ended) and the stream is free; a backward (or backward_b) of a reloaded
   (chunk, micro-batch) also waits for its reload's copy to end. A `recompute` is compute like a forward and reads
   nothing from another stage, so it runs as soon as the rank reaches it, before the gradient arrives.
+* collectives (`timing` rule 7): a rank joins a collective where its order puts it and goes on when every member
+  has joined (a `sync_shared`'s members are the ranks whose orders have it; a `reduce_grads`'s are the rank's
+  replicas, which reach it with the rank); the reduction runs on the rank's collective stream beside its compute,
+  and the optimizer waits for it. A member that waits in a collective for a rank that waits (for a receive, a
+  send or another collective) for it is a deadlock through the collective, found as any other.
 
 A worklist wakes a rank only when what it waits for happens: O(jobs) for the whole schedule.
 """
@@ -33,12 +38,14 @@ from ppdsl.analysis.timing import (
     CopyStreams,
     Stream,
     after_rendezvous,
+    exposed_time,
     input_stage,
+    join_time,
     output_stage,
     start_time,
     transfer_seconds,
 )
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD, kind
+from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, FORWARD, Members, kind
 
 F_SIGNAL, G_SIGNAL = 0, 1  # activation sent forward / gradient sent backward
 
@@ -78,16 +85,21 @@ class RankStats:
     peak_time: float
     jobs: int
     recompute: float = 0.0  # of `busy`, the time spent recomputing forwards: overhead beside the bubble, not work
+    # with collectives (None without): the time the rank's collective stream runs (beside `busy`, compute only),
+    # and of it the time the rank's compute does not run (not overlapped: what the collectives add to the step)
+    collective: float | None = None
+    exposed_collective: float | None = None
 
 
 @dataclass
 class Wait:
-    """Why a rank cannot move: it waits at `step` to receive from, or (rendezvous) to send to, `peer`."""
+    """Why a rank cannot move: it waits at `step` to receive from, or (rendezvous) to send to, `peer`, or in a
+    collective for `peer`, a member that has not joined it."""
 
     rank: int
     step: int
     job: str
-    kind: str  # "receive" | "send"
+    kind: str  # "receive" | "send" | "collective"
     peer: int
     peer_job: str
 
@@ -232,8 +244,7 @@ def execute(
     """Run all ranks together; complete schedules only (run `checks.check_ranks` first)."""
     from ppdsl.analysis.checks import used_types
 
-    if used is None:
-        used = used_types(exp)
+    used = used_types(exp) if used is None else used
     pp, m, stride = exp.pp, exp.microbatches, exp.codec.stride
     slot_in, slot_out, slot_cost, slot_link = _slot_tables(exp, used)
     streams = [Stream() for _ in range(pp)]  # each rank's send stream: transfers leave one after another
@@ -243,25 +254,22 @@ def execute(
     finished: list[dict[int, float]] = [{} for _ in range(pp)]  # rank -> code -> end, for the jobs copies read
     comms: list[Transfer] | None = [] if record_comms else None
     rank_of_stage = [r for r, _ in exp.rank_of_stage()]
-    nsig = exp.nstages * m * 2
-    sig_end = [-1.0] * nsig
+    sig_end = [-1.0] * (nsig := exp.nstages * m * 2)
     posted = [-1.0] * nsig if rendezvous else None
     waiter: dict[int, int] = {}  # signal -> rank waiting to receive it
     sender_waiting: dict[int, int] = {}  # signal -> rank waiting for its receiver (rendezvous)
     pending_send = [-1] * pp  # rendezvous: the signal a rank's last job is still sending
     cursor, free = [0] * pp, [0.0] * pp  # per rank: its next step, and when it is free to run it
-    start = [[0.0] * len(jobs) for jobs in exp.jobs]
-    end = [[0.0] * len(jobs) for jobs in exp.jobs]
+    start, end = ([[0.0] * len(jobs) for jobs in exp.jobs] for _ in range(2))
     signals = Signals(m)
     visits: list[tuple[int, int]] | None = [] if record_visits else None
+    coll = _Collectives(exp, used)  # rule 7: the collectives' rendezvous and streams
 
     work = list(range(pp - 1, -1, -1))
     while work:
         r = work.pop()
-        jobs = exp.jobs[r]
-        n = len(jobs)
-        i = cursor[r]
-        t_free = free[r]
+        n = len(jobs := exp.jobs[r])
+        i, t_free = cursor[r], free[r]
         if pending_send[r] >= 0:
             p = posted[pending_send[r]]
             if p < 0:
@@ -276,14 +284,20 @@ def execute(
             mb = code // stride
             k = code - mb * stride
             role = roles[k] if roles is not None else 0  # 0 for every job of a schedule without copies
-            if role and role <= COPY_IN:  # on the copy stream: the rank's compute goes on at once
-                st_row[i], en_row[i] = _copy(copies[r], fin, code, deps[k][0], role == COPY_IN, t_free, r_cost[k])
+            joins = coll.roles[k]  # 0 for every job of a schedule without collectives
+            if (role and role <= COPY_IN) or 0 < joins < APPLIES:  # a copy or a collective: the compute goes on
+                if role:
+                    st_row[i], en_row[i] = _copy(copies[r], fin, code, deps[k][0], role == COPY_IN, t_free, r_cost[k])
+                else:  # a collective: when its members have joined (None: not yet)
+                    joined = coll.join(r, code, k, t_free, r_cost[k], work)
+                    if joined is None:
+                        break
+                    st_row[i], en_row[i], t_free = joined
                 if visits is not None:
                     visits.append((r, i))
                 i += 1
                 continue
-            off = r_in[k]
-            if off >= 0:
+            if (off := r_in[k]) >= 0:
                 sg = off + 2 * mb
                 # rendezvous: a remote sender may now complete (arrival times already include the transfer)
                 if rendezvous and posted[sg] < 0 and rank_of_stage[signals.stage(sg)] != r:
@@ -298,22 +312,19 @@ def execute(
                 st = start_time(t_free, e)
             else:
                 st = t_free
-            if role == NEEDS_RELOAD:
-                for offset in deps[k]:
-                    ready = fin.get(code + offset, 0.0)
-                    if ready > st:
-                        st = ready
+            if joins == APPLIES:  # the optimizer starts when the rank's collectives have ended
+                st = coll.applied(r, st)
+            if role == NEEDS_RELOAD:  # after its reloads' copies
+                st = max(st, *(fin.get(code + offset, 0.0) for offset in deps[k]))
             en = st + r_cost[k]
             if role == COPY_SOURCE:  # a forward an offload reads
                 fin[code] = en
-            st_row[i] = st
-            en_row[i] = en
+            st_row[i], en_row[i] = st, en
             if visits is not None:
                 visits.append((r, i))
             t_free = en
             i += 1
-            off = r_out[k]
-            if off >= 0:
+            if (off := r_out[k]) >= 0:
                 sg = off + 2 * mb
                 x = r_link[k]
                 if x >= 0.0:
@@ -326,21 +337,125 @@ def execute(
                 w = waiter.pop(sg, -1)
                 if w >= 0:
                     work.append(w)
-                if rendezvous:
-                    if rank_of_stage[signals.receiver(sg)] != r:
-                        p = posted[sg]
-                        if p < 0:
-                            sender_waiting[sg] = r
-                            pending_send[r] = sg
-                            break
-                        t_free = after_rendezvous(t_free, p)
+                if rendezvous and rank_of_stage[signals.receiver(sg)] != r:
+                    p = posted[sg]
+                    if p < 0:
+                        sender_waiting[sg] = r
+                        pending_send[r] = sg
+                        break
+                    t_free = after_rendezvous(t_free, p)
         cursor[r] = i
         free[r] = t_free
 
     arrivals = _sent_at(exp, start, cursor) if exp.mem_received is not None else None
-    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals)
+    result = _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, coll)
     result.visits, result.transfers = visits, comms
+    coll.stats(result, cursor)
     return result
+
+
+# What a job is to the collective stream (`_collective_roles`)
+# joined by the rank's replicas alone; a rendezvous of ranks (both below APPLIES: on the collective stream); a job
+# that waits for them
+JOINS, MEETS, APPLIES = 1, 2, 3
+
+
+class _Collectives:
+    """Rule 7 (`timing`) in `execute`: who has joined each collective, who waits in one, each rank's collective
+    stream; `roles` (per slot) all 0 for a schedule without collectives, which then takes the plain path."""
+
+    def __init__(self, exp: Expansion, used: set[int]) -> None:
+        self.exp = exp
+        roles, self.members = _collective_roles(exp, used)
+        self.any = roles is not None
+        self.roles = roles if roles is not None else [0] * len(exp.codec.slots())
+        self.streams = [Stream() for _ in range(exp.pp)] if self.any else []
+        self.joined: dict[int, dict[int, float]] = {}  # a collective's code -> rank -> when the rank reached it
+        self.waiting: dict[int, int] = {}  # rank -> the code of the collective it waits in for the other members
+
+    def join(self, r: int, code: int, slot: int, free: float, cost: float, work: list[int]):
+        """(start, end, when the rank goes on) of rank `r` joining collective `code`, waking the members that
+        waited for it; None while a member has not joined (the rank waits)."""
+        if self.roles[slot] == MEETS:
+            arrived = self.joined.setdefault(code, {})
+            arrived.setdefault(r, free)
+            group = self.members[slot]
+            if len(arrived) < len(group):
+                self.waiting[r] = code
+                return None
+            for x in group:
+                if self.waiting.get(x) == code:
+                    del self.waiting[x]
+                    work.append(x)
+            free = max(free, join_time(arrived.values()))
+        start, end = self.streams[r].carry(free, cost)
+        return start, end, free
+
+    def applied(self, r: int, start: float) -> float:
+        """When a job that applies the reduced gradients (the optimizer) may start: after the rank's collectives."""
+        return max(start, self.streams[r].free)
+
+    def waits(self) -> dict[int, tuple[int, int]]:
+        """rank -> (the collective it waits in, the first member that has not joined it)."""
+        joined, stride = self.joined, self.exp.codec.stride
+        return {
+            r: (code, min(x for x in self.members[code % stride] if x not in joined[code]))
+            for r, code in self.waiting.items()
+        }
+
+    def stats(self, result: Execution, cursor: list[int]) -> None:
+        if self.any:
+            _collective_stats(self.exp, result, self.roles, cursor)
+
+
+def _collective_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[frozenset[int]]]:
+    """Per slot of a code (`JobCodec.slots`): its role to the collective stream (a collective its replicas join
+    with the rank, one that ranks meet in, a job that waits for the rank's collectives to end) and, for a meeting,
+    its members: every rank whose order has the kind. Read off the kinds' rows (`stream`, `members`, `before`).
+    None when the schedule runs no collective, so that every other schedule takes the plain path."""
+    names = exp.type_names
+    rows = [kind(name) for name in names]
+    types = [t for t, k in enumerate(rows) if k is not None and k.collective and t in used]
+    if not types:
+        return None, []
+    codec = exp.codec
+    holders = {t: frozenset(r for r, jobs in enumerate(exp.jobs) if t in codec.types_in(jobs)) for t in types}
+    applies = {names.index(n) for t in types for n in rows[t].before if n in names}
+    roles, members = [], []
+    for _, t, _ in codec.slots():
+        if t in holders:
+            meets = rows[t].members is Members.HOLDERS
+            roles.append(MEETS if meets else JOINS)
+            members.append(holders[t] if meets else frozenset())
+        else:
+            roles.append(APPLIES if t in applies else 0)
+            members.append(frozenset())
+    return roles, members
+
+
+def _collective_stats(exp: Expansion, result: Execution, c_role: list[int], cursor: list[int]) -> None:
+    """Each rank's collective time and the part of it its compute does not overlap (`timing.exposed_time`); the
+    collectives run beside the compute, so they are no part of the rank's busy time."""
+    stride = exp.codec.stride
+    actions = MemoryActions.of(exp)
+    for r, stats in enumerate(result.ranks):
+        compute, collective = [], []
+        for i in range(cursor[r]):
+            code = exp.jobs[r][i]
+            span = (result.start[r][i], result.end[r][i])
+            role = c_role[code % stride]
+            if role in (JOINS, MEETS):
+                collective.append(span)
+            elif actions is None or not actions.copies(exp.decode(code)[0]):
+                compute.append(span)
+        stats.collective = sum(e - s for s, e in collective)
+        stats.exposed_collective = exposed_time(compute, collective)
+        stats.busy -= stats.collective  # both summaries counted them as compute
+        stats.idle += stats.collective
+    makespan = result.makespan
+    if makespan > 0:
+        idle = sum(s.idle for s in result.ranks)
+        result.bubble_ratio = bubble_ratio(idle, sum(s.recompute for s in result.ranks), len(result.ranks) * makespan)
 
 
 def _copy(copies: CopyStreams, finished: dict[int, float], code: int, dep: int, inward: bool, free: float, cost):
@@ -434,12 +549,15 @@ def _copy_roles(exp: Expansion, used: set[int]) -> tuple[list[int] | None, list[
     return roles, deps
 
 
-def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals) -> Execution:
+def _summarise(
+    exp, start, end, cursor, waiter, sender_waiting, pending_send, rank_of_stage, arrivals, coll
+) -> Execution:
     pp = exp.pp
     signals = Signals(exp.microbatches)
     blocked: list[Wait] = []
     by_rank: dict[int, Wait] = {}
     recv_wait = {r: sg for sg, r in waiter.items()}
+    in_collective = coll.waits()
     for r in range(pp):
         jobs = exp.jobs[r]
         if pending_send[r] >= 0:
@@ -448,6 +566,10 @@ def _summarise(exp, start, end, cursor, waiter, sender_waiting, pending_send, ra
             peer = rank_of_stage[stage]
             step = cursor[r] - 1
             w = Wait(r, step, exp.label(jobs[step]), "send", peer, _signal_job_label(exp, sg, stage))
+        elif r in in_collective:
+            code, peer = in_collective[r]
+            step = cursor[r]
+            w = Wait(r, step, exp.label(jobs[step]), "collective", peer, exp.label(code))
         elif cursor[r] < len(jobs):
             sg = recv_wait.get(r)
             step = cursor[r]

@@ -24,7 +24,7 @@ from ppdsl.language import types
 from ppdsl.language.ir import Expr, ScheduleDef
 from ppdsl.language.runnable import compiled
 from ppdsl.plan.jobs import JobCodec
-from ppdsl.plan.kinds import Memory, default_cost, kind, recompute_share
+from ppdsl.plan.kinds import Members, Memory, default_cost, kind, recompute_share
 
 DEFAULT_BACKWARD_B_FREES = 0.5
 # The most jobs an expansion may hold unless the caller raises it (`--max-jobs`): pp=64, vpp=4, microbatches=4096
@@ -128,8 +128,10 @@ def expand(
     memory: MemoryModel | None = None,
     memory_limit: float | None = None,
     stages: StageWork | None = None,
+    dp: int = 1,
 ) -> Expansion:
-    """Bind sizes and run the order of every rank. The schedule's own costs, memory and limit, with `stages` (a
+    """Bind sizes and run the order of every rank (`dp`: the data-parallel replicas of each rank, which run its
+    order too and join its `reduce_grads`). The schedule's own costs, memory and limit, with `stages` (a
     partition's work per stage, `ppdsl.analysis.layers`) over its costs and activations, `costs` from outside over
     those, `memory` (measured bytes) instead of its activation counts and `memory_limit` instead of its limit on
     every rank. Sizes that need more than `max_jobs` jobs are refused before anything runs, and
@@ -168,7 +170,7 @@ def expand(
     total = sum(map(len, jobs))
     if total > max_jobs:
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
-    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit, stages)
+    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit, stages, dp)
 
 
 def _build(
@@ -181,6 +183,7 @@ def _build(
     memory: MemoryModel | None = None,
     memory_limit: float | None = None,
     stages: StageWork | None = None,
+    dp: int = 1,
 ) -> Expansion:
     """The expansion of these orders: the schedule's tables evaluated at `env`, the inputs from outside over
     them. (The schedule's own memory and limit are evaluated even when replaced: a declaration that fails at
@@ -214,6 +217,7 @@ def _build(
     assert len(table.jobs) == len(names)
     mem_delta = mem if memory is None else memory.table(names, stage_of, [jt.fraction for jt in defn.job_types])
     _memory_action_costs(defn, table.jobs, mem_delta, copy, _named_from_outside(costs))
+    _reduce_costs(defn, table.jobs, env, dp, _named_from_outside(costs))
     return Expansion(
         defn=defn,
         pp=pp,
@@ -235,6 +239,7 @@ def _build(
         copy_duplex=bool(copy[2]),
         mem_received=None if memory is None else memory.received_table(names, stage_of),
         stage_work=stages,
+        dp=dp,
     )
 
 
@@ -337,6 +342,38 @@ def _copy_link(defn: ScheduleDef, env: dict) -> tuple[float, float | None, bool]
     return latency, bandwidth or None, duplex
 
 
+def ring_share(group: int) -> float:
+    """The share of its data a ring all-reduce over `group` ranks sends from each: 2 (D - 1) / D (a reduce-scatter
+    then an all-gather, each moving (D - 1) / D of it); 0 alone, where there is nothing to reduce with."""
+    return 2.0 * (group - 1) / group if group > 1 else 0.0
+
+
+def _reduce_costs(defn: ScheduleDef, cost, env: dict, dp: int, given: set[str]) -> None:
+    """With the collectives' link (`comm reduce bandwidth`, `latency`, `size`: one chunk's gradients in the
+    bandwidth's units, 1 unless declared), a `reduce_grads` nobody gave a cost takes the latency plus the ring's
+    share (`ring_share(dp)`) of the gradients over the bandwidth; at dp 1 none, as it reduces with no one. Called
+    while the expansion is built, on tables nothing else holds yet."""
+    comm = defn.comm
+    if "reduce bandwidth" not in comm and "reduce latency" not in comm:
+        return
+    values = {}
+    for key, default in (("reduce latency", 0.0), ("reduce bandwidth", None), ("reduce size", 1.0)):
+        value = _call(defn, comm[key], env, real=True) if key in comm else default
+        problem = None if value is None else cost_value_problem(value, key)
+        if problem is not None:
+            raise DiagnosticError([_bad_number(f"`comm {key}` {problem}", comm[key], COST_RANGE)])
+        values[key] = value
+    bandwidth = values["reduce bandwidth"] or None
+    seconds = 0.0 if dp <= 1 else values["reduce latency"]
+    if bandwidth is not None:
+        seconds += ring_share(dp) * values["reduce size"] / bandwidth
+    for t, jt in enumerate(defn.job_types):
+        k = kind(jt.name)
+        if k is None or k.members is not Members.REPLICAS or jt.name in defn.costs or jt.name in given:
+            continue
+        cost[t] = [[seconds for _ in row] for row in cost[t]]
+
+
 def _named_from_outside(costs: CostSpec | None) -> set[str]:
     """The job types whose cost `--cost` or `--costs FILE` gives."""
     return set() if costs is None else costs.names()
@@ -352,7 +389,7 @@ def _memory_action_costs(defn: ScheduleDef, cost, mem_delta, copy, given: set[st
     latency, bandwidth, _ = copy
     for t, name in enumerate(names):
         action = kind(name)
-        if action is None or not action.optional or name in defn.costs or name in given:
+        if action is None or not action.acts_on_memory or name in defn.costs or name in given:
             continue
         if action.memory is Memory.REBUILDS:  # a recompute of a fraction f of the forward re-runs f of its work
             part = 1.0 if defn.job_types[t].fraction is None else defn.job_types[t].fraction

@@ -47,6 +47,7 @@ class Expansion:
     # a partition of the model's layers (`--partition`, `--layers`, a file's `partition`): each stage's work, which
     # the cost and memory tables already hold; None: the schedule's own costs and one activation a job
     stage_work: StageWork | None = None
+    dp: int = 1  # data-parallel replicas of each rank: they run its order and join its `reduce_grads`
 
     @property
     def ntypes(self) -> int:

@@ -59,7 +59,7 @@ class MemoryModel:
         def value(stage: int, name: str) -> float:
             measured = self.delta.get(stage, nothing)
             action = kind(name)
-            if name in measured or action is None or not action.optional:
+            if name in measured or action is None or not action.acts_on_memory:
                 return float(measured.get(name, 0))
             part = fraction.get(name)
             amount = float(measured.get(source_of(name), 0)) * (1.0 if part is None else part)  # its forward's
@@ -107,7 +107,7 @@ class MemoryActions:
     @classmethod
     def of_names(cls, names: tuple[str, ...]) -> MemoryActions | None:
         rows = [kind(name) for name in names]
-        types = tuple(t for t, k in enumerate(rows) if k is not None and k.optional)
+        types = tuple(t for t, k in enumerate(rows) if k is not None and k.acts_on_memory)
         if not types:
             return None
         index = {name: t for t, name in enumerate(names)}

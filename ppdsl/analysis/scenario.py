@@ -71,6 +71,7 @@ class Scenario:
     max_jobs: int = DEFAULT_MAX_JOBS
     layers: LayerProfile | str | Path | None = None
     partition: Partition | str | None = None
+    dp: int = 1  # data-parallel replicas of each pipeline rank (`reduce_grads` reduces over them)
     _definition: ScheduleDef | None = field(default=None, init=False, repr=False, compare=False)
     _profile: LayerProfile | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -127,6 +128,7 @@ class Scenario:
             memory=memory,
             memory_limit=self.memory_limit,
             stages=work,
+            dp=self.dp,
         )
 
     def chosen_partition(self) -> Partition | None:
@@ -172,4 +174,5 @@ class Scenario:
 
     @property
     def sizes(self) -> str:
-        return f"pp={self.pp} vpp={self.vpp} microbatches={self.microbatches}"
+        dp = f" dp={self.dp}" if self.dp != 1 else ""
+        return f"pp={self.pp} vpp={self.vpp} microbatches={self.microbatches}{dp}"

@@ -24,6 +24,17 @@ synthesizer's list scheduler (`synth.greedy`), and the CP-SAT models (`synth.exa
    copy engines), each direction still one at a time. A backward (or backward_b) of a reloaded (chunk,
    micro-batch) waits for its reload's end (`SAME_STAGE_INPUT`'s copy form). A `recompute` is compute and reads
    only its own stage's forward input, so it starts when the rank reaches it, before its gradient arrives.
+7. **Collectives** (`reduce_grads`, `sync_shared`; a kind whose row's stream is `COLLECTIVE`): a rank joins a
+   collective where its order puts it, and the collective is a rendezvous of its members (the row's `members`):
+   the rank goes on when every member has reached it (`join_time`; a chunk's `reduce_grads` is joined by the
+   rank's data-parallel replicas, which run the same order, so they reach it together and it never waits; a
+   `sync_shared` by every rank whose order has it). The reduction then runs on the rank's collective stream (a
+   `Stream`, one collective after another), beside the compute: it starts when the members have joined and the
+   stream is free (the gradients it reduces are complete, as their jobs come before it in the order) and takes
+   its cost (`cost reduce_grads`, or `comm reduce latency` + the ring's share of `comm reduce size` over
+   `comm reduce bandwidth`, `analysis.expand.ring_share`). The jobs its row names `before` (the optimizer) start
+   after the rank's collectives end. The time the collective stream runs while the rank's compute does not is
+   its exposed collective time (`exposed_time`).
 
 How each engine holds to it:
 - `execute` and `greedy` call these functions for every job (the same `Stream` objects, the same link tables
@@ -34,6 +45,9 @@ How each engine holds to it:
   tables. They leave out rule 4 (the queue on a send stream; exact whenever no transfer outlasts the job that
   sends it, `synth.cpsat.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
   anyone reads its makespan.
+
+Rule 7 is timed by `execute` only: synth's engines place no collective yet (a schedule with one is checked and
+timed, not searched).
 
 Rule 6 is timed by `execute`, and every engine of synth takes it: `greedy` with memory actions times each job
 and copy with the same `CopyStreams`, each copy started as soon as its position in the order allows
@@ -154,6 +168,28 @@ class CopyStreams:
     def carry(self, inward: bool, ready: float, seconds: float) -> tuple[float, float]:
         """(start, end) of a copy (a reload when `inward`) whose data is ready at `ready`."""
         return (self.back if inward else self.out).carry(ready, seconds)
+
+
+def join_time(arrivals) -> float:
+    """Rule 7: when the members of a collective, having reached it at `arrivals`, all go on: the last one's."""
+    return max(arrivals)
+
+
+def exposed_time(compute: list[tuple[float, float]], collective: list[tuple[float, float]]) -> float:
+    """Rule 7: of the intervals the rank's collective stream runs, the time its compute does not run (what the
+    collectives add to the step instead of hiding behind the compute). Both lists of (start, end)."""
+    busy = sorted((s, e) for s, e in compute if e > s)
+    merged: list[list[float]] = []
+    for s, e in busy:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    exposed = 0.0
+    for s, e in collective:
+        covered = sum(max(0.0, min(e, b) - max(s, a)) for a, b in merged)
+        exposed += max(0.0, (e - s) - covered)
+    return exposed
 
 
 def after_rendezvous(free: float, received: float) -> float:

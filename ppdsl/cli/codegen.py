@@ -10,6 +10,7 @@ import typer
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
 from ppdsl.cli.app import app
 from ppdsl.cli.common import (
+    DP,
     SIZE_RANGE,
     File,
     MaxJobs,
@@ -50,6 +51,7 @@ def compile_cmd(
         typer.Option("--vpp", help="Chunks (virtual stages) per rank.", callback=in_range("--vpp", *SIZE_RANGE)),
     ] = None,
     param: Params = None,
+    dp: DP = 1,
     literal: Annotated[
         bool, typer.Option("--literal", help="Make `job_list` the expanded order of these sizes, for them only.")
     ] = False,
@@ -63,7 +65,7 @@ def compile_cmd(
     if (literal or sized) and (pp is None or microbatches is None):
         what = "`--literal` compiles for given sizes" if literal else "sizes and parameters are checked together"
         usage_error(f"{what}: pass `--pp P -m M` (and `--vpp V` for more than one chunk)")
-    spec = scenario(file, pp or 1, microbatches or 1, vpp or 1, param, max_jobs=max_jobs)
+    spec = scenario(file, pp or 1, microbatches or 1, vpp or 1, param, max_jobs=max_jobs, dp=dp)
     defn = diagnosed(spec.definition)
     if sized:  # a plan for sizes the checker rejects would hang or fail on the cluster
         result = check(spec)

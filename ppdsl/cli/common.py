@@ -145,6 +145,14 @@ VPP = Annotated[
 Chunks = Annotated[
     int, typer.Option("--vpp", help="Chunks (virtual stages) per rank.", callback=in_range("--vpp", *SIZE_RANGE))
 ]
+DP = Annotated[
+    int,
+    typer.Option(
+        "--dp",
+        help="Data-parallel degree: replicas of each rank, which run its order and join its `reduce_grads`.",
+        callback=in_range("--dp", *SIZE_RANGE),
+    ),
+]
 Params = Annotated[list[str] | None, typer.Option("--param", help="Schedule parameter, `name=value`; repeatable.")]
 CostPairs = Annotated[
     str | None,
@@ -313,6 +321,7 @@ def scenario(
     max_jobs: int = DEFAULT_MAX_JOBS,
     layers: Path | None = None,
     partition: str | None = None,
+    dp: int = 1,
 ) -> Scenario:
     """The scenario a command's options describe; bad options end the command. `vpp` None: the schedule's
     default (`default_vpp`)."""
@@ -331,6 +340,7 @@ def scenario(
         max_jobs,
         layers,
         partition,
+        dp,
     )
     if vpp is None:
         try:

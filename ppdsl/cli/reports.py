@@ -18,6 +18,7 @@ from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
+    DP,
     DPI_RANGE,
     PP,
     SIZE_RANGE,
@@ -76,6 +77,7 @@ def trace_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -106,6 +108,7 @@ def trace_cmd(
         max_jobs=max_jobs,
         layers=layers,
         partition=partition,
+        dp=dp,
     )
     budget.refuse_sizes("trace", pp, spec.vpp, microbatches, max_memory)
     sim = diagnosed(simulate, spec)
@@ -151,6 +154,7 @@ def plot_cmd(
         ),
     ] = None,
     param: Params = None,
+    dp: DP = 1,
     cost: CostPairs = None,
     costs: CostFile = None,
     rendezvous: Rendezvous = False,
@@ -190,6 +194,7 @@ def plot_cmd(
         max_jobs=max_jobs,
         layers=layers,
         partition=partition,
+        dp=dp,
     )
     exp = diagnosed(spec.expansion)
     budget.refuse_jobs("plot", sum(map(len, exp.jobs)), max_memory)
@@ -323,6 +328,7 @@ def compare_cmd(
             callback=in_range("--vpp", *SIZE_RANGE),
         ),
     ] = None,
+    dp: DP = 1,
     library: Annotated[bool, typer.Option("--library", help="Compare every shipped schedule too.")] = False,
     memory_limit: Annotated[
         str | None,
@@ -391,6 +397,7 @@ def compare_cmd(
         max_jobs=max_jobs,
         layers=layer_profile(layers),
         partition=partition_option(partition),
+        dp=dp,
     )
     action_types = action_names() if actions else ()  # (the synth rows' too: `--cost offload=...` may be for them)
     rows = diagnosed(compare, named, base, vpp is None, limit, False, action_types) if named else []
@@ -534,6 +541,7 @@ def sweep_cmd(
     pp: Annotated[str, typer.Option("--pp", help="Pipeline degrees: `4,8`, `2..16` (doubling), `2..8:2`.")],
     microbatches: Annotated[str, typer.Option("--microbatches", "-m", help="Micro-batches: `8..64`, `8,12,16`.")],
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     cost: CostPairs = None,
     costs: CostFile = None,
@@ -552,7 +560,7 @@ def sweep_cmd(
         picture_format(output)
     pps = diagnosed(parse_sizes, pp, "--pp")
     ms = diagnosed(parse_sizes, microbatches, "-m")
-    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs)
+    base = scenario(file, pps[0], ms[0], vpp, param, cost, costs, rendezvous, max_jobs=max_jobs, dp=dp)
     vpp = base.vpp
     budget.refuse_sweep([(p, m) for p in pps for m in ms], vpp, max_jobs)
     rows = diagnosed(sweep, base, pps, ms)

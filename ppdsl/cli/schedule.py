@@ -20,6 +20,7 @@ from ppdsl.cli import budget
 from ppdsl.cli.app import app
 from ppdsl.cli.budget import MaxMemory
 from ppdsl.cli.common import (
+    DP,
     PP,
     STEPS_RANGE,
     VPP,
@@ -71,6 +72,7 @@ def check_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Report format.")] = TextOrJson.text,
     rendezvous: Rendezvous = False,
@@ -92,7 +94,7 @@ def check_cmd(
     limit = memory_size(memory_limit, model is not None)
     memory = measured_memory(model, batch_size, microbatches)
     chosen = scenario(
-        file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs, layers, partition
+        file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs, layers, partition, dp
     )
     result = check(chosen)
     if fmt is TextOrJson.json:
@@ -108,14 +110,18 @@ def check_cmd(
 def print_report(result: CheckResult) -> None:
     """`ok: ...`, makespan and bubble, then a table of every rank's measures."""
     exp = result.expansion
-    size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}"
+    size = f"pp={result.pp} vpp={result.vpp} microbatches={result.microbatches}" + (
+        f" dp={exp.dp}" if exp.dp != 1 else ""
+    )
     out.print(styled(("ok", "green"), f": `{escaped(exp.defn.name)}` is complete, ordered and deadlock-free at {size}"))
     recomputes = result.has_recompute  # the bubble is idle time; what recomputing costs is shown beside it
     overhead = f", recompute {result.recompute_ratio:.1%}" if recomputes else ""
     out.print(f"makespan {result.makespan:g}, bubble {result.bubble_ratio:.1%}{overhead}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     in_bytes = exp.memory_unit == "bytes"
+    collectives = any(r.collective is not None for r in result.ranks)  # its collective time, and the exposed part
     columns = ("rank", "jobs", "busy", "idle", "bubble", *(("recompute",) if recomputes else ()))
+    columns += ("collective", "exposed") if collectives else ()
     for col in (*columns, "peak memory" if in_bytes else "peak activations", "limit"):
         table.add_column(col, justify="right")
     for r in result.ranks:
@@ -126,6 +132,7 @@ def print_report(result: CheckResult) -> None:
             f"{r.idle:g}",
             f"{r.bubble_ratio:.1%}" if result.makespan else "-",
             *((f"{r.recompute_ratio:.1%}" if result.makespan else "-",) if recomputes else ()),
+            *((f"{r.collective:g}", f"{r.exposed_collective:g}") if collectives else ()),
             format_bytes(r.peak_activations) if in_bytes else f"{r.peak_activations:g}",
             "-" if r.memory_limit is None else (format_bytes(r.memory_limit) if in_bytes else f"{r.memory_limit:g}"),
         )
@@ -171,6 +178,7 @@ def expand_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     fmt: Annotated[ExpandFormat, typer.Option("--format", help="Output format.")] = ExpandFormat.json,
     output: Output = None,
@@ -183,7 +191,7 @@ def expand_cmd(
     `--pipeline-model-parallel-layout`)."""
     from ppdsl.reports import formats
 
-    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, layers=layers, partition=partition)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, layers=layers, partition=partition, dp=dp)
     budget.refuse_sizes("expand", pp, chosen.vpp, microbatches, max_memory)
     exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("expand", sum(map(len, exp.jobs)), max_memory)
@@ -217,6 +225,7 @@ def show_cmd(
     pp: PP,
     microbatches: Micro,
     vpp: VPP = None,
+    dp: DP = 1,
     param: Params = None,
     steps: Annotated[
         int,
@@ -233,7 +242,7 @@ def show_cmd(
     partition: PartitionOption = None,
 ) -> None:
     """Draw the rank x step grid in the terminal, coloured by job type (plain text when piped)."""
-    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, layers=layers, partition=partition)
+    chosen = scenario(file, pp, microbatches, vpp, param, max_jobs=max_jobs, layers=layers, partition=partition, dp=dp)
     budget.refuse_sizes("show", pp, chosen.vpp, microbatches, max_memory)
     exp = diagnosed(chosen.expansion)
     budget.refuse_jobs("show", sum(map(len, exp.jobs)), max_memory)

@@ -43,6 +43,7 @@ from ppdsl.plan.kinds import (
     KINDS,
     REGIONS,
     Memory,
+    collectives,
     kind,
     letters,
     memory_actions,
@@ -56,6 +57,8 @@ Parse = Callable[[str, str], ast.SchedFile]  # (text, file) -> its syntax tree; 
 # The host link of the copy stream (offload / reload): its time per byte, its latency, and whether it copies both
 # ways at once (full duplex: a stream per direction) or one copy at a time (the default).
 COPY_COMM_KEYS = ("offload bandwidth", "offload latency", "offload duplex")
+# the collectives' link: a reduction takes the latency plus its bytes over the bandwidth, times the ring's share
+REDUCE_COMM_KEYS = ("reduce bandwidth", "reduce latency", "reduce size")
 # `memory <job> <verb> ...`: the verbs a memory action takes by what it does (the compute types and a schedule's
 # own: allocates/frees)
 MEMORY_VERBS = {Memory.REBUILDS: ("keeps",), Memory.MOVES_OUT: ("moves",), Memory.RESTORES: ()}
@@ -296,7 +299,10 @@ class _Resolver:
     def _compile(self, decls: _Declarations, file: str) -> ScheduleDef:
         """Every declaration compiled against the job types and parameters; all errors raised together."""
         actions = self._memory_actions(decls)  # checks every `memory <x> <setting>`, used or not
-        job_types = self._job_types(decls.jobs, actions if _names_memory_action(decls) else [])
+        named = (actions if _names_memory_action(decls) else []) + (
+            [JobType(k.name, k.region, alias=k.letter) for k in collectives()] if _names_collective(decls) else []
+        )
+        job_types = self._job_types(decls.jobs, named)
         env = _Environment(decls.params, job_types)
         self.exprs.job_names = frozenset(env.type_index)
         functions = self._compile_functions(decls, env)
@@ -449,13 +455,18 @@ class _Resolver:
     def _compile_comm(self, comm: dict[str, ast.Comm], env: _Environment) -> dict[str, Expr]:
         out = {}
         for key, item in comm.items():
-            if key not in COMM_KEYS and key not in COPY_COMM_KEYS:
+            if key not in COMM_KEYS and key not in COPY_COMM_KEYS and key not in REDUCE_COMM_KEYS:
                 self.error(
                     "E002",
                     f"unknown communication setting `{key}`",
                     item.span,
                     help="use `comm latency = <time>` or `comm bandwidth = <units per time>`"
-                    + ("; the host link: `comm offload bandwidth`, `latency` or `duplex`" if " " in key else ""),
+                    + (
+                        "; the host link: `comm offload bandwidth`, `latency` or `duplex`; the collectives' link: "
+                        "`comm reduce bandwidth` or `latency`"
+                        if " " in key
+                        else ""
+                    ),
                 )
                 continue
             text = self._snippet(item.value.span)
@@ -761,11 +772,23 @@ def _names_memory_action(decls: _Declarations) -> bool:
     """Does the schedule name a memory action anywhere (a job, a table cell, a declaration)? Only then does its
     job-type list hold them, so every other schedule's types, indices and codes are what they always were."""
     names = {name for k in memory_actions() for name in (k.name, k.letter) if name}
-    if names & (decls.costs.keys() | decls.memory.keys()):
-        return True
     if any(subject in names for subject, _ in decls.memory_settings) or ("host", "limit") in decls.memory_settings:
         return True
-    if any(key in COPY_COMM_KEYS for key in decls.comm) or any(rule.job in names for rule in decls.rules):
+    if names & decls.memory.keys() or any(key in COPY_COMM_KEYS for key in decls.comm):
+        return True
+    return _names_any(decls, names)
+
+
+def _names_collective(decls: _Declarations) -> bool:
+    """Does the schedule name a collective (`reduce_grads`, `sync_shared`) anywhere, or declare what one costs
+    (`comm reduce ...`)? Only then does its job-type list hold them, as with the memory actions."""
+    names = {name for k in collectives() for name in (k.name, k.letter) if name}
+    return any(key in REDUCE_COMM_KEYS for key in decls.comm) or _names_any(decls, names)
+
+
+def _names_any(decls: _Declarations, names: set[str]) -> bool:
+    """Does a cost, a stream rule, a table cell or a job statement of the order name one of `names`?"""
+    if names & decls.costs.keys() or any(rule.job in names for rule in decls.rules):
         return True
     for table in decls.tables:
         for row in table.rows:

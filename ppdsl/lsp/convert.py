@@ -22,7 +22,7 @@ from ppdsl.analysis.check import CheckResult, deadlock_cycle
 from ppdsl.common.diagnostics import Diagnostic, Span
 
 Lines = Callable[[str], list[str] | None]  # a file's lines (an open buffer, else the file), None if unreadable
-DEADLOCK_CODES = ("S103", "S105")
+DEADLOCK_CODES = ("S103", "S105", "E074")  # E074: a deadlock through a collective
 
 
 @functools.lru_cache(maxsize=4096)

@@ -2,7 +2,7 @@
 
 Where they come from, first found wins:
 
-1. the file's own directive, a comment line `# ppdsl: --pp 4 -m 8 [--vpp 2] [--param k=v] [--rendezvous]
+1. the file's own directive, a comment line `# ppdsl: --pp 4 -m 8 [--vpp 2] [--dp 2] [--param k=v] [--rendezvous]
    [--cost forward=1,backward=2] [--memory-limit 12] [--max-jobs N]` (the options as `ppdsl check` spells them,
    within its caps; `--max-jobs` at most its default, `DEFAULT_MAX_JOBS`: a file may lower the work a check of it
    takes on, never raise it, for the file may be anyone's and the server holds every job it expands);
@@ -51,6 +51,7 @@ class Sizes:
     cost: str | None = None
     memory_limit: str | None = None
     max_jobs: int = DEFAULT_MAX_JOBS
+    dp: int = 1  # data-parallel replicas (`--dp`): a schedule for them is checked with them
     source: str = "default"  # "directive", "settings" or "default": said in hovers and code lenses
     given: frozenset[str] = field(default_factory=frozenset)  # which fields were written
 
@@ -61,7 +62,9 @@ class Sizes:
         costs = CostSpec.read(parse_cost_pairs(self.cost), None)
         # The editor checks without a model, so a limit counts activations: bytes are refused as `check` refuses them
         limit = parse_memory_limit(self.memory_limit, measured=False) if self.memory_limit is not None else None
-        base = Scenario(defn, self.pp, self.microbatches, 1, params, costs, self.rendezvous, None, limit, self.max_jobs)
+        base = Scenario(
+            defn, self.pp, self.microbatches, 1, params, costs, self.rendezvous, None, limit, self.max_jobs, self.dp
+        )
         vpps = AUTO_VPP if self.vpp is None else (self.vpp,)
         # microbatches left to the default: also pp of them, for a schedule that needs microbatches == pp
         counts = (self.microbatches,) if "microbatches" in self.given else (self.microbatches, self.pp)
@@ -111,7 +114,7 @@ def sizes_for(text: str, file: str, settings: Sizes) -> tuple[Sizes, list[Diagno
 
 
 _INT_FLAGS = {"--pp": "pp", "--microbatches": "microbatches", "-m": "microbatches", "--vpp": "vpp",
-              "--max-jobs": "max_jobs"}  # fmt: skip
+              "--dp": "dp", "--max-jobs": "max_jobs"}  # fmt: skip
 _TEXT_FLAGS = {"--cost": "cost", "--memory-limit": "memory_limit"}
 _MAX_JOBS_MESSAGE = (
     "the `# ppdsl:` directive's `--max-jobs` must be from 1 to "

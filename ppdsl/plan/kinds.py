@@ -7,10 +7,11 @@ Every schedule's job-type list starts with the five `ALWAYS` kinds, in this orde
 every `ScheduleDef` and `Expansion` (`FORWARD` .. `OPTIMIZER`); a schedule's own job types (`job recv_forward :
 ...`) follow them.
 
-The memory actions (the `optional` rows: recompute, offload, reload) are built-in too, but a schedule's list holds
-them only when the schedule names one of them (then all of them, in table order, right after the five): every other
-schedule keeps the job types, indices and job codes it always had. Their indices therefore differ by schedule: code
-asks a schedule (`ScheduleDef.type_index("recompute")`, `ppdsl.analysis.memory.MemoryActions`), never a constant.
+The `optional` rows are built-in too, but a schedule's list holds them only when the schedule names one of them:
+the memory actions (recompute, offload, reload: then all of them, in table order, right after the five) and the
+collectives (reduce_grads, sync_shared: then both, after the memory actions if any). Every other schedule keeps the
+job types, indices and job codes it always had. Their indices therefore differ by schedule: code asks a schedule
+(`ScheduleDef.type_index("recompute")`, `ppdsl.analysis.memory.MemoryActions`), never a constant.
 
 Adding a kind is adding its row here (`docs/architecture.md`, "a new job kind", says what else is truly new);
 `register` adds one for the time of a `with` block, so a test can show that nothing else needs writing.
@@ -46,7 +47,14 @@ class JobStream(str, Enum):
     SEND = "send"
     RECV = "recv"
     COPY = "copy"  # device <-> host copies, beside the compute (`analysis.timing` rule 6)
-    COLLECTIVE = "collective"  # a collective across ranks (data-parallel reduces): no kind uses it yet
+    COLLECTIVE = "collective"  # a collective across ranks (gradient reductions), beside the compute
+
+
+class Members(str, Enum):
+    """Who joins a collective kind's job: the rendezvous the checker proves every member reaches."""
+
+    REPLICAS = "replicas"  # the rank's data-parallel group: its D replicas, running the same order
+    HOLDERS = "holders"  # every pipeline rank whose order has the kind (the stages holding a shared parameter)
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,8 @@ class Kind:
     stream: JobStream = JobStream.COMPUTE
     torch: str | None = None  # its action letter in a PyTorch CSV (`0F3`); None: not a compute action there
     # the kind of the same (chunk, micro-batch) whose end it reads (`backward_w` reads `backward_b`'s, `reload` the
-    # offload's), and the kinds of the same (chunk, micro-batch) that read its end (a reload's backward)
+    # offload's), and the kinds of the same (chunk, micro-batch) that read its end (a reload's backward; of a
+    # collective, the rank's jobs that wait for its end: the optimizer)
     after: str | None = None
     before: tuple[str, ...] = ()
     per_step: bool = False  # once a step on each rank (the optimizer), not once per (chunk, micro-batch)
@@ -78,11 +87,25 @@ class Kind:
     # the memory program the runtime builds for a memory action (`ppdsl.runtime.memory_jobs`): its own name for
     # the built-in three; a new action that moves data as one of them does names that one
     program: str | None = None
+    # a collective (stream COLLECTIVE): who joins it, and the kinds whose gradients it reduces: it follows the
+    # last of their jobs of its chunk (of the rank, once a step) and runs once a step per chunk (per rank)
+    members: Members | None = None
+    reduces: tuple[str, ...] = ()
 
     @property
     def optional(self) -> bool:
-        """A memory action: in a schedule's job types only when the schedule names one."""
+        """In a schedule's job types only when the schedule names one: a memory action or a collective."""
+        return self.acts_on_memory or self.collective
+
+    @property
+    def acts_on_memory(self) -> bool:
+        """A memory action (recompute, offload, reload): what it does to activations is its role."""
         return self.memory in ACTION_ROLES
+
+    @property
+    def collective(self) -> bool:
+        """A collective across ranks: it runs on the collective stream, once a step, joined by its `members`."""
+        return self.stream is JobStream.COLLECTIVE
 
     @property
     def copies(self) -> bool:
@@ -172,9 +195,49 @@ ACTIONS: tuple[Kind, ...] = (
     ),
 )
 
-# Every built-in kind by name, in table order: the five, then the memory actions. `register` adds to it in place,
-# so readers that hold it see a registered row.
-KINDS: dict[str, Kind] = {k.name: k for k in (*ALWAYS, *ACTIONS)}
+# The collectives: the gradient reductions a data-parallel or tied-parameter job adds to the pipeline, on the rank's
+# collective stream (Paddle's sharding stream, where its VPP pass puts its `_reduce` jobs; PyTorch's REDUCE_GRAD).
+# `reduce_grads` reduces one chunk's gradients over the rank's data-parallel replicas once a step (`chunk =` as a
+# forward's; its micro-batch is always 0), after that chunk's last backward / backward_w, so it can overlap the
+# other chunks' backwards. `sync_shared` all-reduces the gradients of parameters several stages hold (a tied
+# embedding and head) among the ranks whose orders have it, once a step, after the rank's backwards and before its
+# optimizer. Neither has a letter: a letter would take an alias some schedule's own job type may use.
+REDUCE_GRADS_NAME, SYNC_SHARED_NAME = "reduce_grads", "sync_shared"
+_GRADIENTS = ("backward", "backward_w")  # the kinds whose last job of a chunk completes its weight gradients
+_APPLIES = ("optimizer",)  # what applies the reduced gradients: it waits for the rank's collectives to end
+COLLECTIVES: tuple[Kind, ...] = (
+    Kind(
+        REDUCE_GRADS_NAME,
+        REDUCE_GRADS_NAME,
+        None,
+        1.0,
+        7,
+        "bold white on dark_red",
+        "#a23b3b",
+        stream=JobStream.COLLECTIVE,
+        before=_APPLIES,
+        members=Members.REPLICAS,
+        reduces=_GRADIENTS,
+    ),
+    Kind(
+        SYNC_SHARED_NAME,
+        SYNC_SHARED_NAME,
+        None,
+        0.5,
+        7,
+        "bold white on purple4",
+        "#6a3d9a",
+        stream=JobStream.COLLECTIVE,
+        per_step=True,
+        before=_APPLIES,
+        members=Members.HOLDERS,
+        reduces=_GRADIENTS,
+    ),
+)
+
+# Every built-in kind by name, in table order: the five, the memory actions, the collectives. `register` adds to it
+# in place, so readers that hold it see a registered row.
+KINDS: dict[str, Kind] = {k.name: k for k in (*ALWAYS, *ACTIONS, *COLLECTIVES)}
 _revision = [0]  # how many times `register` changed the table: readers that cache what they read off it key on it
 
 
@@ -206,18 +269,29 @@ def per_step(name: str) -> bool:
 
 
 def is_action(name: str) -> bool:
-    """Is this a memory action (a kind a schedule has only when it names one)?"""
+    """Is this a memory action (a kind a schedule has only when it names one, acting on activations)?"""
     k = KINDS.get(name)
-    return k is not None and k.optional
+    return k is not None and k.acts_on_memory
 
 
 def memory_actions() -> tuple[Kind, ...]:
     """The memory actions, in the order a schedule's job types list them."""
-    return tuple(k for k in KINDS.values() if k.optional)
+    return tuple(k for k in KINDS.values() if k.acts_on_memory)
 
 
 def action_names() -> tuple[str, ...]:
-    return tuple(k.name for k in KINDS.values() if k.optional)
+    return tuple(k.name for k in KINDS.values() if k.acts_on_memory)
+
+
+def is_collective(name: str) -> bool:
+    """Does a job of this kind run on the collective stream, a rendezvous of its members?"""
+    k = KINDS.get(name)
+    return k is not None and k.collective
+
+
+def collectives() -> tuple[Kind, ...]:
+    """The collective kinds, in the order a schedule's job types list them (after the memory actions)."""
+    return tuple(k for k in KINDS.values() if k.collective)
 
 
 def by_letter(letter: str) -> Kind | None:
@@ -234,7 +308,7 @@ def source_of(name: str) -> str:
     """The compute kind whose activations a memory action acts on: its `after`, through actions (a reload's
     offload's forward); a kind that is no action is its own."""
     k = KINDS.get(name)
-    while k is not None and k.optional and k.after:
+    while k is not None and k.acts_on_memory and k.after:
         name, k = k.after, KINDS.get(k.after)
     return name
 
@@ -247,12 +321,13 @@ def counter_of(name: str) -> str:
 
 @contextmanager
 def register(new: Kind) -> Iterator[Kind]:
-    """Add a row for the time of a `with` block (tests: a made-up kind that no caller knows by name). Only memory
-    actions may be added: the five every schedule has are the first indices of every schedule's job types."""
+    """Add a row for the time of a `with` block (tests: a made-up kind that no caller knows by name). Only optional
+    kinds (a memory action, a collective) may be added: the five every schedule has are the first indices of every
+    schedule's job types."""
     if new.name in KINDS:
         raise ValueError(f"job kind `{new.name}` exists")
     if not new.optional:
-        raise ValueError(f"job kind `{new.name}`: only a memory action can be added (its indices move per schedule)")
+        raise ValueError(f"job kind `{new.name}`: only an optional kind can be added (its indices move per schedule)")
     KINDS[new.name] = new
     _revision[0] += 1
     try:

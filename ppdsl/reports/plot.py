@@ -17,11 +17,19 @@ from ppdsl.analysis.execution import bubble_ratio
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import memory_curve
 from ppdsl.analysis.records import JobRecord
-from ppdsl.plan.kinds import KINDS, USER_COLOURS, Memory, copies, memory_of, per_step
+from ppdsl.plan.kinds import KINDS, USER_COLOURS, Memory, copies, is_collective, memory_of, per_step
 
 # One colour per built-in job type (`ppdsl show`'s hues); a schedule's own job types get greys.
 PALETTE = KINDS  # a built-in kind's colour is its row's (`Kind.colour`)
 COPY_LANE = 0.3  # of a rank's row: where its copies (offload / reload) run, beside its compute above them
+COLLECTIVE_LANE = 0.3  # of a rank's row: its collective stream (reduce_grads, sync_shared), beside its compute
+
+
+def beside(job_type: str) -> bool:
+    """Does a job of this kind run beside the rank's compute (a copy, a collective), in a lane of its own?"""
+    return copies(job_type) or is_collective(job_type)
+
+
 IDLE_HATCH = "////"
 
 
@@ -94,7 +102,7 @@ def summary(jobs: Sequence[JobRecord], ranks: int) -> tuple[float, float]:
     makespan = hi - lo
     if makespan <= 0 or ranks == 0:
         return makespan, 0.0
-    busy = sum(j.end - j.start for j in jobs if not copies(j.type))  # copies run beside the compute
+    busy = sum(j.end - j.start for j in jobs if not beside(j.type))  # copies and collectives run beside the compute
     recompute = sum(j.end - j.start for j in jobs if memory_of(j.type) is Memory.REBUILDS)
     return makespan, bubble_ratio(ranks * makespan - busy, recompute, ranks * makespan)
 
@@ -126,7 +134,7 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
     order = sorted(
         {j.type for j in jobs}, key=lambda t: (t not in PALETTE, list(PALETTE).index(t) if t in PALETTE else t)
     )
-    lanes = _Lanes(any(copies(j.type) for j in jobs))
+    lanes = _Lanes(any(copies(j.type) for j in jobs), any(is_collective(j.type) for j in jobs))
     boxes = _draw_gantt(ax, timeline, order, lanes, lo, hi)
     _draw_in_flight(fig, mem_ax, timeline, hi)
     # Sizes in pixels need the final layout: box outlines only while they do not swamp the colours, and
@@ -142,18 +150,22 @@ def plot_timeline(timeline: Timeline, path: str | Path | BinaryIO, dpi: int = 10
 
 
 class _Lanes:
-    """Where a rank's jobs go in its row: with copies, the row is two lanes, compute on top and the copy stream
-    beneath it (they overlap in time)."""
+    """Where a rank's jobs go in its row: compute on top, and beneath it a lane per stream that runs beside it (they
+    overlap in time): the collective stream, then the copy stream."""
 
     row_h = 0.8
 
-    def __init__(self, with_copies: bool) -> None:
-        self.compute_h = self.row_h * (1 - COPY_LANE) if with_copies else self.row_h
+    def __init__(self, with_copies: bool, with_collectives: bool = False) -> None:
+        self.copy_h = self.row_h * COPY_LANE if with_copies else 0.0
+        self.collective_h = self.row_h * COLLECTIVE_LANE if with_collectives else 0.0
+        self.compute_h = self.row_h - self.copy_h - self.collective_h
 
     def lane(self, r: int, job_type: str) -> tuple[float, float]:
         """(bottom, height) of a job of `job_type` on rank `r`."""
         if copies(job_type):
-            return (r + self.row_h / 2 - self.row_h * COPY_LANE, self.row_h * COPY_LANE)
+            return (r + self.row_h / 2 - self.copy_h, self.copy_h)
+        if is_collective(job_type):
+            return (r + self.row_h / 2 - self.copy_h - self.collective_h, self.collective_h)
         return (r - self.row_h / 2, self.compute_h)
 
 
@@ -248,7 +260,7 @@ def _label_micro_batches(fig, ax, timeline: Timeline, order: list[str], lanes: _
     # that a row never shows micro-batches 0 to 9 and then stops.
     by_type: dict[str, list[JobRecord]] = {}
     for job in jobs:
-        if job.end > job.start and not per_step(job.type) and not copies(job.type):  # copies: a thin lane
+        if job.end > job.start and not per_step(job.type) and not beside(job.type):  # a thin lane: no numbers
             by_type.setdefault(job.type, []).append(job)
     labelled = set()
     for job_type, rows in by_type.items():

@@ -32,17 +32,21 @@ from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import PROFILE_BYTES, read_text
 from ppdsl.common.jsontext import parse_json
 from ppdsl.common.units import US_PER, US_PER_COST_UNIT, unit_name
-from ppdsl.plan.kinds import copies
+from ppdsl.plan.kinds import copies, is_collective
 from ppdsl.reports.simulate import Simulation
 
 COMPUTE_TID, SEND_TID = 0, 1
 RECV_TID_BASE = 2  # + source rank: one receive track per sender (see `build_trace`)
 COPY_TID = 1 << 20  # the copy stream's track: above any receive track's tid, listed last
+COLLECTIVE_TID = COPY_TID + 1  # the collective stream's track (reduce_grads, sync_shared), after the copies'
+
 HELD_COUNTER = "held bytes"  # the counter track of measured memory (`jobs_trace`)
 PROFILE_HELP = "give a Chrome trace written by `ppdsl trace` or `ppdsl run --profile`"
 
 
-def _metadata(ranks: int, links: Iterable[tuple[int, int]] = (), copies: bool = False) -> list[dict[str, Any]]:
+def _metadata(
+    ranks: int, links: Iterable[tuple[int, int]] = (), copies: bool = False, collectives: bool = False
+) -> list[dict[str, Any]]:
     """Names and order of the processes (ranks) and their threads: compute, send, `recv from rank s` for
     each (destination, source) in `links`, and `copy` when the jobs have offloads or reloads."""
     links = set(links)
@@ -56,6 +60,9 @@ def _metadata(ranks: int, links: Iterable[tuple[int, int]] = (), copies: bool = 
     if copies:
         for r in range(ranks):
             threads[r].append((COPY_TID, "copy (offload / reload)"))
+    if collectives:
+        for r in range(ranks):
+            threads[r].append((COLLECTIVE_TID, "collective (reduce_grads / sync_shared)"))
     for r in range(ranks):
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": f"rank {r}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
@@ -74,7 +81,7 @@ def job_events(jobs: Iterable[JobRecord], us: float) -> list[dict[str, Any]]:
             "cat": job.type,
             "ph": "X",
             "pid": job.rank,
-            "tid": COPY_TID if copies(job.type) else COMPUTE_TID,
+            "tid": COPY_TID if copies(job.type) else COLLECTIVE_TID if is_collective(job.type) else COMPUTE_TID,
             "ts": job.start * us,
             "dur": (job.end - job.start) * us,
             "args": {
@@ -105,8 +112,11 @@ def jobs_trace(
         for rank, t, held in held_bytes
     ]
     any_copies = any(copies(job.type) for job in jobs)
+    any_collectives = any(is_collective(job.type) for job in jobs)
     return {
-        "traceEvents": _metadata(ranks, copies=any_copies) + job_events(jobs, us) + counters,
+        "traceEvents": _metadata(ranks, copies=any_copies, collectives=any_collectives)
+        + job_events(jobs, us)
+        + counters,
         "displayTimeUnit": "ms",
         "otherData": other,
     }
@@ -124,7 +134,8 @@ def build_trace(sim: Simulation, us: float = US_PER_COST_UNIT, measured_units: b
     # transfers leave its send stream one after another and never overlap.
     links = {(tr.dst_rank, tr.src_rank) for tr in sim.transfers}
     jobs = list(sim.jobs())
-    events = _metadata(exp.pp, links, any(copies(job.type) for job in jobs)) + job_events(jobs, us)
+    beside = any(copies(job.type) for job in jobs), any(is_collective(job.type) for job in jobs)
+    events = _metadata(exp.pp, links, *beside) + job_events(jobs, us)
     for flow_id, tr in enumerate(sim.transfers):
         label = exp.label(exp.jobs[tr.src_rank][tr.step])
         kind = "gradient" if tr.gradient else "activation"

@@ -49,8 +49,10 @@ class GPTConfig:
     ffn: int = 4  # MLP width / hidden
 
 
-def gpt_layers(config: GPTConfig, blocks: int):
-    """The embedding, `blocks` transformer blocks and the head, as `paddle.nn` layers (build them eagerly)."""
+def gpt_layers(config: GPTConfig, blocks: int, tied: bool = False):
+    """The embedding, `blocks` transformer blocks and the head, as `paddle.nn` layers (build them eagerly).
+    `tied`: the head projects onto the vocabulary with the token embedding's weight (transposed), as GPT-2 does,
+    instead of a weight of its own."""
     import paddle
     from paddle import nn
 
@@ -96,36 +98,43 @@ def gpt_layers(config: GPTConfig, blocks: int):
     class Head(nn.Layer):
         """Final LayerNorm, the vocabulary projection and the mean next-token cross entropy."""
 
-        def __init__(self):
+        def __init__(self, embedding=None):
             super().__init__()
             self.ln = nn.LayerNorm(config.hidden)
-            self.out = nn.Linear(config.hidden, config.vocab, weight_attr=init, bias_attr=False)
+            if embedding is None:
+                self.out = nn.Linear(config.hidden, config.vocab, weight_attr=init, bias_attr=False)
+            else:  # the one parameter of the embedding's token table, registered here too
+                self.tied = embedding.token.weight
 
         def forward(self, x, labels):
-            logits = self.out(self.ln(x))
+            h = self.ln(x)
+            logits = self.out(h) if hasattr(self, "out") else paddle.matmul(h, self.tied, transpose_y=True)
             return nn.functional.cross_entropy(logits, labels.unsqueeze(-1)).mean()
 
-    return Embedding(), [Block() for _ in range(blocks)], Head()
+    embedding = Embedding()
+    return embedding, [Block() for _ in range(blocks)], Head(embedding if tied else None)
 
 
-def gpt(ctx: ModelContext, config: GPTConfig = GPTConfig()):
-    """A small GPT: `config.layers` blocks (at least one per stage) spread evenly, embedding first, head last."""
+def gpt(ctx: ModelContext, config: GPTConfig = GPTConfig(), tied: bool = False):
+    """A small GPT: `config.layers` blocks (at least one per stage) spread evenly, embedding first, head last;
+    `tied`, the head's projection is the token embedding (a parameter of the first and the last stage)."""
     with ctx.layers():
-        embedding, blocks, head = gpt_layers(config, max(config.layers, ctx.num_stages))
+        embedding, blocks, head = gpt_layers(config, max(config.layers, ctx.num_stages), tied)
     tokens = ctx.data("tokens", [config.seq_len], "int64")
     labels = ctx.data("labels", [config.seq_len], "int64")
     return ctx.pipeline(embedding, blocks, head, inputs=[tokens], head_inputs=[labels], split="uniform")
 
 
-def gpt_model(config: GPTConfig = GPTConfig(), name: str = "gpt") -> Model:
+def gpt_model(config: GPTConfig = GPTConfig(), name: str = "gpt", tied: bool = False) -> Model:
     return Model(
         name,
-        functools.partial(gpt, config=config),
+        functools.partial(gpt, config=config, tied=tied),
         functools.partial(synthetic_text, vocab=config.vocab, seq_len=config.seq_len),
     )
 
 
 GPT = gpt_model()
+GPT_TIED = gpt_model(name="gpt_tied", tied=True)  # embedding and LM head share one weight
 
 
 # ---------------------------------------------------------------- the MLP
@@ -182,8 +191,8 @@ BUILTIN = GPT  # `--model builtin`, the default
 
 
 def builtin_models() -> dict[str, Model]:
-    """The models `--model` names without a module: `builtin` (the default) and `tiny_mlp`."""
-    return {"builtin": BUILTIN, "gpt": GPT, "tiny_mlp": TINY_MLP}
+    """The models `--model` names without a module: `builtin` (the default), `gpt_tied` and `tiny_mlp`."""
+    return {"builtin": BUILTIN, "gpt": GPT, "gpt_tied": GPT_TIED, "tiny_mlp": TINY_MLP}
 
 
 def load_model(spec: str | None, model_dir: str | Path | None = None) -> Model:

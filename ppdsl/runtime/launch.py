@@ -109,17 +109,45 @@ def launch_command(opts: RunRequest, spec_path: Path, spec_digest: str = SPEC_DI
 
 def dry_run_text(plan: PlanSpec, opts: RunRequest, cmd: list[str]) -> str:
     """What `--dry-run` prints: the command, every rank's jobs of `plan`, and the copy jobs of the GPU path."""
+    from ppdsl.runtime.replicas import RankLayout
+
+    layout = RankLayout(plan.pp, opts.dp)
     lines = [shlex.join(cmd), ""]
-    for r, jobs in enumerate(plan.orders):
-        node, local = divmod(r, opts.nproc_per_node)
+    for g in range(layout.world):
+        r = layout.rank_of(g)
+        node, local = divmod(g, opts.nproc_per_node)
         stages = ", ".join(map(str, plan.stage_of[r]))
-        lines.append(f"rank {r} (node {node}, process {local}, stages {stages}): " + " ".join(map(plan.label, jobs)))
+        replica = "" if layout.dp == 1 else f"replica {layout.replica_of(g)}, pipeline rank {r}, "
+        lines.append(
+            f"rank {g} ({replica}node {node}, process {local}, stages {stages}): "
+            + " ".join(map(plan.label, plan.orders[r]))
+        )
+    if layout.dp > 1:
+        lines += ["", *_reduction_lines(plan, layout)]
     from ppdsl.runtime.memory_jobs import dry_run_lines  # no Paddle: what the GPU path's copy jobs run
 
     copies = dry_run_lines(plan)
     if copies:
         lines += ["", "copies on the GPU path (on CPU the same jobs copy into an emulated host store):", *copies]
     return "\n".join(lines) + "\n"
+
+
+def _reduction_lines(plan: PlanSpec, layout) -> list[str]:
+    """Where each pipeline rank all-reduces its gradients over its replicas (`replicas.reduction_points` at run
+    time: at the schedule's `reduce_grads` jobs, the rest before the optimizer)."""
+    from ppdsl.plan.kinds import REDUCE_GRADS_NAME
+
+    lines = [f"gradient reduction (all-reduce, mean over {layout.dp} replicas):"]
+    for r in range(layout.pp):
+        group = ", ".join(map(str, layout.replica_group(r)))
+        jobs = [plan.label(j) for j in plan.orders[r] if plan.job_types[j[0]].name == REDUCE_GRADS_NAME]
+        where = (
+            f"at {', '.join(jobs)}"
+            if jobs
+            else "once, right before the optimizer (the schedule places no reduce_grads job)"
+        )
+        lines.append(f"  pipeline rank {r} over ranks {{{group}}}: {where}")
+    return lines
 
 
 def next_launch_directory(run_dir: Path) -> Path:
@@ -182,10 +210,20 @@ def run_cluster(
     for r in local:
         with np.load(run_dir / f"rank{r}.npz") as data:
             params.update({k: data[k] for k in data.files})
-    losses = next((rep["losses"] for rep in reports if rep["losses"]), [])
+    losses = _step_losses(reports)
     steps = max(len(rep["step_seconds"]) for rep in reports)
     slowest = [max(rep["step_seconds"][i] for rep in reports if i < len(rep["step_seconds"])) for i in range(steps)]
     return ClusterResult(losses, slowest, {rep["rank"]: rep["comm_seconds"] for rep in reports}, params, reports)
+
+
+def _step_losses(reports: list[dict]) -> list[list[float]]:
+    """Per step, the loss of each micro-batch of the step: every replica's last stage reports its own, and
+    replica r trains the step's micro-batches after replica r - 1's (replicas.py), so they go in replica order."""
+    holders = sorted((rep for rep in reports if rep["losses"]), key=lambda rep: rep.get("replica", 0))
+    if not holders:
+        return []
+    steps = min(len(rep["losses"]) for rep in holders)
+    return [[loss for rep in holders for loss in rep["losses"][i]] for i in range(steps)]
 
 
 @contextlib.contextmanager

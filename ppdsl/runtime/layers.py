@@ -11,8 +11,11 @@ training program, each layer under the chunk-id guard of its pipeline stage, wit
   process-wide counter name (`linear_12.w_0`) that would differ between two builds in one process;
 * its eager value becomes the program's initial value (`TrainingProgram.initial`, set after the startup program),
   where Paddle's converter would initialise it to zero and feed the eager tensor at every run;
-* a trainable parameter used on two stages is refused: its gradient and update would live on one rank while the
-  other rank keeps a stale copy.
+* a trainable parameter used on two stages (a tied embedding and LM head) becomes one parameter per stage using
+  it, `<name>` on the first and `<name>.stage<s>` on each other, all with the same initial value (`shared`): each
+  stage computes its own part of the gradient, and the schedule's `sync_shared` job sums the parts among the
+  copies' ranks before the optimizer (ppdsl/runtime/shared.py), so every copy takes the one update the tied
+  parameter takes on one stage, as Megatron keeps its embedding copies in step.
 
 `place_stack` is the pipeline helper of the model contract (`ctx.pipeline`): an embedding, a list of blocks and a
 head, the blocks spread over the stages like Paddle's `PipelineLayer(seg_method=...)` spreads layers.
@@ -76,6 +79,9 @@ class LayerTracer:
         self.paddle = paddle
         self.initial = initial
         self._values: dict[int, tuple[Any, int, str]] = {}  # id(tensor) -> (Value, stage, name)
+        self._copies: dict[tuple[int, int], Any] = {}  # (id(tensor), stage) -> its copy's Value on that stage
+        # a trainable parameter used on several stages: its name -> the names of its copies (its own first)
+        self.shared: dict[str, list[str]] = {}
         self._tensors: list[Any] = []  # keeps converted tensors alive, so that their ids stay theirs
         self._names: dict[int, str] = {}
 
@@ -90,11 +96,7 @@ class LayerTracer:
         if known is not None:
             value, home, name = known
             if trainable and home != stage:
-                raise pipeline_error(
-                    f"parameter `{name}` is used on stages {home} and {stage}",
-                    help="a trainable weight shared by two stages would be updated on one rank only: untie it, or "
-                    "keep its users on one stage (a custom split)",
-                )
+                return self._copy(tensor, stage, name)
             return value
         name = self._names.get(id(tensor), fallback)
         if name in self.initial:
@@ -109,6 +111,27 @@ class LayerTracer:
         self.initial[name] = tensor.numpy()
         self._values[id(tensor)] = (value, stage, name)
         self._tensors.append(tensor)
+        return value
+
+    def _copy(self, tensor, stage: int, name: str):
+        """The copy on `stage` of the shared parameter `name` (made on first use there): its own parameter, with
+        the same initial value, built on that stage (the caller's chunk-id guard)."""
+        known = self._copies.get((id(tensor), stage))
+        if known is not None:
+            return known
+        copy = f"{name}.stage{stage}"
+        if copy in self.initial:
+            raise pipeline_error(f"two tensors are both named `{copy}`", help="give the layers distinct names")
+        value = self.paddle.static.create_parameter(
+            list(tensor.shape),
+            _dtype_name(tensor.dtype),
+            name=copy,
+            default_initializer=self.paddle.nn.initializer.Constant(0.0),
+        )
+        value.stop_gradient = False
+        self.initial[copy] = tensor.numpy()
+        self._copies[(id(tensor), stage)] = value
+        self.shared.setdefault(name, [name]).append(copy)
         return value
 
     @contextlib.contextmanager

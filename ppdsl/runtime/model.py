@@ -105,6 +105,8 @@ class ModelContext:
 
         `split`: "uniform" spreads the blocks by count, "params" by parameter count (the embedding's and head's
         counted on their stages), or a list of the blocks where stages 1 .. S-1 start. Returns the head's output.
+        A head holding the embedding's weight (tied) gets a copy of it on its stage (`shared`), kept in step by
+        the schedule's `sync_shared` (ppdsl/runtime/shared.py).
         """
         from ppdsl.runtime.layers import block_stages, parameter_count
 
@@ -123,6 +125,11 @@ class ModelContext:
                 h = self.call(block, h, name=f"blocks.{i}")
         with self.stage(self.num_stages - 1):
             return self.call(head, h, *head_inputs, name="head")
+
+    @property
+    def shared(self) -> dict[str, list[str]]:
+        """The trainable parameters used on several stages: name -> its copies' names, one per stage (layers.py)."""
+        return dict(self._tracer.shared) if self._tracer is not None else {}
 
     def _layer_tracer(self):
         if self._tracer is None:

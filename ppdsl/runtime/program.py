@@ -32,6 +32,9 @@ class TrainingProgram:
     micro_batch_size: int
     accumulates: bool
     initial: dict[str, np.ndarray] = field(default_factory=dict)  # values to set after the startup program
+    # a parameter several stages use (a tied embedding and head): its name -> its copies' names, one per stage,
+    # kept in step by the schedule's `sync_shared` (ppdsl/runtime/shared.py)
+    shared: dict[str, list[str]] = field(default_factory=dict)
 
     def run_startup(self, paddle, scope, place=None) -> None:
         """Initialise `scope`: the startup program, then the values of eagerly built layers (`ModelContext.initial`)."""
@@ -105,8 +108,18 @@ def build_training_program(
                     for p, acc in accumulators:
                         if param_stage[p.name] == stage:
                             paddle._C_ops.scale_(acc, 0.0, 0.0, False)  # reset for the next step
+    shared = {name: copies for name, copies in ctx.shared.items() if all(c in param_stage for c in copies)}
     return TrainingProgram(
-        main, startup, loss, dict(ctx.inputs), param_stage, num_stages, micro_batch_size, accumulate, dict(ctx.initial)
+        main,
+        startup,
+        loss,
+        dict(ctx.inputs),
+        param_stage,
+        num_stages,
+        micro_batch_size,
+        accumulate,
+        dict(ctx.initial),
+        shared,
     )
 
 

@@ -28,6 +28,7 @@ from ppdsl.common.text import show
 
 MAX_SEED = 2**31 - 2  # Paddle's program seed is a 32-bit int, and 2**31 - 1 stands in for seed 0 (runtime/program.py)
 MAX_STEPS = 10**9  # far more than any run; past it `--steps` is a typo, and 10**30 trained without end
+MAX_DP = 4096  # replicas; past it `--dp` is a typo (each is pp processes)
 MAX_COMM_TIMEOUT = 24 * 3600.0  # seconds; a thread join refuses far larger timeouts
 OPTIMIZERS = ("adam", "sgd")
 
@@ -95,14 +96,17 @@ class RunRequest:
 
     schedule: str | Path = option("1f1b", "A .sched file or shipped schedule name.", argument=True, cli_type=str)
     pp: int = option(4, "Pipeline degree (stages emulated on this machine).")
-    microbatches: int = option(8, "Micro-batches per step.", short="-m")
+    dp: int = option(
+        1, "Data-parallel degree: replicas of the pipeline (pp x dp processes), gradients reduced by `reduce_grads`."
+    )
+    microbatches: int = option(8, "Micro-batches per step (per replica, with --dp).", short="-m")
     vpp: int = option(1, "Chunks (virtual stages) per rank.")
     params: ParamValues | Sequence[str] | None = option(
         None, "Schedule parameter, `name=value`; repeatable.", cli_type=list[str] | None
     )
     steps: int = option(30, "Training steps in all (a resumed run ends at the same step).")
     model: str | None = option(None, "`module:function` building the forward pass (see README).")
-    batch_size: int = option(32, "Samples per step (all micro-batches).", train=True)
+    batch_size: int = option(32, "Samples per step (all micro-batches of every replica).", train=True)
     lr: float = option(0.01, "Learning rate.", train=True)
     optimizer: str = option("adam", "adam or sgd.", train=True)
     seed: int = option(0, "Seed of parameters and synthetic data.", train=True)
@@ -145,8 +149,10 @@ class RunRequest:
             problems.append(Diagnostic("E007", f"--steps must not be negative, got {self.steps}"))
         if self.steps > MAX_STEPS:
             problems.append(Diagnostic("E007", f"--steps must be at most {MAX_STEPS}, got {self.steps}"))
-        try:
-            check_batch_size(self.batch_size, self.microbatches)
+        if not 1 <= self.dp <= MAX_DP:
+            problems.append(Diagnostic("E007", f"--dp must be at least 1 and at most {MAX_DP}, got {self.dp}"))
+        try:  # every replica trains `microbatches` of the step's dp x microbatches equal micro-batches
+            check_batch_size(self.batch_size, self.microbatches * max(self.dp, 1))
         except DiagnosticError as e:
             problems += e.diagnostics
         if self.batch_size > MAX_SIZE:  # the feed is allocated whole: a larger one fails inside paddle, not here
@@ -227,13 +233,14 @@ class RunRequest:
             )
         if self.nproc_per_node < 1 or self.nnodes < 1:
             problems.append(Diagnostic("E007", "--nproc-per-node and --nnodes must be positive"))
-        elif self.nproc_per_node * self.nnodes != self.pp:
+        elif self.nproc_per_node * self.nnodes != self.world_size:
+            runs = f"pp = {self.pp}" if self.dp == 1 else f"pp x dp = {self.pp} x {self.dp} = {self.world_size} ranks"
             problems.append(
                 Diagnostic(
                     "E038",
                     f"{self.nnodes} node(s) x {self.nproc_per_node} processes = {self.nnodes * self.nproc_per_node} "
-                    f"ranks, but the schedule runs pp = {self.pp}",
-                    help="one process per pipeline rank: --nproc-per-node * --nnodes must equal --pp",
+                    f"ranks, but the schedule runs {runs}",
+                    help="one process per rank: --nproc-per-node * --nnodes must equal --pp * --dp",
                 )
             )
         if self.nnodes > 1 and not self.master:
@@ -250,6 +257,25 @@ class RunRequest:
     def clustered(self) -> bool:
         """One process per rank (else every stage on this one)."""
         return self.nproc_per_node is not None
+
+    def one_process_problems(self) -> list[Diagnostic]:
+        """What one process cannot train (a run without `nproc_per_node`): replicas, whose gradient reduction is
+        a collective between processes; the check at `dp` is still the schedule's (`ppdsl check --dp`)."""
+        if self.dp == 1:
+            return []
+        return [
+            Diagnostic(
+                "E007",
+                f"--dp {self.dp} needs one process per rank: one process emulates a single pipeline",
+                help=f"add --nproc-per-node {self.world_size} (pp x dp ranks), or train the same step on one "
+                f"process with --dp 1 -m {self.microbatches * self.dp}",
+            )
+        ]
+
+    @property
+    def world_size(self) -> int:
+        """Every rank of the job: `dp` replicas of a `pp`-rank pipeline."""
+        return self.pp * self.dp
 
     @property
     def local_ranks(self) -> range:

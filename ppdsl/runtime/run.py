@@ -159,8 +159,10 @@ def run(request: RunRequest, observer: RunObserver | None = None) -> RunReport:
     """Check the schedule, then train with it as `request` says; raises DiagnosticError for anything wrong with the
     input (before training) or the run (a rank that failed, a diverged loss), with nothing half-written."""
     observer = observer if observer is not None else SilentObserver()
+    if not request.clustered and request.one_process_problems():
+        raise DiagnosticError(request.one_process_problems())
     path = find_schedule(str(request.schedule))
-    scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params)
+    scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params, dp=request.dp)
     declared = scenario.definition().partition
     if declared is not None:  # a file's partition is refused as `--partition` is (`RunRequest.problems`)
         raise DiagnosticError(
@@ -455,7 +457,7 @@ def _train_cluster(
         resume_files={r: str(path.resolve()) for r, (path, _) in resume.items()},
         resume_step=next(iter(resume.values()))[1] if resume else 0,
         # a testing hook: `rank=1,job=3[,step=0][,mode=hang]` makes that rank fail (or hang) before that job
-        fail=parse_failure(os.environ.get(FAILURE_VARIABLE), exp.pp),
+        fail=parse_failure(os.environ.get(FAILURE_VARIABLE), request.world_size),
     )
     if resume:
         observer.resumed(request.resume, spec.resume_step, request.steps)

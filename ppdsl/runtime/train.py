@@ -65,6 +65,7 @@ class PipelineTrainer:
             optimizer=self.config.optimizer,
             seed=self.config.seed,
         )
+        refuse_shared_in_one_process(self.program)
         self.built = build_plan(self.program.main, self.program.startup, self.spec)
         self.scope = paddle.static.Scope()
         self.program.run_startup(paddle, self.scope)
@@ -133,6 +134,28 @@ class PipelineTrainer:
     def resume(self, directory: str | Path) -> int:
         """Continue from DIR/checkpoint.npz (a whole, finite checkpoint of this run only); the step it is at."""
         return self.restore(read_resume(directory, self.identity)[0])
+
+
+def refuse_shared_in_one_process(program: TrainingProgram) -> None:
+    """E039 for a model sharing a parameter across stages: one process runs the whole plan inside Paddle's
+    executor, where no `sync_shared` can sum the copies' gradients between jobs (ppdsl/runtime/shared.py)."""
+    if not program.shared:
+        return
+    from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+
+    name, copies = sorted(program.shared.items())[0]
+    stages = ", ".join(str(program.param_stage[c]) for c in copies)
+    raise DiagnosticError(
+        [
+            Diagnostic(
+                "E039",
+                f"parameter `{name}` is used on stages {stages}: one process trains a shared parameter on one "
+                "stage only",
+                help="train it with one process per rank (--nproc-per-node), where the schedule's `sync_shared` "
+                "keeps the stages' copies in step, or with --pp 1",
+            )
+        ]
+    )
 
 
 def reference_run(

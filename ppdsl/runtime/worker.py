@@ -28,6 +28,7 @@ import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.files import open_atomic, write_atomic
+from ppdsl.plan.kinds import SYNC_SHARED_NAME
 from ppdsl.runtime.launch_spec import LaunchSpec, load_bound_model, load_plan, read_launch_spec
 
 
@@ -35,8 +36,9 @@ class _TimedGroup:
     """A process group whose send / recv calls are timed (perf_counter, one clock for every process of a machine):
     `log[(src, dst)]` gets (start, end, bytes) per tensor, in the order the link carries them."""
 
-    def __init__(self, group, direction: tuple[int, int], log: dict):
-        self.ranks, self._pg = group.ranks, group.process_group
+    def __init__(self, group, direction: tuple[int, int], log: dict, ranks: list[int] | None = None):
+        """`ranks`: the members as the caller names them (the plan's ranks of a replica), else the group's own."""
+        self.ranks, self._pg = ranks if ranks is not None else group.ranks, group.process_group
         self._log = log.setdefault(f"{direction[0]}->{direction[1]}", [])
 
     @property
@@ -77,18 +79,37 @@ class RankProcess:
         self.gpu = paddle.is_compiled_with_cuda()
         paddle.set_device(f"gpu:{dist.ParallelEnv().dev_id}" if self.gpu else "cpu")
         dist.init_parallel_env()
+        from ppdsl.runtime.replicas import RankLayout
+
+        # `rank` is this process (files, the failure hook, the guard's status); `stage_rank` its rank in the plan
+        self.layout = RankLayout(self.plan.pp, self.request.dp)
         self.rank, world = dist.get_rank(), dist.get_world_size()
-        if world != self.plan.pp:
-            raise RuntimeError(f"{world} processes for a schedule with pp = {self.plan.pp}")
-        # groups exist before static mode: one per direction of each link between neighbouring stages, created
-        # by every process in the same order; one at a time, for gloo groups of disjoint pairs created
-        # concurrently fail to connect ("connect [127.0.0.1]:N: Connection refused")
+        if world != self.layout.world:
+            raise RuntimeError(
+                f"{world} processes for a schedule with pp = {self.plan.pp} and dp = {self.request.dp} replicas"
+            )
+        self.replica, self.stage_rank = self.layout.replica_of(self.rank), self.layout.rank_of(self.rank)
+        # groups exist before static mode: one per direction of each link between neighbouring stages of each
+        # replica, then one per pipeline rank over the replicas, created by every process in the same order; one
+        # at a time, for gloo groups of disjoint pairs created concurrently fail to connect ("connect
+        # [127.0.0.1]:N: Connection refused")
         from ppdsl.runtime.p2p import ring_links
 
         self.groups = {}
-        for direction, link in ring_links([r for r, _ in self.plan.rank_of_stage()]).items():
-            self.groups[direction] = dist.new_group(list(link.ranks))
-            dist.barrier()
+        links = ring_links([r for r, _ in self.plan.rank_of_stage()])
+        for replica in range(self.layout.dp):
+            for direction, link in links.items():
+                group = dist.new_group([self.layout.process(replica, r) for r in link.ranks])
+                dist.barrier()
+                if replica == self.replica:
+                    self.groups[direction] = group
+        self.replica_group = None
+        if self.layout.dp > 1:
+            for r in range(self.layout.pp):
+                group = dist.new_group(self.layout.replica_group(r))
+                dist.barrier()
+                if r == self.stage_rank:
+                    self.replica_group = group
         if on_ready is not None:
             on_ready()
         from ppdsl.runtime.env import import_paddle
@@ -99,6 +120,25 @@ class RankProcess:
         else:
             self._build()
 
+    def _refuse_collectives_on_gpu(self) -> None:
+        """The replicas' reduction and `sync_shared` run on the CPU transport only (between its jobs, in Python):
+        on the GPU path, whose executor runs the whole plan, they would be skipped and the replicas step apart."""
+        what = []
+        if self.layout.dp > 1:
+            what.append(f"--dp {self.layout.dp}")
+        if self.program.shared:
+            what.append(f"the parameter `{sorted(self.program.shared)[0]}` shared by several stages")
+        if what:
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E007",
+                        f"{' and '.join(what)}: the GPU path has no collective jobs yet",
+                        help="train on the CPU transport (a CPU build of paddle), or with --dp 1 and untied weights",
+                    )
+                ]
+            )
+
     def _build_program(self, p2p=None) -> None:
         """What both transports share: the model's program, this rank's plan, and which parameters are its own."""
         from ppdsl.runtime.plan import build_plan
@@ -107,7 +147,8 @@ class RankProcess:
         spec, plan = self.spec, self.plan
         self.model = load_bound_model(spec)  # its code from the bytes the launcher checked
         config = self.config
-        self.mb_size = config.batch_size // plan.microbatches
+        self.mb_size = config.batch_size // (plan.microbatches * self.layout.dp)
+        self.rows = self.layout.rows(self.replica, config.batch_size)  # this replica's share of the global batch
         self.program = build_training_program(
             self.paddle,
             self.model,
@@ -118,8 +159,8 @@ class RankProcess:
             optimizer=config.optimizer,
             seed=config.seed,
         )
-        self.built = build_plan(self.program.main, self.program.startup, plan, rank=self.rank, p2p=p2p)
-        my_stages = set(plan.stage_of[self.rank])
+        self.built = build_plan(self.program.main, self.program.startup, plan, rank=self.stage_rank, p2p=p2p)
+        my_stages = set(plan.stage_of[self.stage_rank])
         self.my_params = sorted(n for n, s in self.program.param_stage.items() if s in my_stages)
 
     def _build(self) -> None:
@@ -135,16 +176,17 @@ class RankProcess:
             if key.type in self.built.memory_jobs
         }
         all_jobs, channels = communication_plan(plan, self.built.flow, memory_io)
-        self.jobs = all_jobs[self.rank]
-        incoming = [m for (_, dst), msgs in channels.items() if dst == self.rank for m in msgs]
+        self.jobs = all_jobs[self.stage_rank]
+        incoming = [m for (_, dst), msgs in channels.items() if dst == self.stage_rank for m in msgs]
         self.producer = {item: m for m in incoming for item in m.items}  # (value, mb) -> its message
         # instrumentation (rank<r>.json `timing`): each tensor's gloo call per link, when each was handed to the
         # sender thread, and per job: start, inputs ready, program run start and end
         self.wire: dict[str, list] = {}
         self.handed: dict[str, list[float]] = {}
         self.timeline: list[list[tuple[float, ...]]] = []
-        timed = {d: _TimedGroup(g, d, self.wire) for d, g in self.groups.items()}
-        self.transport = Transport(self.rank, timed, channels, self.built.flow.shapes, self.request.comm_timeout)
+        # the transport speaks the plan's ranks: a link's group is named by the pipeline ranks of its two ends
+        timed = {d: _TimedGroup(g, d, self.wire, ranks=sorted(d)) for d, g in self.groups.items()}
+        self.transport = Transport(self.stage_rank, timed, channels, self.built.flow.shapes, self.request.comm_timeout)
         name_of = {k: n for n, k in self.built.keys.items()}
         self.programs = {}
         for job in self.jobs:
@@ -165,6 +207,57 @@ class RankProcess:
         self.executors: dict[tuple, object] = {}
         self.first_step = self._resume()
         self.mb_scopes = [self.root.new_scope() for _ in range(plan.microbatches)]
+        self.reduction = self._gradient_reduction()
+        self.shared_sync = self._shared_sync()
+
+    def _shared_sync(self):
+        """This rank's part of `sync_shared` (ppdsl/runtime/shared.py), refused (E095) when a rank holding a shared
+        parameter has no `sync_shared` job; None when the model shares nothing across stages. The gloo groups of
+        the holder ranks are made here, by every rank in the same order (it built the same program), in dynamic
+        mode as every group is, for each replica."""
+        program, paddle = self.program, self.paddle
+        if not program.shared:
+            return None
+        from ppdsl.runtime.program import MERGE_SUFFIX
+        from ppdsl.runtime.shared import SharedSync, check_sync_places, holders
+
+        check_sync_places(self.plan, program.shared, program.param_stage)
+        rank_of_stage = [r for r, _ in self.plan.rank_of_stage()]
+        by_holders: dict[tuple[int, ...], list[list[str]]] = {}
+        for _, copies in sorted(program.shared.items()):
+            by_holders.setdefault(tuple(holders(copies, program.param_stage, rank_of_stage)), []).append(copies)
+        mine = set(self.plan.stage_of[self.stage_rank])
+        sets = []
+        for ranks, params in by_holders.items():
+            group = None
+            if len(ranks) > 1:
+                paddle.disable_static()
+                try:
+                    for replica in range(self.layout.dp):
+                        made = paddle.distributed.new_group([self.layout.process(replica, r) for r in ranks])
+                        paddle.distributed.barrier()
+                        if replica == self.replica:
+                            group = made
+                finally:
+                    paddle.enable_static()
+            if self.stage_rank in ranks:
+                local = [[c + MERGE_SUFFIX for c in copies if program.param_stage[c] in mine] for copies in params]
+                sets.append((local, group))
+        return SharedSync(paddle, self.root, self.place, sets) if sets else None
+
+    def _gradient_reduction(self):
+        """The all-reduce over this rank's replicas, and where it runs (`reduction_points`: at each `reduce_grads`
+        job its chunk's accumulators, the rest before the optimizer); None: one replica, nothing to reduce."""
+        if self.replica_group is None:
+            return None
+        from ppdsl.runtime.program import MERGE_SUFFIX
+        from ppdsl.runtime.replicas import GradientReduction, reduction_points
+
+        points = reduction_points(
+            [job.key for job in self.jobs], self.program.param_stage, self.plan.stage_of[self.stage_rank]
+        )
+        self.reduced = {key: [n + MERGE_SUFFIX for n in names] for key, names in points.items()}
+        return GradientReduction(self.paddle, self.replica_group, self.root, self.place)
 
     def _state_names(self) -> dict[str, str]:
         """Canonical name -> variable of what a checkpoint holds (checkpoint.state_variables: never the learning
@@ -226,6 +319,7 @@ class RankProcess:
 
         paddle = self.paddle
         self._build_program(p2p={(s, d): Link(s, d, g.id, (min(s, d), max(s, d))) for (s, d), g in self.groups.items()})
+        self._refuse_collectives_on_gpu()
         place = self.place = paddle.CUDAPlace(paddle.distributed.ParallelEnv().dev_id)
         self.root = paddle.static.Scope()
         self.program.run_startup(paddle, self.root, place)
@@ -284,7 +378,8 @@ class RankProcess:
                 _inject_failure(fail.mode, job.label)
             name, program, outputs, data_ops = self.programs[job.key]
             scope = self.root if job.key.per_rank else self.mb_scopes[job.mb]
-            rows = slice(job.mb * size, (job.mb + 1) * size)
+            start = self.rows.start + job.mb * size
+            rows = slice(start, start + size)
             for value in job.reads:
                 arr = stash.get((value, job.mb))
                 if arr is None:
@@ -300,6 +395,10 @@ class RankProcess:
             loss_here = name == self.built.loss_program
             if loss_here:
                 fetch.append(self.built.loss_value)
+            if self.shared_sync is not None and job.key.type == SYNC_SHARED_NAME:
+                self.shared_sync.sync()  # the shared parameters' gradient, whole on every copy
+            if self.reduction is not None and job.key in self.reduced:
+                self.reduction.reduce(self.reduced[job.key])  # the mean gradient over the replicas
             t_run = time.perf_counter()
             outs = self._executor(job).run(program, feed=feed, fetch_list=fetch, scope=scope)
             t_ran = time.perf_counter()
@@ -350,7 +449,17 @@ class RankProcess:
         _save_npz(self.run_dir / f"rank{self.rank}.npz", self._own_parameters())
         report = {
             "rank": self.rank,
-            "stages": list(self.plan.stage_of[self.rank]),
+            "replica": self.replica,
+            "pipeline_rank": self.stage_rank,
+            "stages": list(self.plan.stage_of[self.stage_rank]),
+            # the replicas' gradient all-reduce: seconds this rank spent blocked in it (0 with one replica)
+            "reduce_seconds": self.reduction.seconds if self.reduction else 0.0,
+            "sync_shared_seconds": self.shared_sync.seconds if self.shared_sync else 0.0,
+            # each call of those collectives: (start, end, bytes), perf_counter seconds as `timing`
+            "collectives": {
+                "reduce_grads": self.reduction.log if self.reduction else [],
+                "sync_shared": self.shared_sync.log if self.shared_sync else [],
+            },
             "learning_rate": self._learning_rate(),
             "losses": losses or None,
             "step_seconds": times,

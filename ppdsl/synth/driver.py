@@ -258,7 +258,7 @@ def checked_counts(text: str, request: SynthRequest, result: SynthResult, counts
         costs = None if costs_fit_in_file(result.problem) else action_costs(request)
         if costs is not None and not _has_actions(result):  # (the file then has no action types)
             costs = costs.without(action_names())
-        scenario = Scenario(path, request.pp, counts[0], request.vpp, costs=costs, memory=request.memory)
+        scenario = Scenario(path, request.pp, counts[0], request.vpp, costs=costs, memory=request.memory, dp=request.dp)
         if request.memory is not None and request.memory_limit is not None:
             scenario = scenario.with_(memory_limit=request.memory_limit)
         for count in counts:

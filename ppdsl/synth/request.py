@@ -128,6 +128,12 @@ class SynthRequest:
     host_limit: float | None = option(  # all ranks' offloaded memory together (with offload)
         None, "With offload: all ranks' offloaded memory together (units as --memory-limit).", cli_type=str | None
     )
+    # last: the fields before it are also given by position (`SynthRequest(pp, m, vpp, placement, costs, ...)`)
+    dp: int = option(
+        1,
+        "Data-parallel replicas of each rank (above 1: refused, E079: synth places no reduce_grads).",
+        within=SIZE_RANGE,
+    )
 
     def __post_init__(self) -> None:
         if self.time_limit is None:
@@ -157,6 +163,16 @@ class SynthRequest:
                     "E084",
                     f"unknown memory action `{unknown[0]}` in --memory-actions",
                     help="use `recompute`, `offload` or both: `--memory-actions recompute,offload`",
+                )
+            )
+        if self.dp > 1:  # its result would be refused at that degree (E092): say so before searching
+            problems.append(
+                Diagnostic(
+                    "E079",
+                    f"synth does not place collective jobs yet: at --dp {self.dp} its schedule would reduce no "
+                    "gradients",
+                    help="search at --dp 1, add `reduce_grads` after each chunk's last backward, and check it with "
+                    f"`ppdsl check FILE --dp {self.dp}`",
                 )
             )
         if not (self.time_limit > 0 and math.isfinite(self.time_limit)):

@@ -40,3 +40,13 @@ def test_a_limit_in_bytes_is_refused_as_check_refuses_it():
     assert [d.code for d in err.value.diagnostics] == ["E088"]
     sizes, _ = sizes_for("# ppdsl: --pp 2 -m 4 --memory-limit 3\n" + BODY, "units.sched", Sizes())
     assert sizes.scenarios(resolve_text(BODY, "units.sched"))[0].memory_limit == 3
+
+
+def test_a_directive_gives_the_data_parallel_degree_the_check_runs_at():
+    from ppdsl.analysis.check import check
+    from ppdsl.language.resolve import resolve_text
+
+    sizes, diags = sizes_for("# ppdsl: --pp 2 -m 4 --dp 2\n" + BODY, "dp.sched", Sizes())
+    assert diags == [] and sizes.dp == 2
+    (scenario,) = sizes.scenarios(resolve_text("# ppdsl: --pp 2 -m 4 --dp 2\n" + BODY, "dp.sched"))[:1]
+    assert scenario.dp == 2 and [d.code for d in check(scenario).diagnostics][:1] == ["E092"]

@@ -57,15 +57,17 @@ def schedule(restore: str) -> str:
 
 def test_the_table_is_rows_with_properties():
     """Each property callers read is on the row: a reload restores on the copy stream after its offload, before
-    the backward; the optimizer runs once a step; backward_b shares backward's counter; the collective stream is
-    there for kinds to come."""
+    the backward; the optimizer runs once a step; backward_b shares backward's counter; the collectives run on the
+    collective stream, optional as the memory actions are but no memory action."""
     assert RELOAD.memory is Memory.RESTORES and RELOAD.stream is JobStream.COPY and RELOAD.optional
     assert RELOAD.after == "offload" and "backward" in RELOAD.before and RELOAD.program == "reload"
     assert KINDS["optimizer"].per_step and not KINDS["forward"].per_step
     assert kinds.counter_of("backward_b") == "backward" and kinds.counter_of("forward") == "forward"
     assert [k.torch for k in kinds.ALWAYS] == ["F", "B", "I", "W", None]
     assert kinds.source_of("reload") == "forward" and kinds.source_of("backward") == "backward"
-    assert JobStream.COLLECTIVE not in {k.stream for k in KINDS.values()}
+    assert [k.name for k in KINDS.values() if k.stream is JobStream.COLLECTIVE] == ["reduce_grads", "sync_shared"]
+    assert all(k.optional and not k.acts_on_memory for k in kinds.collectives())
+    assert KINDS["sync_shared"].per_step and not KINDS["reduce_grads"].per_step
     assert kinds.action_names() == tuple(k.name for k in ACTIONS)
 
 
@@ -228,3 +230,43 @@ def test_a_plan_modules_spec_builds_the_prefetch_as_a_reload(prefetch):
     orders = [exp.job_tuples(r) for r in range(2)]
     spec = plan_module_spec([jt.to_dict() for jt in exp.defn.job_types], exp.stage_of, orders, [], 4)
     assert {jt.name: jt.memory for jt in spec.job_types}["prefetch"] == "reload"
+
+
+# A made-up collective: a row like sync_shared's but its name (an all-reduce of an auxiliary loss's statistics, say).
+# Timed, checked and deadlock-proven as its row says, with nothing else written.
+SYNC_AUX = replace(
+    KINDS["sync_shared"], name="sync_aux", region="sync_aux", style="bold white on grey30", colour="#555"
+)
+SHARED = """
+schedule "shared"
+job send_backward : backward after backward sends
+order {{
+    forward * microbatches
+    if rank == 1 {{
+        repeat microbatches - 1 {{ backward send_backward }}
+        backward
+        {early}
+        send_backward
+        {late}
+    }} else {{
+        repeat microbatches {{ backward send_backward }}
+        {name}
+    }}
+    optimizer
+}}
+"""
+
+
+def _shared(name: str, early: bool):
+    text = SHARED.format(name=name, early=name if early else "", late="" if early else name)
+    return check(Scenario(resolve_text(text), 2, 2))
+
+
+def test_a_made_up_collective_meets_and_deadlocks_as_sync_shared():
+    with kinds.register(SYNC_AUX):
+        made_up, builtin = _shared("sync_aux", early=False), _shared("sync_shared", early=False)
+        assert made_up.valid and builtin.valid, made_up.diagnostics
+        assert made_up.execution.start == builtin.execution.start and made_up.execution.end == builtin.execution.end
+        assert [r.exposed_collective for r in made_up.ranks] == [r.exposed_collective for r in builtin.ranks]
+        stuck = _shared("sync_aux", early=True)
+        assert [d.code for d in stuck.diagnostics] == ["E074"] and "`sync_aux`" in stuck.diagnostics[0].message

@@ -119,7 +119,7 @@ def test_pipelined_layer_stack_trains_like_the_plain_run(build, stem, pp, vpp, f
 @pytest.mark.parametrize(
     ("build", "fragment"),
     [
-        ("build_tied", "parameter `embedding.weight` is used on stages 0 and 1"),
+        ("build_tied", "parameter `embedding.weight` is used on stages 0, 1: one process trains a shared"),
         ("build_bad_split", "unknown split `by-magic`"),
     ],
 )

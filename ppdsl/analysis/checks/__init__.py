@@ -32,6 +32,7 @@ from ppdsl.analysis.checks import optimizer  # noqa: F401
 from ppdsl.analysis.checks import local_order  # noqa: F401
 from ppdsl.analysis.checks import missing_jobs  # noqa: F401
 from ppdsl.analysis.checks import memory_action_order  # noqa: F401
+from ppdsl.analysis.checks import collectives  # noqa: F401
 
 # isort: on
 from ppdsl.analysis.checks.rank_jobs import RankJobs, index_rank, used_types

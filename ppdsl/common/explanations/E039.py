@@ -31,8 +31,9 @@ def build(ctx):
 EXPLANATION = Explanation(
     "`ctx.pipeline` places an `nn.Layer` stack on the stages: the embedding on the first, the head on the "
     'last, the blocks between by `split` ("uniform", "params", or the blocks where stages start). It '
-    "refuses a split that leaves a stage without a layer, cut points that are not ascending block indices, and "
-    "a trainable weight used on two stages (tied embeddings: each rank would update its own copy).",
+    "refuses a split that leaves a stage without a layer, and cut points that are not ascending block indices. "
+    "A trainable weight used on two stages (tied embeddings) trains with one process per rank, where the "
+    "schedule's `sync_shared` keeps the stages' copies in step (E095); one process refuses it.",
     cmd(
         "ppdsl run 1f1b --pp 4 -m 4 --batch-size 4 --steps 1 --model stack:build",
         files=(STACK,),

@@ -15,11 +15,21 @@ from one_check import codes
 
 def test_every_check_declares_codes_the_registry_explains():
     declared = [c.code for c in RANK_CHECKS] + [code for c in SCHEDULE_CHECKS for code in c.codes]
-    assert {"S101", "S102", "S103", "S104", "S105", "S106", "S107", *(f"S11{i}" for i in range(5, 10))} == set(declared)
+    collectives = {"E074", "E092", "E093", "E094"}  # where each rank joins its collectives, and their deadlock
+    assert {
+        "S101",
+        "S102",
+        "S103",
+        "S104",
+        "S105",
+        "S106",
+        "S107",
+        *(f"S11{i}" for i in range(5, 10)),
+    } | collectives == set(declared)
     for code in declared:
         assert code in REGISTRY and code in EXPLANATIONS, code
     renderers = [r for c in RANK_CHECKS for r in c.renders]
-    assert len(renderers) == len(set(renderers)) == 13  # each kind of finding belongs to one check
+    assert len(renderers) == len(set(renderers)) == 16  # each kind of finding belongs to one check
 
 
 def test_a_renderer_belongs_to_one_check():
@@ -30,6 +40,19 @@ def test_a_renderer_belongs_to_one_check():
 
 
 def test_the_checks_run_and_are_listed_in_the_order_of_their_codes_in_the_package():
-    assert [c.code for c in RANK_CHECKS] == ["S107", "S102", "S104", "S103", "S101", "S115", "S116", "S117", "S118"]
+    assert [c.code for c in RANK_CHECKS] == [
+        "S107",
+        "S102",
+        "S104",
+        "S103",
+        "S101",
+        "S115",
+        "S116",
+        "S117",
+        "S118",
+        "E092",
+        "E093",
+        "E094",
+    ]
     # a backward before its forward (S103) and a missing optimizer (S104): S104's check is registered first
     assert codes("table { rank 0: B0 F0 F1 B1 }") == ["S104", "S103"]
