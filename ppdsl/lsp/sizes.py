@@ -63,7 +63,7 @@ class Sizes:
         # The editor checks without a model, so a limit counts activations: bytes are refused as `check` refuses them
         limit = parse_memory_limit(self.memory_limit, measured=False) if self.memory_limit is not None else None
         base = Scenario(
-            defn, self.pp, self.microbatches, 1, params, costs, self.rendezvous, None, limit, self.max_jobs, self.dp
+            defn, self.pp, self.microbatches, 1, params, costs, self.rendezvous, None, limit, self.max_jobs, dp=self.dp
         )
         vpps = AUTO_VPP if self.vpp is None else (self.vpp,)
         # microbatches left to the default: also pp of them, for a schedule that needs microbatches == pp

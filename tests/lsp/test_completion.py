@@ -13,6 +13,7 @@ from ppdsl.lsp.convert import Units
 from ppdsl.lsp.features import Document
 from ppdsl.lsp.sizes import Sizes
 from ppdsl.lsp.symbols import build_index
+from ppdsl.plan.kinds import KINDS
 
 TEXT = textwrap.dedent(
     """\
@@ -32,7 +33,18 @@ TEXT = textwrap.dedent(
     }
     """
 )
-BUILTIN_ORDER = ["forward", "backward", "backward_b", "backward_w", "optimizer", "recompute", "offload", "reload"]
+# the built-in kinds in the table's order (the language lists them so): the five, the memory actions, the collectives
+BUILTIN_ORDER = list(KINDS)
+assert BUILTIN_ORDER[:8] == [
+    "forward",
+    "backward",
+    "backward_b",
+    "backward_w",
+    "optimizer",
+    "recompute",
+    "offload",
+    "reload",
+]
 
 
 def _labels(text: str, needle: str, typed: str = "") -> list[str]:
