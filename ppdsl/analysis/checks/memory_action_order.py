@@ -83,71 +83,64 @@ def _action_finding(view: RankJobs, out: Findings, render: Render, base: int, c:
     out.add(render, view.site(step), view.rank, mb, key=(c, d["rule"]), chunk=c, **detail, **d)
 
 
-@rank_check("S115", _render_recompute)
-def recompute_order(view: RankJobs, out: Findings) -> None:
-    """S115: a recompute (an action that rebuilds activations) before its (chunk, micro-batch)'s forward, or after
-    its backward (or backward_b)."""
-    found = _actions_of(view, Memory.REBUILDS)
+def _between_forward_and_backward(view: RankJobs, out: Findings, role: Memory, render: Render, early, late) -> None:
+    """Each action of `role` this rank runs that comes before its (chunk, micro-batch)'s source job (its `after`:
+    the forward) or after its backward (or backward_b); `early(name, forward)` and `late(name, forward)` word the
+    help for each."""
+    found = _actions_of(view, role)
     if found is None:
         return
     actions, types = found
     names, pos = view.exp.type_names, view.pos
-    for rt in types:
-        name, ft = names[rt], actions.after[rt]
+    for t in types:
+        name, ft = names[t], actions.after[t]
         forward = names[ft]
         for base, c, mb in view.bases():
             grad = _gradient_step(pos, base)
-            p = pos[base + rt]
+            p = pos[base + t]
             if p < 0:
                 continue
             f = pos[base + ft]
             if f < 0 or p < f:
-                what = dict(rule=f"runs before its {forward}", other_code=base + ft)
-                help_text = (
-                    f"{_article(name)} {name} re-runs the {forward}'s ops from its stage input: move it after the "
-                    f"{forward}"
-                )
+                what = dict(rule=f"runs before its {forward}", other_code=base + ft, help=early(name, forward))
             elif grad >= 0 and p > grad:
-                what = dict(rule="runs after its backward", other_code=base + _gradient_type(pos, base))
-                help_text = f"the backward needs the recomputed activations: move the {name} before it"
+                other = base + _gradient_type(pos, base)
+                what = dict(rule="runs after its backward", other_code=other, help=late(name, forward))
             else:
                 continue
-            what["help"] = help_text
-            _action_finding(view, out, _render_recompute, base, c, mb, p, t=rt, what=f"the {name}", **what)
+            _action_finding(view, out, render, base, c, mb, p, t=t, what=f"the {name}", **what)
+
+
+@rank_check("S115", _render_recompute)
+def recompute_order(view: RankJobs, out: Findings) -> None:
+    """S115: a recompute (an action that rebuilds activations) before its (chunk, micro-batch)'s forward, or after
+    its backward (or backward_b)."""
+    _between_forward_and_backward(
+        view,
+        out,
+        Memory.REBUILDS,
+        _render_recompute,
+        lambda name, forward: (
+            f"{_article(name)} {name} re-runs the {forward}'s ops from its stage input: move it after the {forward}"
+        ),
+        lambda name, forward: f"the backward needs the recomputed activations: move the {name} before it",
+    )
 
 
 @rank_check("S116", _render_offload)
 def offload_order(view: RankJobs, out: Findings) -> None:
     """S116: an offload (an action that moves activations out) before its (chunk, micro-batch)'s forward (nothing
     to copy yet), or after its backward."""
-    found = _actions_of(view, Memory.MOVES_OUT)
-    if found is None:
-        return
-    actions, types = found
-    names, pos = view.exp.type_names, view.pos
-    for ot in types:
-        name, ft = names[ot], actions.after[ot]
-        forward = names[ft]
-        for base, c, mb in view.bases():
-            grad = _gradient_step(pos, base)
-            p = pos[base + ot]
-            if p < 0:
-                continue
-            f = pos[base + ft]
-            if f < 0 or p < f:
-                what = dict(rule=f"runs before its {forward}", other_code=base + ft)
-                help_text = (
-                    f"{_article(name)} {name} copies the {forward}'s activations to the host: move it after the "
-                    f"{forward}"
-                )
-            elif grad >= 0 and p > grad:
-                what = dict(rule="runs after its backward", other_code=base + _gradient_type(pos, base))
-                help_text = f"the backward has freed the activations: {name} between the {forward} and the backward"
-            else:
-                continue
-            _action_finding(
-                view, out, _render_offload, base, c, mb, p, t=ot, what=f"the {name}", help=help_text, **what
-            )
+    _between_forward_and_backward(
+        view,
+        out,
+        Memory.MOVES_OUT,
+        _render_offload,
+        lambda name, forward: (
+            f"{_article(name)} {name} copies the {forward}'s activations to the host: move it after the {forward}"
+        ),
+        lambda name, forward: f"the backward has freed the activations: {name} between the {forward} and the backward",
+    )
 
 
 @rank_check("S117", _render_reload)
