@@ -42,6 +42,20 @@ cost backward_w = 1
 '''
 
 
+def with_reductions(cells: list[str]) -> list[str]:
+    """The row with each chunk's `reduce_grads` right after that chunk's last weight gradient, where Paddle's VPP
+    pass puts its `_reduce` jobs (at dp 1 ppdsl runs no job for them: a reduction over one replica is no work)."""
+    last = {}
+    for i, cell in enumerate(cells):
+        if cell[0] in "BW":
+            last[cell.rsplit(".c", 1)[1]] = i
+    out = []
+    for i, cell in enumerate(cells):
+        out.append(cell)
+        out.extend(f"reduce_grads.c{chunk}" for chunk, at in last.items() if at == i)
+    return out
+
+
 def render() -> str:
     out = [HEADER]
     for pp in range(1, 9):
@@ -57,7 +71,7 @@ def render() -> str:
                         cells.append("optimizer")
                     else:
                         cells.append(f"{LETTER[job_type]}{mb}.c{chunk}")
-                out.append(f"    rank {rank}: " + " ".join(cells))
+                out.append(f"    rank {rank}: " + " ".join(with_reductions(cells)))
             out.append("}")
     return "\n".join(out) + "\n"
 

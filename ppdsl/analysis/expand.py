@@ -167,6 +167,8 @@ def expand(
 
     stage_of = _placement(defn, env, pp, vpp)
     jobs, sites = _run_orders(defn, env, pp, vpp, microbatches)
+    if dp == 1:
+        jobs, sites = _without_lone_reductions(defn, jobs, sites)
     total = sum(map(len, jobs))
     if total > max_jobs:
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
@@ -560,6 +562,30 @@ def _run_orders(
             [_order_failure(defn, kind, site, found, context) for (kind, site), found in failures.items()]
         )
     return jobs, sites
+
+
+def lone_reduction_types(defn: ScheduleDef) -> set[int]:
+    """The job types that reduce over a rank's data-parallel replicas (`reduce_grads`): at dp 1 a rank is its
+    own group, and a collective over a group of one is no work."""
+    return {t for t, jt in enumerate(defn.job_types) if jt.kind is not None and jt.kind.members is Members.REPLICAS}
+
+
+def _without_lone_reductions(
+    defn: ScheduleDef, jobs: list[list[int]], sites: list[list[int]]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """The orders at dp 1: without their `reduce_grads` jobs (no job, no cost, no picture, no runtime job), so a
+    schedule that places its reductions runs at dp 1 exactly as the same schedule without them. `sync_shared` stays:
+    its group is the ranks holding a shared parameter, which are several at any dp."""
+    lone = lone_reduction_types(defn)
+    if not lone:
+        return jobs, sites
+    ntypes = len(defn.job_types)  # a code's type is its remainder by the type count (`pack_code`)
+    kept_jobs, kept_sites = [], []
+    for codes, where in zip(jobs, sites, strict=True):
+        keep = [i for i, code in enumerate(codes) if code % ntypes not in lone]
+        kept_jobs.append([codes[i] for i in keep])
+        kept_sites.append([where[i] for i in keep])
+    return kept_jobs, kept_sites
 
 
 def _failure_kind(err: _OrderFailure, cap: int) -> str:

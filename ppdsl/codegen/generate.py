@@ -23,6 +23,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from ppdsl.analysis.expand import lone_reduction_types
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Span
 from ppdsl.common.files import SCHEDULE_BYTES, InputError, read_input
@@ -322,6 +323,7 @@ def _job_list(defn: ScheduleDef, where: _Locations, sizes: Scenario | None) -> d
         }
     if defn.tables:
         names = [jt.name for jt in defn.job_types]
+        lone = lone_reduction_types(defn)  # one replica's plan: its reductions are no work (`job_list` is dp 1's)
         tables = []
         for i, table in enumerate(defn.tables, 1):
             tables.append(
@@ -329,7 +331,9 @@ def _job_list(defn: ScheduleDef, where: _Locations, sizes: Scenario | None) -> d
                     "name": f"_TABLE_{i}",
                     "where": where(table.span),
                     "when": None if table.when is None else readable_expr(table.when.source),
-                    "rows": {rank: [(names[t], c, mb) for t, c, mb, _ in row] for rank, row in table.rows},
+                    "rows": {
+                        rank: [(names[t], c, mb) for t, c, mb, _ in row if t not in lone] for rank, row in table.rows
+                    },
                 }
             )
         return {

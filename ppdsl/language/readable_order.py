@@ -18,7 +18,7 @@ from ppdsl.common.diagnostics import Span
 from ppdsl.language.ir import EmitJob, ForRange, Let, Repeat, ScheduleDef, Stmt
 from ppdsl.language.lowering import OrderLowering
 from ppdsl.language.pysource import LINE_LENGTH, file_lines, py_str, py_text, site_text
-from ppdsl.plan.kinds import counter_of
+from ppdsl.plan.kinds import Members, counter_of
 
 # What a generated plan module defines or uses itself (`ppdsl/codegen/templates/`): no user name may take these.
 PLAN_NAMES = frozenset(
@@ -140,6 +140,11 @@ class ReadableOrder(OrderLowering):
     def job(self, stmt: EmitJob, indent: int) -> None:
         """`jobs.append((type, chunk, micro-batch))`, the chunk checked to exist and the counter moved on."""
         site = stmt.site
+        if self.defn.job_types[stmt.type].kind is not None and self.defn.job_types[stmt.type].kind.members is (
+            Members.REPLICAS
+        ):  # a plan module runs one replica's pipeline, where a reduction over the replicas is no work (dp 1)
+            self.emit(indent, f"pass  # {self.type_names[stmt.type]}: no job at dp 1", site)
+            return
         name = py_str(self.type_names[stmt.type])
         chunk_known = self._chunk_known
         if stmt.times is not None:

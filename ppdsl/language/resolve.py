@@ -730,12 +730,14 @@ class _Resolver:
                     continue
                 mb = int(m.group(2)) if m.group(2) else 0
                 chunk = int(m.group(3)) if m.group(3) else 0
-                if m.group(2) is None and not per_step(job_types[t].name):
+                # a collective runs once a chunk a step (its micro-batch is always 0): `reduce_grads.c1` names it
+                once = per_step(job_types[t].name) or (job_types[t].kind is not None and job_types[t].kind.collective)
+                if m.group(2) is None and not once:
                     self.error(
                         "E004",
                         f"`{cell.text}` needs a micro-batch number",
                         cell.span,
-                        help=f"write `{cell.text}0` for micro-batch 0",
+                        help=f"write `{m.group(1)}0{cell.text[len(m.group(1)) :]}` for micro-batch 0",
                     )
                     continue
                 sites.append(Site(cell.span, cell.text))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "1F1B"
 SOURCE = "schedules/1f1b.sched"
-SOURCE_SHA256 = "1898e5e35ea91db6191dedb3a7e25ccdb20b86dfd276799b1bafb9ad790ac030"
+SOURCE_SHA256 = "222716b5251e9d848839c05141f3e7baa2c5ee2e98007d0133cebdab083c7dd6"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -69,6 +69,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "1F1B-Recompute"
 SOURCE = "schedules/1f1b_recompute.sched"
-SOURCE_SHA256 = "fe638cab2a444654eba99fb7169ac9c122659aac7488afbfdb7ae9ad6a81a88a"
+SOURCE_SHA256 = "e2c2caf0f223fca8e1c765e1b54050f7b8c895beb86f15872ca051839fd57a46"
 PPDSL_VERSION = "0.1.0"
 
 # The schedule's parameters and their defaults; every function below takes them as keywords.
@@ -106,6 +106,24 @@ JOB_TYPES = [
         "receives": False,
         "sends": False,
         "fraction": None,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
     },
     {
         "name": "recv_forward",
@@ -232,7 +250,9 @@ def job_list(
         next_mb["backward"][0] += 1
         jobs.append(("send_backward", 0, next_mb["send_backward"][0]))
         next_mb["send_backward"][0] += 1
-    # schedules/1f1b_recompute.sched:29: optimizer
+    # schedules/1f1b_recompute.sched:29: reduce_grads  # after the last backward: where Paddle's pass and torch's RED...
+    pass  # reduce_grads: no job at dp 1
+    # schedules/1f1b_recompute.sched:30: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "DualPipeV"
 SOURCE = "schedules/dualpipev.sched"
-SOURCE_SHA256 = "9db053e6ae9606e7affa1c5ec9e4e4d9f013e9551f18d4b480671ed9ff716b6e"
+SOURCE_SHA256 = "bf29ba90cb4f85ff0d3ca0f3cb140b292f65e5d3d149796c395b6e126f1b95f7"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -69,6 +69,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
@@ -230,7 +248,12 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         if step < pp - rank - 1:
             jobs.append(("backward_b", 0, next_mb["backward"][0]))
             next_mb["backward"][0] += 1
-    # schedules/dualpipev.sched:59: optimizer
+    # both chunks' reductions once the weight-gradient queue is empty (no job at dp 1)
+    # schedules/dualpipev.sched:60: reduce_grads(chunk = 1)
+    pass  # reduce_grads: no job at dp 1
+    # schedules/dualpipev.sched:61: reduce_grads(chunk = 0)
+    pass  # reduce_grads: no job at dp 1
+    # schedules/dualpipev.sched:62: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "FThenB"
 SOURCE = "schedules/fthenb.sched"
-SOURCE_SHA256 = "e577e4f4b099744a43ad9b6f319171c5d9f94dd88da95e1e3252db7c22a6b06a"
+SOURCE_SHA256 = "00afbb729965d16cb745229ff3f8eba6e9b36f390c060ecc2765b4bfe8ab3b89"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -75,6 +75,24 @@ JOB_TYPES = [
         "receives": False,
         "sends": False,
     },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
 ]
 
 PLACEMENT = "looped"
@@ -122,14 +140,16 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
             _check_chunk(chunk, vpp, "schedules/fthenb.sched:10")
             jobs.append(("forward", chunk, next_mb["forward"][chunk]))
             next_mb["forward"][chunk] += 1
-    # schedules/fthenb.sched:11: for c in 0 .. vpp { backward(chunk = vpp - 1 - c) * microbatches }
+    # each chunk's gradients reduced as soon as they are complete (no job at dp 1)
+    # schedules/fthenb.sched:12: for c in 0 .. vpp { backward(chunk = vpp - 1 - c) * microbatches reduce_grads(chunk...
     for c in range(vpp):
-        for _ in range(_count(microbatches, "schedules/fthenb.sched:11")):
+        for _ in range(_count(microbatches, "schedules/fthenb.sched:12")):
             chunk_ = vpp - 1 - c
-            _check_chunk(chunk_, vpp, "schedules/fthenb.sched:11")
+            _check_chunk(chunk_, vpp, "schedules/fthenb.sched:12")
             jobs.append(("backward", chunk_, next_mb["backward"][chunk_]))
             next_mb["backward"][chunk_] += 1
-    # schedules/fthenb.sched:12: optimizer
+        pass  # reduce_grads: no job at dp 1
+    # schedules/fthenb.sched:13: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

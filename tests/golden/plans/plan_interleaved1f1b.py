@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "Interleaved1F1B"
 SOURCE = "schedules/interleaved1f1b.sched"
-SOURCE_SHA256 = "b63750d5e8288eda6137dc45fac4e8625b726ec6701d37671ff91ee0b7706262"
+SOURCE_SHA256 = "a7429ce7ee63556c4cf8f0cc8db207a5759a029b85b395f3dabfd72cbcabd669"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -69,6 +69,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
@@ -145,26 +163,38 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         _check_chunk(chunk_, vpp, "schedules/interleaved1f1b.sched:19")
         jobs.append(("forward", chunk_, next_mb["forward"][chunk_]))
         next_mb["forward"][chunk_] += 1
-    # schedules/interleaved1f1b.sched:21: for step in warmup .. total {
+    # the b-th backward is micro-batch (b // (per_round * vpp)) * per_round + b % per_round of its chunk: after
+    # the chunk's last, its reduction (Paddle's VPP pass puts its `_reduce` there; no job at dp 1)
+    # schedules/interleaved1f1b.sched:23: for step in warmup .. total {
     for step in range(warmup, total):
-        # schedules/interleaved1f1b.sched:22: forward(chunk = step // per_round % vpp)
+        # schedules/interleaved1f1b.sched:24: forward(chunk = step // per_round % vpp)
         chunk_ = step // per_round % vpp
-        _check_chunk(chunk_, vpp, "schedules/interleaved1f1b.sched:22")
+        _check_chunk(chunk_, vpp, "schedules/interleaved1f1b.sched:24")
         jobs.append(("forward", chunk_, next_mb["forward"][chunk_]))
         next_mb["forward"][chunk_] += 1
-        # schedules/interleaved1f1b.sched:23: backward(chunk = vpp - 1 - (step - warmup) // per_round % vpp)
-        chunk_ = vpp - 1 - (step - warmup) // per_round % vpp
-        _check_chunk(chunk_, vpp, "schedules/interleaved1f1b.sched:23")
-        jobs.append(("backward", chunk_, next_mb["backward"][chunk_]))
-        next_mb["backward"][chunk_] += 1
-    # schedules/interleaved1f1b.sched:25: for step in total .. total + warmup {
-    for step in range(total, total + warmup):
-        # schedules/interleaved1f1b.sched:26: backward(chunk = vpp - 1 - (step - warmup) // per_round % vpp)
-        chunk_ = vpp - 1 - (step - warmup) // per_round % vpp
+        b = step - warmup  # schedules/interleaved1f1b.sched:25
+        # schedules/interleaved1f1b.sched:26: backward(chunk = vpp - 1 - b // per_round % vpp)
+        chunk_ = vpp - 1 - b // per_round % vpp
         _check_chunk(chunk_, vpp, "schedules/interleaved1f1b.sched:26")
         jobs.append(("backward", chunk_, next_mb["backward"][chunk_]))
         next_mb["backward"][chunk_] += 1
-    # schedules/interleaved1f1b.sched:28: optimizer
+        # schedules/interleaved1f1b.sched:27: if b // (per_round * vpp) * per_round + b % per_round == microbatches -...
+        if b // (per_round * vpp) * per_round + b % per_round == microbatches - 1:
+            # schedules/interleaved1f1b.sched:28: reduce_grads(chunk = vpp - 1 - b // per_round % vpp)
+            pass  # reduce_grads: no job at dp 1
+    # schedules/interleaved1f1b.sched:31: for step in total .. total + warmup {
+    for step in range(total, total + warmup):
+        b = step - warmup  # schedules/interleaved1f1b.sched:32
+        # schedules/interleaved1f1b.sched:33: backward(chunk = vpp - 1 - b // per_round % vpp)
+        chunk_ = vpp - 1 - b // per_round % vpp
+        _check_chunk(chunk_, vpp, "schedules/interleaved1f1b.sched:33")
+        jobs.append(("backward", chunk_, next_mb["backward"][chunk_]))
+        next_mb["backward"][chunk_] += 1
+        # schedules/interleaved1f1b.sched:34: if b // (per_round * vpp) * per_round + b % per_round == microbatches -...
+        if b // (per_round * vpp) * per_round + b % per_round == microbatches - 1:
+            # schedules/interleaved1f1b.sched:35: reduce_grads(chunk = vpp - 1 - b // per_round % vpp)
+            pass  # reduce_grads: no job at dp 1
+    # schedules/interleaved1f1b.sched:38: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

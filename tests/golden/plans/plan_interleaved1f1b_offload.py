@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "Interleaved1F1B-Offload"
 SOURCE = "schedules/interleaved1f1b_offload.sched"
-SOURCE_SHA256 = "32e593fa4fabfd1cfe92fd62ea002a359aecf7300ca1bb94ccb56fcc5ba0d74b"
+SOURCE_SHA256 = "fedd7be916ff6510e1bc73af99d324a2fdb3832719ba739ee46fce9c542705fb"
 PPDSL_VERSION = "0.1.0"
 
 # The schedule's parameters and their defaults; every function below takes them as keywords.
@@ -115,6 +115,24 @@ JOB_TYPES = [
         "receives": False,
         "sends": False,
         "fraction": None,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
     },
 ]
 
@@ -236,12 +254,18 @@ def job_list(
             _check_chunk(c, vpp, "schedules/interleaved1f1b_offload.sched:57")
             jobs.append(("reload", c, next_mb["reload"][c]))
             next_mb["reload"][c] += 1
-        # schedules/interleaved1f1b_offload.sched:58: backward(chunk = vpp - 1 - (step - warmup) // per_round % vpp)
-        chunk_ = vpp - 1 - (step - warmup) // per_round % vpp
-        _check_chunk(chunk_, vpp, "schedules/interleaved1f1b_offload.sched:58")
+        b = step - warmup  # schedules/interleaved1f1b_offload.sched:58
+        # schedules/interleaved1f1b_offload.sched:59: backward(chunk = vpp - 1 - b // per_round % vpp)
+        chunk_ = vpp - 1 - b // per_round % vpp
+        _check_chunk(chunk_, vpp, "schedules/interleaved1f1b_offload.sched:59")
         jobs.append(("backward", chunk_, next_mb["backward"][chunk_]))
         next_mb["backward"][chunk_] += 1
-    # schedules/interleaved1f1b_offload.sched:60: optimizer
+        # after the chunk's last backward (micro-batch microbatches - 1), its reduction (no job at dp 1)
+        # schedules/interleaved1f1b_offload.sched:61: if b // (per_round * vpp) * per_round + b % per_round == microb...
+        if b // (per_round * vpp) * per_round + b % per_round == microbatches - 1:
+            # schedules/interleaved1f1b_offload.sched:62: reduce_grads(chunk = vpp - 1 - b // per_round % vpp)
+            pass  # reduce_grads: no job at dp 1
+    # schedules/interleaved1f1b_offload.sched:65: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "LoopedBFS"
 SOURCE = "schedules/loopedbfs.sched"
-SOURCE_SHA256 = "833b97e28ffd367d7866081e2ff889224e1a11ebdf696efdd8f4b37462fb1406"
+SOURCE_SHA256 = "85f952e7c69e335466f99e63488fc6e10dd1cc3164500eca8366f319f0a9a940"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -70,6 +70,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
@@ -129,7 +147,9 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
             chunk_ = vpp - 1 - c
             _check_chunk(chunk_, vpp, "schedules/loopedbfs.sched:14")
             jobs.append(("backward", chunk_, _micro_batch(microbatches - 1 - i, "schedules/loopedbfs.sched:14")))
-    # schedules/loopedbfs.sched:16: optimizer
+        # schedules/loopedbfs.sched:15: reduce_grads(chunk = vpp - 1 - c)  # overlaps the next chunk's backwards (no...
+        pass  # reduce_grads: no job at dp 1
+    # schedules/loopedbfs.sched:17: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

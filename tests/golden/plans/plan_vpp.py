@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "VPP"
 SOURCE = "schedules/vpp.sched"
-SOURCE_SHA256 = "bd1796b2b611fac0984a3829e80aa9dd898174fd472ea7f5bb56dcda51921034"
+SOURCE_SHA256 = "48ec3ef7ceb50d85c1be588ce587d678be28c87753a3fdc09dbae68a97a029bd"
 PPDSL_VERSION = "0.1.0"
 
 # The schedule's parameters and their defaults; every function below takes them as keywords.
@@ -70,6 +70,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
@@ -236,16 +254,20 @@ def job_list(
             _check_chunk(chunk, vpp, "schedules/vpp.sched:57")
             jobs.append(("send_backward", chunk, next_mb["send_backward"][chunk]))
             next_mb["send_backward"][chunk] += 1
-    # schedules/vpp.sched:59: if split {
-    if split:
-        # schedules/vpp.sched:60: for c in 0 .. vpp { backward_w(chunk = vpp - 1 - c) * microbatches }
-        for c in range(vpp):
-            for _ in range(_count(microbatches, "schedules/vpp.sched:60")):
+    # each chunk's reduction after its last gradient job (Paddle's VPP pass adds a `_reduce` job per chunk; no job
+    # at dp 1)
+    # schedules/vpp.sched:61: for c in 0 .. vpp {
+    for c in range(vpp):
+        # schedules/vpp.sched:62: if split { backward_w(chunk = vpp - 1 - c) * microbatches }
+        if split:
+            for _ in range(_count(microbatches, "schedules/vpp.sched:62")):
                 chunk_ = vpp - 1 - c
-                _check_chunk(chunk_, vpp, "schedules/vpp.sched:60")
+                _check_chunk(chunk_, vpp, "schedules/vpp.sched:62")
                 jobs.append(("backward_w", chunk_, next_mb["backward_w"][chunk_]))
                 next_mb["backward_w"][chunk_] += 1
-    # schedules/vpp.sched:62: optimizer
+        # schedules/vpp.sched:63: reduce_grads(chunk = vpp - 1 - c)
+        pass  # reduce_grads: no job at dp 1
+    # schedules/vpp.sched:65: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

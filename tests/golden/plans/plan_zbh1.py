@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBH1"
 SOURCE = "schedules/zbh1.sched"
-SOURCE_SHA256 = "86756c074b06374626ad1d989c36b6e4db7823b7519352671b989bb51efa01c7"
+SOURCE_SHA256 = "bb67b616ebffab969b470ad0266d1603525e1f68ce5909a54506d397ffbeec60"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -69,6 +69,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
@@ -171,7 +189,9 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
     for _ in range(_count(rank, "schedules/zbh1.sched:30")):
         jobs.append(("backward_w", 0, next_mb["backward_w"][0]))
         next_mb["backward_w"][0] += 1
-    # schedules/zbh1.sched:31: optimizer
+    # schedules/zbh1.sched:31: reduce_grads  # after the last weight gradient, as torch's REDUCE_GRAD (no job at dp 1)
+    pass  # reduce_grads: no job at dp 1
+    # schedules/zbh1.sched:32: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

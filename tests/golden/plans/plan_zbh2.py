@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBH2"
 SOURCE = "schedules/zbh2.sched"
-SOURCE_SHA256 = "422f2e991451441e8608f33a1489c610bd88d24e2e49a38ebdaad97d68220170"
+SOURCE_SHA256 = "bb744e4e3d58a415acd6136af47ab2ac9be11d0731e2f2e7c35a78d246d42524"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -69,6 +69,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
@@ -157,7 +175,9 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
     for _ in range(_count(microbatches - warmup, "schedules/zbh2.sched:25")):
         jobs.append(("backward_w", 0, next_mb["backward_w"][0]))
         next_mb["backward_w"][0] += 1
-    # schedules/zbh2.sched:26: optimizer
+    # schedules/zbh2.sched:26: reduce_grads  # after the last weight gradient (no job at dp 1)
+    pass  # reduce_grads: no job at dp 1
+    # schedules/zbh2.sched:27: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

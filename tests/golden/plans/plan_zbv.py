@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBV"
 SOURCE = "schedules/zbv.sched"
-SOURCE_SHA256 = "4155a7f1145f2f73bbfdc40cec091a96a21dd625b4060bee0b064dbe5622e027"
+SOURCE_SHA256 = "afffa24150ea2d9e1f3d17e2f2ba3b2bdd3fa3eb9446327d7b66f01685d317bd"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -69,6 +69,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
@@ -194,16 +212,21 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         next_mb["backward"][0] += 1
         jobs.append(("backward_w", 0, next_mb["backward_w"][0]))
         next_mb["backward_w"][0] += 1
-    # schedules/zbv.sched:34: backward_w(chunk = 1) * rank
-    for _ in range(_count(rank, "schedules/zbv.sched:34")):
-        _check_chunk(1, vpp, "schedules/zbv.sched:34")
+    # each chunk's reduction after its last weight gradient (no job at dp 1)
+    # schedules/zbv.sched:35: backward_w(chunk = 1) * rank
+    for _ in range(_count(rank, "schedules/zbv.sched:35")):
+        _check_chunk(1, vpp, "schedules/zbv.sched:35")
         jobs.append(("backward_w", 1, next_mb["backward_w"][1]))
         next_mb["backward_w"][1] += 1
-    # schedules/zbv.sched:35: backward_w(chunk = 0) * rank
-    for _ in range(_count(rank, "schedules/zbv.sched:35")):
+    # schedules/zbv.sched:36: reduce_grads(chunk = 1)
+    pass  # reduce_grads: no job at dp 1
+    # schedules/zbv.sched:37: backward_w(chunk = 0) * rank
+    for _ in range(_count(rank, "schedules/zbv.sched:37")):
         jobs.append(("backward_w", 0, next_mb["backward_w"][0]))
         next_mb["backward_w"][0] += 1
-    # schedules/zbv.sched:36: optimizer
+    # schedules/zbv.sched:38: reduce_grads(chunk = 0)
+    pass  # reduce_grads: no job at dp 1
+    # schedules/zbv.sched:39: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "ZBVPP"
 SOURCE = "schedules/zbvpp.sched"
-SOURCE_SHA256 = "b1d38947cbf9d90628f324db621e853a385fde63010764c57af8134006b335db"
+SOURCE_SHA256 = "ee5aa2d67e3afd77b25e1543629925046081c19d4777cc451fc7c4bfb4c9ec6f"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -70,6 +70,24 @@ JOB_TYPES = [
     {
         "name": "optimizer",
         "region": "optimize",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "reduce_grads",
+        "region": "reduce_grads",
+        "ops": ["*"],
+        "before": None,
+        "after": None,
+        "receives": False,
+        "sends": False,
+    },
+    {
+        "name": "sync_shared",
+        "region": "sync_shared",
         "ops": ["*"],
         "before": None,
         "after": None,
