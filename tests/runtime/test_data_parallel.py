@@ -19,13 +19,11 @@ from ppdsl.analysis.expand import expand
 from ppdsl.analysis.plan_spec import checked_spec
 from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
-from ppdsl.language.library import library_dir
+from ppdsl.language.library import find_schedule, library_dir
 from ppdsl.language.resolve import load
 from ppdsl.plan.jobs import ProgramKey
 from ppdsl.runtime.replicas import RankLayout, reduction_points
 from ppdsl.runtime.request import RunRequest
-
-from paths import ROOT
 
 needs_paddle = pytest.mark.skipif(importlib.util.find_spec("paddle") is None, reason="paddlepaddle is not installed")
 runner = CliRunner()
@@ -81,33 +79,42 @@ def test_one_process_refuses_replicas_and_says_what_trains_the_same_step(in_repo
     assert "--nproc-per-node 4" in result.stderr and "--dp 1 -m 8" in result.stderr
 
 
-def test_a_schedule_that_never_reduces_is_refused_at_dp_2(in_repo):
+def test_a_schedule_that_never_reduces_is_refused_at_dp_2(tmp_path, in_repo):
+    never = _without_reductions(tmp_path, "1f1b")
     result = runner.invoke(
-        app, ["run", "1f1b", "--pp", "2", "--dp", "2", "-m", "4", "--nproc-per-node", "4", "--dry-run"]
+        app, ["run", str(never), "--pp", "2", "--dp", "2", "-m", "4", "--nproc-per-node", "4", "--dry-run"]
     )
     assert result.exit_code != 0
     assert "error[E092]" in result.stderr, result.stderr
 
 
 def test_dry_run_names_every_process_and_where_it_reduces(tmp_path, in_repo):
-    schedule = _with_reduce_grads(tmp_path, "interleaved1f1b")
-    args = ["run", str(schedule), "--pp", "2", "--dp", "2", "-m", "4", "--vpp", "2", "--nproc-per-node", "4"]
+    args = ["run", "interleaved1f1b", "--pp", "2", "--dp", "2", "-m", "4", "--vpp", "2", "--nproc-per-node", "4"]
     result = runner.invoke(app, [*args, "--dry-run", "--run-dir", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert "rank 3 (replica 1, pipeline rank 1, node 0, process 3, stages 1, 3):" in result.stdout
-    assert "pipeline rank 0 over ranks {0, 2}: at reduce_grads0.c0, reduce_grads0.c1" in result.stdout, result.stdout
+    assert "pipeline rank 0 over ranks {0, 2}: at reduce_grads0.c1, reduce_grads0.c0" in result.stdout, result.stdout
 
 
 # ---------------------------------------------------------------- training over processes
 
 
-def _with_reduce_grads(tmp_path, stem):
-    """A library schedule with each chunk's gradient reduction (the kinds' `reduce_grads`) right before its
-    optimizer: the checker refuses a schedule that never reduces at dp > 1 (E092)."""
+def _without_reductions(tmp_path, stem):
+    """A library schedule without its `reduce_grads` jobs (their lines dropped: an `if` may be left empty)."""
     text = (library_dir() / f"{stem}.sched").read_text()
+    text, dropped = re.subn(r"^\s*reduce_grads\b.*\n", "", text, flags=re.MULTILINE)
+    assert dropped
+    path = tmp_path / f"{stem}_never_reduced.sched"
+    path.write_text(text)
+    return path
+
+
+def _reduced_at_the_end(tmp_path, stem):
+    """A library schedule with each chunk's reduction moved right before its optimizer, none overlapping a
+    backward (the library places them after each chunk's last backward)."""
+    text = _without_reductions(tmp_path, stem).read_text()
     text = text.replace("\n    optimizer\n", "\n    for c in 0 .. vpp { reduce_grads(chunk = c) }\n    optimizer\n")
-    assert "reduce_grads" in text
-    path = tmp_path / f"{stem}_reduce.sched"
+    path = tmp_path / f"{stem}_reduced_at_the_end.sched"
     path.write_text(text)
     return path
 
@@ -117,7 +124,7 @@ def _one_replica(schedule, pp, m, vpp, steps=STEPS):
     from ppdsl.runtime.builtin_models import BUILTIN
     from ppdsl.runtime.train import PipelineTrainer, TrainConfig, train
 
-    exp = expand(load(schedule), pp, m, vpp)
+    exp = expand(load(find_schedule(str(schedule))), pp, m, vpp)
     config = TrainConfig(batch_size=2 * m, lr=float(LR), optimizer="sgd", seed=int(SEED))
     run = train(PipelineTrainer(checked_spec(exp), BUILTIN, config), steps)
     return run.parameters, run.losses
@@ -134,11 +141,11 @@ def _replicas(schedule, pp, dp, m, vpp, tmp_path, env=None, steps=STEPS):
 
 @needs_paddle
 @pytest.mark.e2e
-@pytest.mark.parametrize(("stem", "vpp"), [("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2), ("early", 2)], ids=str)
+@pytest.mark.parametrize(("stem", "vpp"), [("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2), ("at_end", 2)], ids=str)
 def test_two_replicas_of_four_microbatches_train_the_step_of_one_of_eight(stem, vpp, tmp_path):
-    # `early`: interleaved 1F1B whose chunk 1 reduces right after its last backward, before chunk 0's backwards end
-    early = ROOT / "examples" / "interleaved1f1b_reduce.sched"
-    schedule = early if stem == "early" else _with_reduce_grads(tmp_path, stem)
+    # the library's files, whose chunk 1 reduces right after its last backward, before chunk 0's backwards end;
+    # `at_end`: interleaved 1F1B with both chunks' reductions right before the optimizer
+    schedule = _reduced_at_the_end(tmp_path, "interleaved1f1b") if stem == "at_end" else stem
     pp, dp, m = 2, 2, 4
     want, want_losses = _one_replica(schedule, pp, dp * m, vpp)
     result, launch = _replicas(schedule, pp, dp, m, vpp, tmp_path)
@@ -165,7 +172,7 @@ def test_two_replicas_of_four_microbatches_train_the_step_of_one_of_eight(stem, 
 @needs_paddle
 def test_a_small_two_by_two_step_equals_one_replica(tmp_path):
     """The quick suite's case (about 15 s): one step of 2 replicas x 2 stages x 2 micro-batches."""
-    schedule = _with_reduce_grads(tmp_path, "1f1b")
+    schedule = "1f1b"
     want, _ = _one_replica(schedule, 2, 4, 1, steps=1)
     result, launch = _replicas(schedule, 2, 2, 2, 1, tmp_path, steps=1)
     assert result.exit_code == 0, result.output + (result.stderr or "")
@@ -183,7 +190,7 @@ def test_a_small_two_by_two_step_equals_one_replica(tmp_path):
 @pytest.mark.e2e
 def test_a_dead_replica_stops_the_job_as_a_dead_pipeline_rank_does(tmp_path):
     env = {**os.environ, "PPDSL_INJECT_FAILURE": "rank=3,job=2,mode=kill"}  # replica 1's last stage
-    result, _ = _replicas(_with_reduce_grads(tmp_path, "1f1b"), 2, 2, 4, 1, tmp_path, env=env)
+    result, _ = _replicas("1f1b", 2, 2, 4, 1, tmp_path, env=env)
     assert result.exit_code == 2, result.output
     assert re.search(r"rank 3 died \(killed by signal 9, SIGKILL\)", result.stderr), result.stderr
     assert "Traceback" not in result.stderr
