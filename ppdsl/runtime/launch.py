@@ -24,12 +24,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import new_owned_directory, next_owned_number
 from ppdsl.common.text import ascii_number, shortened
 from ppdsl.plan.spec import PlanSpec
@@ -204,7 +204,7 @@ def run_cluster(
         raise DiagnosticError([_rendezvous_diagnostic(opts, run_dir, statuses, local)])
     errors = [r for r in local if (run_dir / f"rank{r}.error").exists()]
     if returncode != 0 or errors:
-        raise DiagnosticError([failure_diagnostic(run_dir, local, statuses, returncode)])
+        raise DiagnosticError(failure_diagnostics(run_dir, local, statuses, returncode))
     reports = [json.loads((run_dir / f"rank{r}.json").read_text()) for r in local]
     params: dict[str, np.ndarray] = {}
     for r in local:
@@ -356,37 +356,73 @@ def _rendezvous_diagnostic(
     return Diagnostic("E072", message, help=f"{fix}; the launcher's log is {run_dir / 'launch.log'}")
 
 
-def failure_diagnostic(
+def failure_diagnostics(
     run_dir: Path, local: range, statuses: dict[int, RankStatus | None], returncode: int
-) -> Diagnostic:
-    """One message that names the rank that failed first, then what followed. A rank that died by itself (a
-    signal, an exit without an error file) is the cause: the others' errors ("Connection reset by peer") are
-    what its death did to them. Else the first error written; ranks the launcher then stopped come last."""
+) -> list[Diagnostic]:
+    """What a failed launch reports: when the rank that failed first refused to train with a diagnostic of its
+    own (a model sharing a parameter with no `sync_shared` to keep it, E095), that diagnostic as it is, with a note
+    naming the rank; else E040 (`failure_diagnostic`), the rank that failed first and what followed."""
+    events, _ = _failure_events(run_dir, local, statuses)
+    if events and events[0][3]:
+        rank = events[0][1]
+        found = run_dir / f"rank{rank}.diagnostics.json"
+        try:
+            diagnostics = [_diagnostic_of(d) for d in json.loads(found.read_text())]
+        except (OSError, ValueError, TypeError, KeyError):
+            diagnostics = []
+        if diagnostics:
+            note = f"rank {rank} refused to train; the launcher stopped the other ranks (details in {run_dir / 'log'})"
+            return [replace(d, notes=[*d.notes, note]) for d in diagnostics]
+    return [failure_diagnostic(run_dir, local, statuses, returncode)]
+
+
+def _diagnostic_of(data: dict) -> Diagnostic:
+    """A diagnostic a rank wrote (`Diagnostic.to_dict`), read back."""
+    span = None
+    if data.get("file"):
+        span = Span(data["file"], data["line"], data["col"], data["end_line"], data["end_col"])
+    return Diagnostic(
+        str(data["code"]), str(data["message"]), span, str(data["label"]), str(data["help"]), list(data["notes"])
+    )
+
+
+def _failure_events(run_dir: Path, local: range, statuses: dict[int, RankStatus | None]):
+    """(time, rank, text, diagnosed) of each rank that failed, the cause first (see `failure_diagnostic`), and the
+    ranks the launcher stopped."""
     causes, failures, stopped = [], [], []
     for r in local:
         status, error = statuses[r], run_dir / f"rank{r}.error"
         when = status.time if status is not None else math.inf
         if error.exists():
             first = error.read_text(errors="replace").split("\n\n")[0].strip()
-            failures.append((when, r, first))
+            failures.append((when, r, first, (run_dir / f"rank{r}.diagnostics.json").exists()))
         elif status is None or status.state != "ended":
-            causes.append((math.inf, r, f"rank {r} ended without a report (its guard process was killed)"))
+            causes.append((math.inf, r, f"rank {r} ended without a report (its guard process was killed)", False))
         elif status.stopped_by is not None:
             stopped.append(r)
         elif status.returncode:
             code = status.returncode
             how = f"killed by signal {-code}, {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
-            causes.append((when, r, f"rank {r} died ({how}) {_at_step(status)}"))
-    events = sorted(causes) + sorted(failures)
+            causes.append((when, r, f"rank {r} died ({how}) {_at_step(status)}", False))
+    return sorted(causes) + sorted(failures), stopped
+
+
+def failure_diagnostic(
+    run_dir: Path, local: range, statuses: dict[int, RankStatus | None], returncode: int
+) -> Diagnostic:
+    """One message that names the rank that failed first, then what followed. A rank that died by itself (a
+    signal, an exit without an error file) is the cause: the others' errors ("Connection reset by peer") are
+    what its death did to them. Else the first error written; ranks the launcher then stopped come last."""
+    events, stopped = _failure_events(run_dir, local, statuses)
     if not events:
         return Diagnostic(
             "E040",
             f"the launcher exited with {returncode} and no rank reported an error",
             help=f"see {run_dir / 'launch.log'} and {run_dir / 'log'}",
         )
-    (_, first_rank, text), *then = events
+    (_, first_rank, text, _), *then = events
     parts = [text]
-    for _, r, later in then:
+    for _, r, later, _ in then:
         prefix = f"rank {r} failed: "
         parts.append(f"rank {r} then failed: {later.removeprefix(prefix)}" if later.startswith(prefix) else later)
     if stopped:

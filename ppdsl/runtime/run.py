@@ -402,6 +402,21 @@ def _run_cluster(context: _Context) -> RunReport:
         return _train_cluster(context, model.name, sources, resume)
 
 
+def _located(diagnostic: Diagnostic, exp: Expansion) -> Diagnostic:
+    """A rank's E095 (a shared parameter with no `sync_shared` on a rank holding it; the ranks see the plan, not
+    the file) at the `optimizer` of the first rank whose order has no `sync_shared`: the line to add it before."""
+    if diagnostic.code != "E095" or diagnostic.span is not None:
+        return diagnostic
+    names = exp.type_names
+    for r, codes in enumerate(exp.jobs):
+        kinds = [names[exp.decode(c)[0]] for c in codes]
+        if "sync_shared" not in kinds and "optimizer" in kinds:
+            site = exp.defn.sites[exp.sites[r][kinds.index("optimizer")]]
+            label = f"rank {r}'s optimizer: `sync_shared` goes before it"
+            return dataclasses.replace(diagnostic, span=site.span, label=label)
+    return diagnostic
+
+
 HOST_STORE_ON_CPU = "emulated on CPU: the copies are real, the device / host split is counted (one memory)"
 
 
@@ -479,7 +494,10 @@ def _train_cluster(
         launch_dir=launch_dir,
     )
     with observer.training(start):
-        result = run_cluster(spec, launch_dir, context.plan, on_step=_counted_from_one(observer))
+        try:
+            result = run_cluster(spec, launch_dir, context.plan, on_step=_counted_from_one(observer))
+        except DiagnosticError as err:  # a rank's own diagnostic, placed in the schedule where the fix goes
+            raise DiagnosticError([_located(d, exp) for d in err.diagnostics]) from None
     report = context.report(
         model_name,
         lr=result.learning_rate,  # what the ranks trained with, not what the flag asked for

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, to_json
 from ppdsl.common.files import open_atomic, write_atomic
 from ppdsl.plan.kinds import SYNC_SHARED_NAME
 from ppdsl.runtime.launch_spec import LaunchSpec, load_bound_model, load_plan, read_launch_spec
@@ -516,6 +516,9 @@ def main(argv: list[str]) -> int:
         message = f"rank {rank} failed: {type(err).__name__}: {err}"
         if isinstance(err, DiagnosticError):  # an input or training error ppdsl diagnosed: its words alone
             message = f"rank {rank} failed: " + "; ".join(f"[{d.code}] {d.message}" for d in err.diagnostics)
+            # and the diagnostics themselves, which the launcher reports as they are (written before the error
+            # file, whose presence is what the launcher looks for)
+            write_atomic(run_dir / f"rank{rank}.diagnostics.json", to_json(err.diagnostics))
         write_atomic(run_dir / f"rank{rank}.error", message + "\n\n" + traceback.format_exc())
         print(f"ppdsl: {message}", file=sys.stderr, flush=True)
         return 1

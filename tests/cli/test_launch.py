@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ppdsl.cli import app
-from ppdsl.runtime.launch import end_launcher, failure_diagnostic, stop_requests
+from ppdsl.common.diagnostics import Diagnostic, to_json
+from ppdsl.runtime.launch import end_launcher, failure_diagnostic, failure_diagnostics, stop_requests
 from ppdsl.runtime.lifeline import RankStatus
 
 runner = CliRunner()
@@ -246,3 +247,20 @@ def test_dry_run_shows_the_copy_jobs_of_the_gpu_path(tmp_path):
         in text
     )
     assert "rank 0 reload (2 jobs): pd_op.memcpy_h2d back to the GPU (dst_place_type=1) on stream copy_stream" in text
+
+
+def test_a_rank_that_refused_with_a_diagnostic_is_reported_by_that_diagnostic_not_inside_e040(tmp_path):
+    """Before: a rank's E095 (a tied weight with no `sync_shared`) came back as `E040: rank 1 failed: [E095] ...`,
+    exit status 1, its help lost. Now the rank's own diagnostic, with a note naming the rank."""
+    refusal = Diagnostic("E095", "parameter `w` is shared by stages 0, 1", help="add `sync_shared`")
+    _rank(tmp_path, 1, at=100.0, error="[E095] parameter `w` is shared by stages 0, 1")
+    (tmp_path / "rank1.diagnostics.json").write_text(to_json([refusal]))
+    _rank(tmp_path, 0, returncode=-15, stopped_by=15, at=101.0)
+    statuses = {r: RankStatus.read(tmp_path / f"rank{r}.status") for r in range(2)}
+    (got,) = failure_diagnostics(tmp_path, range(2), statuses, 1)
+    assert (got.code, got.message, got.help) == ("E095", refusal.message, refusal.help)
+    assert any("rank 1 refused to train" in note for note in got.notes)
+    # a rank that died by itself is still the cause, before a diagnosed failure it may have caused
+    _rank(tmp_path, 0, returncode=-9, at=101.0)
+    (first,) = failure_diagnostics(tmp_path, range(2), statuses | {0: RankStatus.read(tmp_path / "rank0.status")}, 1)
+    assert first.code == "E040" and first.message.startswith("rank 0 died")

@@ -101,3 +101,15 @@ def _one_stage_initial(model, name):
     exp = expand(load(library_dir() / "1f1b.sched"), 1, 4, 1)
     config = TrainConfig(batch_size=8, lr=0.05, optimizer="sgd", seed=3)
     return PipelineTrainer(checked_spec(exp), load_model(model, ROOT), config).parameters()[name]
+
+
+@needs_paddle
+@pytest.mark.e2e
+def test_a_tied_model_on_a_schedule_without_sync_shared_is_refused_by_its_own_located_e095(tmp_path, in_repo):
+    """Before: the ranks' E095 came back inside a generic E040 ("rank 1 failed: [E095] ..."), exit status 1."""
+    args = ["run", "1f1b", "--model", "gpt_tied", "--pp", "2", "-m", "2", "--steps", "1"]
+    result = runner.invoke(app, [*args, "--nproc-per-node", "2", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output + (result.stderr or "")
+    assert "error[E095]: parameter `embedding.token.weight` is shared by stages 0, 1" in result.stderr
+    assert "E040" not in result.stderr
+    assert "--> schedules/1f1b.sched:" in result.stderr and "`sync_shared` goes before it" in result.stderr
