@@ -145,12 +145,16 @@ def check_finite(step: int, losses, parameters: dict[str, np.ndarray], steps: in
     )
 
 
-def run_identity(spec: PlanSpec, model_name: str, config: TrainConfig) -> dict:
+def run_identity(spec: PlanSpec, model_name: str, config: TrainConfig, dp: int = 1) -> dict:
     """What a checkpoint must match to be resumed: the schedule (its name, and the fingerprint of its text and
     includes: an edited schedule may order the jobs, and so the floating-point sums, differently), its sizes and
     parameters, the model, and what else decides the next step's numbers: the training options (`TrainConfig`:
-    batch, learning rate, optimizer, data seed)."""
+    batch, learning rate, optimizer, data seed), and the data-parallel replicas (`dp`: which micro-batches each
+    trains and the order their gradients are summed in; named only above 1, so a one-replica checkpoint reads as it
+    always did)."""
+    replicas = {"dp": dp} if dp > 1 else {}
     return {
+        **replicas,
         "schedule": spec.schedule,
         "schedule_fingerprint": spec.fingerprint,
         "pp": spec.pp,
@@ -395,6 +399,8 @@ def _names_digest(arrays: Mapping[str, object]) -> str:
 
 
 def _check_identity(path: Path, meta: dict, identity: Mapping) -> None:
+    # the replicas are named only above 1 (`run_identity`): a file without `dp` is of one replica
+    meta, identity = {"dp": 1, **meta}, {"dp": 1, **identity}
     missing = [key for key in identity if key not in meta]
     changed = [key for key, value in identity.items() if key in meta and meta[key] != value]
     saved_print = meta.get(FINGERPRINT)
@@ -422,7 +428,7 @@ def _check_identity(path: Path, meta: dict, identity: Mapping) -> None:
         raise _error(
             "E037",
             f"checkpoint `{path}` is from another run: " + ", ".join(differ),
-            help="resume with the schedule, sizes, model, batch size, --lr, --optimizer and --seed it was saved "
+            help="resume with the schedule, sizes, --dp, model, batch size, --lr, --optimizer and --seed it was saved "
             "with, or start afresh without --resume",
         )
     if missing:

@@ -213,4 +213,5 @@ class Transport:
         for box in self.outboxes.values():
             box.put(None)
         for t in self.threads:
-            t.join(timeout=self.timeout)
+            if t.ident is not None:  # a resumed run with no step to go never started its senders
+                t.join(timeout=self.timeout)

@@ -266,7 +266,7 @@ def _resume_point(request: RunRequest, plan: PlanSpec, model_name: str, ranks=No
         return {}
     from ppdsl.runtime.checkpoint import read_resume, run_identity
 
-    identity = run_identity(plan, model_name, request.train_config)
+    identity = run_identity(plan, model_name, request.train_config, request.dp)
     return read_resume(request.resume, identity, ranks, steps=request.steps)
 
 

@@ -291,7 +291,7 @@ class RankProcess:
     def _identity(self) -> dict:
         from ppdsl.runtime.checkpoint import run_identity
 
-        return run_identity(self.plan, self.model.name, self.config)
+        return run_identity(self.plan, self.model.name, self.config, self.layout.dp)
 
     def save(self, step: int) -> None:
         """This rank's whole state after `step` steps, written atomically as its own file of that step; then its

@@ -130,12 +130,12 @@ def _one_replica(schedule, pp, m, vpp, steps=STEPS):
     return run.parameters, run.losses
 
 
-def _replicas(schedule, pp, dp, m, vpp, tmp_path, env=None, steps=STEPS):
+def _replicas(schedule, pp, dp, m, vpp, tmp_path, env=None, steps=STEPS, extra=()):
     run_dir = tmp_path / "run"
     args = ["run", str(schedule), "--pp", str(pp), "--dp", str(dp), "-m", str(m), "--vpp", str(vpp)]
     args += ["--steps", str(steps), "--batch-size", str(2 * m * dp), "--lr", LR, "--optimizer", "sgd"]
     args += ["--seed", SEED, "--nproc-per-node", str(pp * dp), "--run-dir", str(run_dir)]
-    args += ["--summary-json", str(tmp_path / "summary.json")]
+    args += ["--summary-json", str(tmp_path / "summary.json"), *extra]
     return runner.invoke(app, args, env=env), run_dir / "launch-1"
 
 
@@ -194,3 +194,40 @@ def test_a_dead_replica_stops_the_job_as_a_dead_pipeline_rank_does(tmp_path):
     assert result.exit_code == 2, result.output
     assert re.search(r"rank 3 died \(killed by signal 9, SIGKILL\)", result.stderr), result.stderr
     assert "Traceback" not in result.stderr
+
+
+@needs_paddle
+@pytest.mark.e2e
+def test_a_data_parallel_run_resumed_from_its_checkpoints_ends_where_the_uninterrupted_run_ends(tmp_path):
+    """`--dp 2 --save-dir D` killed after its step-2 save, rerun with `--resume D`: every replica's rank ends with
+    the uninterrupted run's parameters, bit for bit; the checkpoints are refused at another --dp."""
+    pp, dp, m, steps = 2, 2, 2, 3
+    for run in "abce":
+        (tmp_path / run).mkdir()
+    straight, launch = _replicas("1f1b", pp, dp, m, 1, tmp_path / "a", steps=steps)
+    assert straight.exit_code == 0, straight.output + (straight.stderr or "")
+    want = {g: dict(np.load(launch / f"rank{g}.npz")) for g in range(pp * dp)}
+    ckpt = tmp_path / "ckpt"
+    save = ["--save-dir", str(ckpt), "--save-every", "2"]
+    crash = {**os.environ, "PPDSL_INJECT_FAILURE": "rank=3,job=0,step=2"}  # replica 1's last stage, in step 3
+    first, _ = _replicas("1f1b", pp, dp, m, 1, tmp_path / "b", env=crash, steps=steps, extra=save)
+    assert first.exit_code == 2 and "failure injected" in first.stderr, first.output
+    assert sorted(p.name for p in ckpt.glob("checkpoint.step2.*")) == [
+        f"checkpoint.step2.rank{g}.npz" for g in range(pp * dp)
+    ]
+    second, resumed = _replicas("1f1b", pp, dp, m, 1, tmp_path / "c", steps=steps, extra=[*save, "--resume", str(ckpt)])
+    assert second.exit_code == 0, second.output + (second.stderr or "")
+    for g in range(pp * dp):
+        got = np.load(resumed / f"rank{g}.npz")
+        assert set(got.files) == set(want[g])
+        for name, value in want[g].items():
+            assert np.array_equal(got[name], value), (g, name)
+    # resumed again at its last step, nothing to go: before, every rank failed closing senders it never started
+    again, done = _replicas("1f1b", pp, dp, m, 1, tmp_path / "e", steps=steps, extra=["--resume", str(ckpt)])
+    assert again.exit_code == 0, again.output + (again.stderr or "")
+    assert all(np.array_equal(np.load(done / "rank3.npz")[k], v) for k, v in want[3].items())
+    # the same global batch on one replica is another run: refused before any process starts
+    one = ["run", "1f1b", "--pp", str(pp), "-m", str(m), "--steps", str(steps), "--batch-size", str(2 * m * dp)]
+    one += ["--lr", LR, "--optimizer", "sgd", "--seed", SEED, "--nproc-per-node", str(pp)]
+    other = runner.invoke(app, [*one, "--run-dir", str(tmp_path / "d"), "--resume", str(ckpt)])
+    assert other.exit_code == 2 and "error[E037]" in other.stderr, other.output + (other.stderr or "")
