@@ -205,15 +205,14 @@ def test_exposed_time_is_the_collective_time_no_compute_overlaps():
 
 
 # The library schedules whose reductions come right after each chunk's last gradient job on every rank, where
-# Paddle's VPP pass puts its `_reduce` jobs and PyTorch's runtime its REDUCE_GRAD (zbv, dualpipev and vpp's
-# unsplit order reduce later, at the end of the rank's cool-down).
+# Paddle's VPP pass puts its `_reduce` jobs and PyTorch's runtime its REDUCE_GRAD (zbv, dualpipev, interleavedzb
+# and vpp's unsplit order reduce later, at the end of the rank's cool-down).
 RIGHT_AFTER = [
     ("1f1b", 1),
     ("zbh1", 1),
     ("zbh2", 1),
     ("interleaved1f1b", 2),
     ("interleaved1f1b_offload", 2),
-    ("interleavedzb", 2),
     ("loopedbfs", 2),
     ("fthenb", 2),
 ]

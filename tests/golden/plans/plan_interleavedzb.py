@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The plan is stale when its schedule file no longer hashes to SOURCE_SHA256: recompile it.
 SCHEDULE = "InterleavedZB"
 SOURCE = "schedules/interleavedzb.sched"
-SOURCE_SHA256 = "10f12ee711c2168480dcccfcf6352922abbefa651c93d45ece0d85002e47b323"
+SOURCE_SHA256 = "785438b15b696056f6e8f4805b09bc76b0bae26eb10d63b86212bff0bbd15df6"
 PPDSL_VERSION = "0.1.0"
 
 PARAMS: dict[str, int | float | bool] = {}
@@ -113,16 +113,6 @@ def backward_chunk(k: int, pp: int, vpp: int, microbatches: int) -> int:
     return vpp - 1 - k // per_round(pp, microbatches) % vpp
 
 
-def backward_round(k: int, pp: int, vpp: int, microbatches: int) -> int:
-    """schedules/interleavedzb.sched:24: `fn backward_round(k) = k // (per_round() * vpp)`"""
-    return k // (per_round(pp, microbatches) * vpp)
-
-
-def backward_mb(k: int, pp: int, vpp: int, microbatches: int) -> int:
-    """schedules/interleavedzb.sched:25: `fn backward_mb(k) = backward_round(k) * per_round() + k % per_round()`"""
-    return backward_round(k, pp, vpp, microbatches) * per_round(pp, microbatches) + k % per_round(pp, microbatches)
-
-
 PLACEMENT = "looped"
 
 
@@ -176,49 +166,45 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         "backward_w": [0] * vpp,
         "optimizer": [0] * vpp,
     }
-    total = microbatches * vpp  # schedules/interleavedzb.sched:28
-    warmup = min((vpp - 1) * per_round(pp, microbatches) + pp - 1 - rank, total)  # schedules/interleavedzb.sched:29
-    # schedules/interleavedzb.sched:30: for k in 0 .. warmup { forward(chunk = forward_chunk(k)) }
+    total = microbatches * vpp  # schedules/interleavedzb.sched:24
+    warmup = min((vpp - 1) * per_round(pp, microbatches) + pp - 1 - rank, total)  # schedules/interleavedzb.sched:25
+    # schedules/interleavedzb.sched:26: for k in 0 .. warmup { forward(chunk = forward_chunk(k)) }
     for k in range(warmup):
         chunk_ = forward_chunk(k, pp, vpp, microbatches)
-        _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:30")
+        _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:26")
         jobs.append(("forward", chunk_, next_mb["forward"][chunk_]))
         next_mb["forward"][chunk_] += 1
     # Steady state and cool-down: the k-th input gradient; from the rank-th on, a weight gradient `rank` behind.
-    # schedules/interleavedzb.sched:32: for k in 0 .. total {
+    # schedules/interleavedzb.sched:28: for k in 0 .. total {
     for k in range(total):
-        # schedules/interleavedzb.sched:33: if warmup + k < total { forward(chunk = forward_chunk(warmup + k)) }
+        # schedules/interleavedzb.sched:29: if warmup + k < total { forward(chunk = forward_chunk(warmup + k)) }
         if warmup + k < total:
             chunk_ = forward_chunk(warmup + k, pp, vpp, microbatches)
-            _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:33")
+            _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:29")
             jobs.append(("forward", chunk_, next_mb["forward"][chunk_]))
             next_mb["forward"][chunk_] += 1
-        # schedules/interleavedzb.sched:34: backward_b(chunk = backward_chunk(k))
+        # schedules/interleavedzb.sched:30: backward_b(chunk = backward_chunk(k))
         chunk_ = backward_chunk(k, pp, vpp, microbatches)
-        _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:34")
+        _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:30")
         jobs.append(("backward_b", chunk_, next_mb["backward"][chunk_]))
         next_mb["backward"][chunk_] += 1
-        # schedules/interleavedzb.sched:35: if k >= rank {
+        # schedules/interleavedzb.sched:31: if k >= rank { backward_w(chunk = backward_chunk(k - rank)) }
         if k >= rank:
-            # schedules/interleavedzb.sched:36: backward_w(chunk = backward_chunk(k - rank))
             chunk_ = backward_chunk(k - rank, pp, vpp, microbatches)
-            _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:36")
+            _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:31")
             jobs.append(("backward_w", chunk_, next_mb["backward_w"][chunk_]))
             next_mb["backward_w"][chunk_] += 1
-            # schedules/interleavedzb.sched:37: if backward_mb(k - rank) == microbatches - 1 { reduce_grads(chunk = b...
-            if backward_mb(k - rank, pp, vpp, microbatches) == microbatches - 1:
-                pass  # reduce_grads: no job at dp 1
-    # schedules/interleavedzb.sched:40: for k in max(0, total - rank) .. total {
+    # schedules/interleavedzb.sched:33: for k in max(0, total - rank) .. total { backward_w(chunk = backward_chunk(k)) }
     for k in range(max(0, total - rank), total):
-        # schedules/interleavedzb.sched:41: backward_w(chunk = backward_chunk(k))
         chunk_ = backward_chunk(k, pp, vpp, microbatches)
-        _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:41")
+        _check_chunk(chunk_, vpp, "schedules/interleavedzb.sched:33")
         jobs.append(("backward_w", chunk_, next_mb["backward_w"][chunk_]))
         next_mb["backward_w"][chunk_] += 1
-        # schedules/interleavedzb.sched:42: if backward_mb(k) == microbatches - 1 { reduce_grads(chunk = backward_chu...
-        if backward_mb(k, pp, vpp, microbatches) == microbatches - 1:
-            pass  # reduce_grads: no job at dp 1
-    # schedules/interleavedzb.sched:44: optimizer
+    # the chunks' reductions once the weight gradients are done, chunk 0's right after its last (no job at dp 1)
+    # schedules/interleavedzb.sched:35: for c in 0 .. vpp { reduce_grads(chunk = vpp - 1 - c) }
+    for c in range(vpp):
+        pass  # reduce_grads: no job at dp 1
+    # schedules/interleavedzb.sched:36: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
     return jobs
