@@ -143,7 +143,9 @@ class ReadableOrder(OrderLowering):
         if self.defn.job_types[stmt.type].kind is not None and self.defn.job_types[stmt.type].kind.members is (
             Members.REPLICAS
         ):  # a plan module runs one replica's pipeline, where a reduction over the replicas is no work (dp 1)
-            self.emit(indent, f"pass  # {self.type_names[stmt.type]}: no job at dp 1", site)
+            chunk = self.expr(stmt.chunk.source)  # named, so a loop around it reads as what it walks
+            line = "pass" if chunk == "0" else f"_ = {chunk}"
+            self.emit(indent, f"{line}  # {self.type_names[stmt.type]} of this chunk: no job at dp 1", site)
             return
         name = py_str(self.type_names[stmt.type])
         chunk_known = self._chunk_known

@@ -213,7 +213,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         jobs.append(("send_backward", 0, next_mb["send_backward"][0]))
         next_mb["send_backward"][0] += 1
     # schedules/1f1b.sched:25: reduce_grads  # after the last backward: where Paddle's pass and torch's REDUCE_GRAD p...
-    pass  # reduce_grads: no job at dp 1
+    pass  # reduce_grads of this chunk: no job at dp 1
     # schedules/1f1b.sched:26: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

@@ -260,7 +260,7 @@ def job_list(
         jobs.append(("send_backward", 0, next_mb["send_backward"][0]))
         next_mb["send_backward"][0] += 1
     # schedules/1f1b_selective.sched:37: reduce_grads  # after the last backward: where Paddle's pass and torch's RED...
-    pass  # reduce_grads: no job at dp 1
+    pass  # reduce_grads of this chunk: no job at dp 1
     # schedules/1f1b_selective.sched:38: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

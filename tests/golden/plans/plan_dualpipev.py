@@ -250,9 +250,9 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
             next_mb["backward"][0] += 1
     # both chunks' reductions once the weight-gradient queue is empty (no job at dp 1)
     # schedules/dualpipev.sched:60: reduce_grads(chunk = 1)
-    pass  # reduce_grads: no job at dp 1
+    _ = 1  # reduce_grads of this chunk: no job at dp 1
     # schedules/dualpipev.sched:61: reduce_grads(chunk = 0)
-    pass  # reduce_grads: no job at dp 1
+    pass  # reduce_grads of this chunk: no job at dp 1
     # schedules/dualpipev.sched:62: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

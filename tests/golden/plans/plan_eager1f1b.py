@@ -170,7 +170,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         jobs.append(("backward", 0, next_mb["backward"][0]))
         next_mb["backward"][0] += 1
     # schedules/eager1f1b.sched:20: reduce_grads  # after the last backward: where Paddle's pass and torch's REDUCE_G...
-    pass  # reduce_grads: no job at dp 1
+    pass  # reduce_grads of this chunk: no job at dp 1
     # schedules/eager1f1b.sched:21: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

@@ -148,7 +148,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
             _check_chunk(chunk_, vpp, "schedules/fthenb.sched:12")
             jobs.append(("backward", chunk_, next_mb["backward"][chunk_]))
             next_mb["backward"][chunk_] += 1
-        pass  # reduce_grads: no job at dp 1
+        _ = vpp - 1 - c  # reduce_grads of this chunk: no job at dp 1
     # schedules/fthenb.sched:13: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

@@ -181,7 +181,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         # schedules/interleaved1f1b.sched:27: if b // (per_round * vpp) * per_round + b % per_round == microbatches -...
         if b // (per_round * vpp) * per_round + b % per_round == microbatches - 1:
             # schedules/interleaved1f1b.sched:28: reduce_grads(chunk = vpp - 1 - b // per_round % vpp)
-            pass  # reduce_grads: no job at dp 1
+            _ = vpp - 1 - b // per_round % vpp  # reduce_grads of this chunk: no job at dp 1
     # schedules/interleaved1f1b.sched:31: for step in total .. total + warmup {
     for step in range(total, total + warmup):
         b = step - warmup  # schedules/interleaved1f1b.sched:32
@@ -193,7 +193,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         # schedules/interleaved1f1b.sched:34: if b // (per_round * vpp) * per_round + b % per_round == microbatches -...
         if b // (per_round * vpp) * per_round + b % per_round == microbatches - 1:
             # schedules/interleaved1f1b.sched:35: reduce_grads(chunk = vpp - 1 - b // per_round % vpp)
-            pass  # reduce_grads: no job at dp 1
+            _ = vpp - 1 - b // per_round % vpp  # reduce_grads of this chunk: no job at dp 1
     # schedules/interleaved1f1b.sched:38: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

@@ -264,7 +264,7 @@ def job_list(
         # schedules/interleaved1f1b_offload.sched:61: if b // (per_round * vpp) * per_round + b % per_round == microb...
         if b // (per_round * vpp) * per_round + b % per_round == microbatches - 1:
             # schedules/interleaved1f1b_offload.sched:62: reduce_grads(chunk = vpp - 1 - b // per_round % vpp)
-            pass  # reduce_grads: no job at dp 1
+            _ = vpp - 1 - b // per_round % vpp  # reduce_grads of this chunk: no job at dp 1
     # schedules/interleaved1f1b_offload.sched:65: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

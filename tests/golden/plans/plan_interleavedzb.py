@@ -203,7 +203,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
     # the chunks' reductions once the weight gradients are done, chunk 0's right after its last (no job at dp 1)
     # schedules/interleavedzb.sched:35: for c in 0 .. vpp { reduce_grads(chunk = vpp - 1 - c) }
     for c in range(vpp):
-        pass  # reduce_grads: no job at dp 1
+        _ = vpp - 1 - c  # reduce_grads of this chunk: no job at dp 1
     # schedules/interleavedzb.sched:36: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

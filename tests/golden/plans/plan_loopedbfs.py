@@ -148,7 +148,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
             _check_chunk(chunk_, vpp, "schedules/loopedbfs.sched:14")
             jobs.append(("backward", chunk_, _micro_batch(microbatches - 1 - i, "schedules/loopedbfs.sched:14")))
         # schedules/loopedbfs.sched:15: reduce_grads(chunk = vpp - 1 - c)  # overlaps the next chunk's backwards (no...
-        pass  # reduce_grads: no job at dp 1
+        _ = vpp - 1 - c  # reduce_grads of this chunk: no job at dp 1
     # schedules/loopedbfs.sched:17: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

@@ -266,7 +266,7 @@ def job_list(
                 jobs.append(("backward_w", chunk_, next_mb["backward_w"][chunk_]))
                 next_mb["backward_w"][chunk_] += 1
         # schedules/vpp.sched:63: reduce_grads(chunk = vpp - 1 - c)
-        pass  # reduce_grads: no job at dp 1
+        _ = vpp - 1 - c  # reduce_grads of this chunk: no job at dp 1
     # schedules/vpp.sched:65: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

@@ -176,7 +176,7 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         jobs.append(("backward_w", 0, next_mb["backward_w"][0]))
         next_mb["backward_w"][0] += 1
     # schedules/zbh2.sched:26: reduce_grads  # after the last weight gradient (no job at dp 1)
-    pass  # reduce_grads: no job at dp 1
+    pass  # reduce_grads of this chunk: no job at dp 1
     # schedules/zbh2.sched:27: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1

@@ -219,13 +219,13 @@ def job_list(rank: int, pp: int, vpp: int, microbatches: int) -> list[tuple[str,
         jobs.append(("backward_w", 1, next_mb["backward_w"][1]))
         next_mb["backward_w"][1] += 1
     # schedules/zbv.sched:36: reduce_grads(chunk = 1)
-    pass  # reduce_grads: no job at dp 1
+    _ = 1  # reduce_grads of this chunk: no job at dp 1
     # schedules/zbv.sched:37: backward_w(chunk = 0) * rank
     for _ in range(_count(rank, "schedules/zbv.sched:37")):
         jobs.append(("backward_w", 0, next_mb["backward_w"][0]))
         next_mb["backward_w"][0] += 1
     # schedules/zbv.sched:38: reduce_grads(chunk = 0)
-    pass  # reduce_grads: no job at dp 1
+    pass  # reduce_grads of this chunk: no job at dp 1
     # schedules/zbv.sched:39: optimizer
     jobs.append(("optimizer", 0, next_mb["optimizer"][0]))
     next_mb["optimizer"][0] += 1
