@@ -61,6 +61,7 @@ def build(request: SynthRequest) -> Problem:
         memory_actions=bool(request.memory_actions),
         recompute_fraction=request.recompute_fraction,
         host_limit=request.host_limit,
+        dp=request.dp,
     )
     k, ticks = time_ticks(problem)
     if ticks == 0:  # (a zero cost is meaningful for some jobs: the optimizer's default; not for all of them)
@@ -188,6 +189,8 @@ def _steady_text(problem: Problem, result: SynthResult, request: SynthRequest) -
         return sched_text(problem, result.orders, header, steady=form, proven_up_to=proven_up_to)
 
     written = text(counts[-1])
+    if not _as_searched(next(checked_counts(written, request, result, [m])), result):
+        return None  # (a reduction the repeated form can only write after the block ends later than searched)
     proven = m
     for count, checked in zip(counts, checked_counts(written, request, result, counts), strict=False):
         if not checked.valid:
@@ -198,6 +201,11 @@ def _steady_text(problem: Problem, result: SynthResult, request: SynthRequest) -
     if proven != counts[-1]:
         written = text(proven)  # (only the `require` and the docstring change: the orders proven stay the same)
     return written, verify(written, request, result)
+
+
+def _as_searched(checked: CheckResult, result: SynthResult) -> bool:
+    """Does the checked file run as the search timed its orders (valid, the same makespan)?"""
+    return checked.valid and abs(checked.makespan - result.makespan) <= EPS * max(1.0, result.makespan)
 
 
 def proven_counts(microbatches: int, stride: int) -> int:
@@ -360,6 +368,7 @@ def _header(
             "micro-batches (search again for another count, or use `--periodic`)."
         )
     check = f"ppdsl check {request.output} --pp {p.pp} -m {p.microbatches}" + (f" --vpp {p.vpp}" if p.vpp > 1 else "")
+    check += f" --dp {p.dp}" if p.dp > 1 else ""
     if not costs_fit_in_file(p) and request.cost_options:
         check += f" {request.cost_options}"
     if request.memory_options:

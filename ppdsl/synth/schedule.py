@@ -16,6 +16,7 @@ from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZE
 from ppdsl.synth.problem import Problem
 
 COMPUTE = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
+GRADIENTS = (BACKWARD, BACKWARD_B, BACKWARD_W)  # the jobs that add to a chunk's gradients
 # one rank's jobs in order; a plain (type, stage, micro-batch) tuple equals its `Job`, so hot loops build tuples
 Order = list[Job]
 
@@ -33,6 +34,35 @@ class Evaluation:
     host_peak_time: float = 0.0  # when the host's peak is first reached
 
 
+def with_reductions(problem: Problem, orders: list[Order]) -> list[Order]:
+    """The orders with each stage's `reduce_grads` (type `problem.reduce_type`, micro-batch 0) right after the
+    stage's last gradient job, the earliest point `check` allows (E094), when the problem reduces (dp above 1);
+    else the orders themselves. The search's orders hold compute jobs only: where a reduction goes is decided by
+    where they put each chunk's last backward / backward_w. Earliest is also the best point for a given compute
+    order: the reduction runs on the collective stream beside the compute (a rank's replicas reach it with the
+    rank, so joining never waits), and an earlier start on that stream never ends a later collective later."""
+    reduce = problem.reduce_type
+    if reduce is None:
+        return orders
+    out = []
+    for order in orders:
+        last = {s: i for i, (t, s, _) in enumerate(order) if t in GRADIENTS}
+        after = {i: s for s, i in last.items()}
+        placed: Order = []
+        for i, job in enumerate(order):
+            placed.append(job)
+            if i in after:
+                placed.append(Job(reduce, after[i], 0))
+        out.append(placed)
+    return out
+
+
+def compute_only(problem: Problem, orders: list[Order]) -> list[Order]:
+    """The orders without their reductions (`with_reductions`'s inverse)."""
+    reduce = problem.reduce_type
+    return orders if reduce is None else [[job for job in order if job[0] != reduce] for order in orders]
+
+
 class Evaluator:
     """Evaluates orders of one problem: packs them into a reusable `Expansion` and executes it."""
 
@@ -47,6 +77,9 @@ class Evaluator:
         self.actions = MemoryActions.of(self.base)
         if self.actions is not None:
             self.used |= set(self.actions.types)
+        self.reduce = problem.reduce_type  # at dp above 1: each chunk's reduction, placed by `with_reductions`
+        if self.reduce is not None:
+            self.used.add(self.reduce)
         codec = self.base.codec
         # a job's code is its micro-batch's stride plus the slot of its (type, chunk) (`JobCodec.stride`)
         self.stride = codec.stride
@@ -69,8 +102,17 @@ class Evaluator:
         return replace(exp, jobs=jobs, sites=[[0] * len(j) for j in jobs])
 
     def evaluate(self, orders: list[Order]) -> Evaluation:
+        """The orders timed as `check` times them, with the problem's reductions placed (`with_reductions`):
+        the makespan then includes them (the optimizer waits for the rank's collectives); `start` / `end` stay
+        [rank][step] of the orders' own jobs."""
         self.calls += 1
-        ex = execute(self.expansion(orders), used=self.used)
+        placed = with_reductions(self.problem, orders)
+        ex = execute(self.expansion(placed), used=self.used)
+        start, end = ex.start, ex.end
+        if placed is not orders:
+            keep = [[i for i, job in enumerate(order) if job[0] != self.reduce] + [len(order)] for order in placed]
+            start = [[row[i] for i in k] for row, k in zip(start, keep, strict=True)]
+            end = [[row[i] for i in k] for row, k in zip(end, keep, strict=True)]
         peaks = [s.peak_activations for s in ex.ranks]
         within = all(peak <= limit + 1e-9 for peak, limit in zip(peaks, self.problem.limit, strict=True))
         host_peak = ex.host_peak
@@ -83,8 +125,8 @@ class Evaluator:
             peaks,
             ex.completed and within,
             not ex.completed,
-            ex.start,
-            ex.end,
+            start,
+            end,
             times,
             host_peak,
             ex.host_peak_time,
