@@ -12,11 +12,12 @@ from ppdsl.analysis.execution import execute
 from ppdsl.analysis.expansion import Expansion
 from ppdsl.analysis.memory import MemoryActions
 from ppdsl.plan.jobs import Job
-from ppdsl.plan.kinds import BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER
-from ppdsl.synth.problem import Problem
+from ppdsl.plan.kinds import ALWAYS, BACKWARD, BACKWARD_B, BACKWARD_W, FORWARD, OPTIMIZER, kind
+from ppdsl.synth.problem import REDUCE_NAME, Problem
 
 COMPUTE = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
-GRADIENTS = (BACKWARD, BACKWARD_B, BACKWARD_W)  # the jobs that add to a chunk's gradients
+# the jobs that add to a chunk's gradients: those a `reduce_grads` follows (its row's `reduces`)
+GRADIENTS = tuple(t for t, k in enumerate(ALWAYS) if k.name in kind(REDUCE_NAME).reduces)
 # one rank's jobs in order; a plain (type, stage, micro-batch) tuple equals its `Job`, so hot loops build tuples
 Order = list[Job]
 
