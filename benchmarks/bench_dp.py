@@ -3,9 +3,10 @@
 1. **Simulated** (the checker's execution model, `check(Scenario(..., dp=D))`): for 1F1B, ZB-H1 and interleaved
    1F1B (vpp 2) with every chunk's `reduce_grads` at the end of the order (right before the optimizer, where a
    schedule that only adds them puts them), and as `examples/<stem>_reduce.sched` places them (right after each
-   chunk's last backward), at pp 4 and 8, dp 2 and 4 (micro-batches 2 x pp): the makespan and each rank's exposed
-   (not overlapped) collective time, max over the ranks (`RankStats.exposed_collective`); and beside them synth's
-   schedules (`ppdsl.synthesize(..., dp=D)`, the same default costs, looped at 1 and 2 chunks and the V at 2),
+   chunk's last backward), at pp 4 and 8, dp 2 and 4 (micro-batches 2 x pp; a reduction costs the ring
+   all-reduce's share of a chunk's gradients, `reduce_cost`: 3 at dp 2, 4.5 at dp 4): the makespan and each rank's
+   exposed (not overlapped) collective time, max over the ranks (`RankStats.exposed_collective`); and beside them
+   synth's schedules (`ppdsl.synthesize(..., dp=D)`, the same costs, looped at 1 and 2 chunks and the V at 2),
    which place each chunk's reduction right after its last gradient job and search orders by the makespan with
    them, so that the orders finish a chunk's gradients early and its reduction runs under the other chunks'
    backwards. `targets` in the JSON: synth's exposed time at most the library's with reductions at the end at the
@@ -46,6 +47,14 @@ from ppdsl.language.library import library_dir  # noqa: E402
 SCHEDULES = (("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2))
 SYNTH = ((1, "looped"), (2, "looped"), (2, "vshape"))  # (chunks, placement) synth searches
 SIZES = ((4, 2), (4, 4), (8, 2), (8, 4))  # (pp, dp); micro-batches 2 x pp
+# a chunk's gradients, in units of bandwidth x time: a reduction costs the ring all-reduce's share of them,
+# 2 (D - 1) / D * size (`comm reduce size` over `comm reduce bandwidth` 1): 3 at dp 2, 4.5 at dp 4, so longer
+# than the backward (2) that follows a chunk's last one: hiding it takes more than the next job
+REDUCE_SIZE = 3.0
+
+
+def reduce_cost(dp: int) -> dict[str, float]:
+    return {"reduce_grads": 2 * (dp - 1) / dp * REDUCE_SIZE}
 
 
 def with_reductions(stem: str, directory: Path) -> Path:
@@ -59,7 +68,7 @@ def with_reductions(stem: str, directory: Path) -> Path:
 
 def simulated(directory: Path) -> list[dict]:
     """Each schedule with its reductions at the end, and as `examples/<stem>_reduce.sched` places them (each
-    chunk's right after its last backward) where that file exists."""
+    chunk's right after its last backward) where that file exists; every reduction costs `reduce_cost(dp)`."""
     rows = []
     placements = []
     for stem, vpp in SCHEDULES:
@@ -75,7 +84,7 @@ def simulated(directory: Path) -> list[dict]:
 
 def _checked_row(path: Path, stem: str, placement: str, pp: int, vpp: int, dp: int) -> dict:
     """`check --dp` of one file: its makespan and collective time, exposed and all, max over the ranks."""
-    result = check(Scenario(str(path), pp, 2 * pp, vpp, dp=dp))
+    result = check(Scenario(str(path), pp, 2 * pp, vpp, costs=reduce_cost(dp), dp=dp))
     if not result.valid:
         return {"schedule": stem, "placement": placement, "pp": pp, "dp": dp, "error": result.diagnostics[0].message}
     ranks = result.execution.ranks
@@ -100,7 +109,15 @@ def synthesized(directory: Path, seconds: float) -> list[dict]:
     for vpp, placement in SYNTH:
         for pp, dp in SIZES:
             print(f"synth: pp {pp} dp {dp} vpp {vpp} {placement}", file=sys.stderr, flush=True)
-            outcome = synthesize(pp=pp, microbatches=2 * pp, vpp=vpp, placement=placement, dp=dp, time_limit=seconds)
+            outcome = synthesize(
+                pp=pp,
+                microbatches=2 * pp,
+                vpp=vpp,
+                placement=placement,
+                dp=dp,
+                costs=reduce_cost(dp),
+                time_limit=seconds,
+            )
             path = directory / f"synth-pp{pp}-dp{dp}-v{vpp}-{placement}.sched"
             path.write_text(outcome.text)
             rows.append(_checked_row(path, f"synth {placement}", "synth", pp, vpp, dp))

@@ -33,6 +33,8 @@ class Evaluation:
     peak_times: list[float] = field(default_factory=list)  # [rank] when its peak is first reached
     host_peak: float = 0.0  # all ranks' offloaded memory at its highest (memory actions only)
     host_peak_time: float = 0.0  # when the host's peak is first reached
+    # [rank] the collective time its compute does not overlap (`RankStats.exposed_collective`; dp above 1 only)
+    exposed: list[float] = field(default_factory=list)
 
 
 def with_reductions(problem: Problem, orders: list[Order]) -> list[Order]:
@@ -131,6 +133,7 @@ class Evaluator:
             times,
             host_peak,
             ex.host_peak_time,
+            [s.exposed_collective or 0.0 for s in ex.ranks] if self.reduce is not None else [],
         )
 
 
@@ -139,7 +142,10 @@ def preference(problem: Problem, orders: list[Order], ev: Evaluation) -> tuple:
     equally fast ones, the one with the lower peak memory (the highest rank's, then all ranks' together); then the
     simpler: fewer memory-action jobs (recompute, offload, reload), fewer distinct job kinds (types, as the file
     names them), fewer jobs (a whole backward rather than I then W: a shorter order text); then the order itself,
-    so that no tie is left to the order candidates were found in. An infeasible schedule comes last."""
+    so that no tie is left to the order candidates were found in. At dp above 1, among equally fast ones first
+    the one whose reductions are the less exposed (the highest rank's, then all ranks'): a rank off the critical
+    path may leave its reductions in the open at no cost to the makespan, but they keep its replicas' links busy
+    and it is what `check` reports. An infeasible schedule comes last."""
     if not ev.feasible:
         return (float("inf"),)
     actions = MemoryActions.of(problem.expansion) if problem.expansion is not None else None
@@ -147,6 +153,8 @@ def preference(problem: Problem, orders: list[Order], ev: Evaluation) -> tuple:
     kinds = {job[0] for order in orders for job in order}
     return (
         round(ev.makespan, 9),
+        round(max(ev.exposed, default=0.0), 9),
+        round(sum(ev.exposed), 9),
         round(max(ev.peaks, default=0.0), 9),
         round(sum(ev.peaks), 9),
         sum(job[0] in moves for order in orders for job in order),
@@ -175,7 +183,8 @@ def complete(problem: Problem, orders: list[Order]) -> bool:
 
 
 def total_score(ev: Evaluation) -> tuple[float, float]:
-    """The makespan, then the sum of every job's end: what both local searches minimise."""
+    """The makespan, then (at dp above 1) the exposed reduction time over all ranks, then the sum of every job's
+    end: what both local searches minimise."""
     if not ev.feasible:
-        return (float("inf"), float("inf"))
-    return (round(ev.makespan, 9), round(sum(sum(row) for row in ev.end), 6))
+        return (float("inf"), float("inf"), float("inf"))
+    return (round(ev.makespan, 9), round(sum(ev.exposed), 9), round(sum(sum(row) for row in ev.end), 6))
