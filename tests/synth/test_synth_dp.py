@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 import ppdsl
 from ppdsl.analysis.check import check
+from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.cli import app
 from ppdsl.common.diagnostics import DiagnosticError
@@ -15,7 +16,9 @@ from ppdsl.language.library import library_dir
 from ppdsl.synth import SynthRequest, build
 from ppdsl.synth.bounds import lower_bound
 from ppdsl.synth.problem import build_problem
-from ppdsl.synth.schedule import GRADIENTS, Evaluator, with_reductions
+from ppdsl.synth.reductions import hide_reductions
+from ppdsl.synth.schedule import GRADIENTS, Evaluator, complete, with_reductions
+from ppdsl.synth.seeds import library_seeds
 
 runner = CliRunner()
 
@@ -103,3 +106,15 @@ def test_memory_actions_at_dp_above_1_are_refused():
     with pytest.raises(DiagnosticError) as error:
         build(SynthRequest(pp=4, microbatches=8, dp=2, memory_actions=("recompute",)))
     assert error.value.diagnostics[0].code == "E079"
+
+
+def test_moving_trailing_weight_gradients_hides_a_v_s_reductions_at_no_cost():
+    problem = build_problem(4, 8, 2, "vshape", costs=CostSpec({"reduce_grads": 4.5}), dp=4)
+    zbv = dict(library_seeds(problem))["library ZBV"]
+    evaluator = Evaluator(problem)
+    before = evaluator.evaluate(zbv)
+    orders, after = hide_reductions(problem, evaluator, zbv, before)
+    assert complete(problem, orders) and after.feasible
+    assert after.makespan <= before.makespan + 1e-9
+    assert max(after.exposed) < max(before.exposed)  # (ZB-V defers chunk 1's W's to the tail: both exposed)
+    assert after.exposed == evaluator.evaluate(orders).exposed
