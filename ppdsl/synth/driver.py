@@ -205,7 +205,9 @@ def _steady_text(problem: Problem, result: SynthResult, request: SynthRequest) -
 
 def _as_searched(checked: CheckResult, result: SynthResult) -> bool:
     """Does the checked file run as the search timed its orders (valid, the same makespan)?"""
-    return checked.valid and abs(checked.makespan - result.makespan) <= EPS * max(1.0, result.makespan)
+    if not checked.valid or checked.makespan is None:
+        return False
+    return abs(checked.makespan - result.makespan) <= EPS * max(1.0, result.makespan)
 
 
 def proven_counts(microbatches: int, stride: int) -> int:
@@ -285,7 +287,7 @@ def verify(
     m = microbatches or request.microbatches
     if checked is None:
         checked = checked_text(text, request, result, microbatches)
-    wrong_makespan = microbatches is None and abs(checked.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    wrong_makespan = microbatches is None and not _as_searched(checked, result)
     if not checked.valid or wrong_makespan:
         found = "; ".join(f"{d.code}: {d.message}" for d in checked.diagnostics) or f"makespan {checked.makespan}"
         found += "" if microbatches is None else f" at microbatches={m}"

@@ -330,7 +330,8 @@ def table_text(problem: Problem, orders: list[Order]) -> list[str]:
     for r, order in enumerate(orders):
         cells = []
         for t, s, mb in order:
-            cell = f"{LETTERS.get(t) or letter_of(type_name(problem, t))}{mb}"
+            name = type_name(problem, t)  # (a collective has no letter: its cell is its name, `reduce_grads0`)
+            cell = f"{LETTERS.get(t) or letter_of(name) or name}{mb}"
             cells.append(cell if problem.vpp == 1 else f"{cell}.c{problem.chunk_of[s]}")
         cells.append(NAMES[OPTIMIZER])
         head = f"    rank {r}:"

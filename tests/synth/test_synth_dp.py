@@ -19,6 +19,7 @@ from ppdsl.synth.problem import build_problem
 from ppdsl.synth.reductions import hide_reductions
 from ppdsl.synth.schedule import GRADIENTS, Evaluator, complete, with_reductions
 from ppdsl.synth.seeds import library_seeds
+from ppdsl.synth.writer import Header, in_order, sched_text
 
 runner = CliRunner()
 
@@ -118,3 +119,18 @@ def test_moving_trailing_weight_gradients_hides_a_v_s_reductions_at_no_cost():
     assert after.makespan <= before.makespan + 1e-9
     assert max(after.exposed) < max(before.exposed)  # (ZB-V defers chunk 1's W's to the tail: both exposed)
     assert after.exposed == evaluator.evaluate(orders).exposed
+
+
+def test_a_table_names_its_reductions(tmp_path):
+    problem = build_problem(2, 3, 2, dp=2)
+    m = problem.microbatches
+    orders = [[(t, s, m - 1 - mb) for t, s, mb in order] for order in problem.sequential()]  # (last mb first)
+    assert not in_order(orders)
+    header = Header("t", [], [], [], "ppdsl synth ...", "ppdsl check ...")
+    text = sched_text(problem, orders, header)
+    assert "table {" in text and "reduce_grads0.c1" in text
+    path = tmp_path / "table.sched"
+    path.write_text(text)
+    result = check(Scenario(str(path), 2, m, 2, dp=2))
+    assert result.valid, [d.message for d in result.diagnostics]
+    assert result.makespan == pytest.approx(Evaluator(problem).evaluate(orders).makespan)
