@@ -3,9 +3,15 @@
 1. **Simulated** (the checker's execution model, `check(Scenario(..., dp=D))`): for 1F1B, ZB-H1 and interleaved
    1F1B (vpp 2) with every chunk's `reduce_grads` at the end of the order (right before the optimizer, where a
    schedule that only adds them puts them), and as `examples/<stem>_reduce.sched` places them (right after each
-   chunk's last backward), at pp 4 and 8, dp 2 and 4 (micro-batches 2 x pp): the makespan and each rank's exposed
-   (not overlapped) collective time, max over the ranks (`RankStats.exposed_collective`). Where synth places the
-   reductions is the search's half of the issue (synth refuses --dp above 1 today, E079); not here yet.
+   chunk's last backward), at pp 4 and 8, dp 2 and 4 (micro-batches 2 x pp; a reduction costs the ring
+   all-reduce's share of a chunk's gradients, `reduce_cost`: 3 at dp 2, 4.5 at dp 4): the makespan and each rank's
+   exposed (not overlapped) collective time, max over the ranks (`RankStats.exposed_collective`); and beside them
+   synth's schedules (`ppdsl.synthesize(..., dp=D)`, the same costs, looped at 1 and 2 chunks and the V at 2),
+   which place each chunk's reduction right after its last gradient job and search orders by the makespan with
+   them, so that the orders finish a chunk's gradients early and its reduction runs under the other chunks'
+   backwards. `targets` in the JSON: synth's exposed time at most the library's with reductions at the end at the
+   same pp, dp and chunks (1F1B and ZB-H1 at 1 chunk, interleaved 1F1B at 2), and 30% less at pp 8 dp 4 with 2
+   chunks (with one chunk no schedule can hide any: its one reduction follows the rank's last job).
 2. **Measured** (`ppdsl run --pp 2 --dp 2 -m 4 --nproc-per-node 4`, gloo on this CPU machine): the step time (the
    slowest rank per step, median over the steps after the first) and each rank's time blocked in the replicas'
    all-reduce per step (`rank<r>.json` `collectives`: on CPU a rank runs one job at a time, so all of it is
@@ -13,8 +19,9 @@
    trained the same parameters (1e-5 relative).
 
 Run `python benchmarks/bench_dp.py` (`--quick`: 1F1B only measured, fewer steps; `--no-measure`: the simulated
-half alone). A table goes to stdout, the last line of stdout is one JSON object with every figure; progress notes go
-to stderr. Exit code 0 only if every measured pair trained the same parameters.
+half alone; `--synth-seconds S`: each synth search's time limit, default 4). A table goes to stdout, the last
+line of stdout is one JSON object with every figure; progress notes go to stderr. Exit code 0 only if every
+measured pair trained the same parameters.
 """
 
 from __future__ import annotations
@@ -38,6 +45,16 @@ from ppdsl.analysis.scenario import Scenario  # noqa: E402
 from ppdsl.language.library import library_dir  # noqa: E402
 
 SCHEDULES = (("1f1b", 1), ("zbh1", 1), ("interleaved1f1b", 2))
+SYNTH = ((1, "looped"), (2, "looped"), (2, "vshape"))  # (chunks, placement) synth searches
+SIZES = ((4, 2), (4, 4), (8, 2), (8, 4))  # (pp, dp); micro-batches 2 x pp
+# a chunk's gradients, in units of bandwidth x time: a reduction costs the ring all-reduce's share of them,
+# 2 (D - 1) / D * size (`comm reduce size` over `comm reduce bandwidth` 1): 3 at dp 2, 4.5 at dp 4, so longer
+# than the backward (2) that follows a chunk's last one: hiding it takes more than the next job
+REDUCE_SIZE = 3.0
+
+
+def reduce_cost(dp: int) -> dict[str, float]:
+    return {"reduce_grads": 2 * (dp - 1) / dp * REDUCE_SIZE}
 
 
 def with_reductions(stem: str, directory: Path) -> Path:
@@ -51,7 +68,7 @@ def with_reductions(stem: str, directory: Path) -> Path:
 
 def simulated(directory: Path) -> list[dict]:
     """Each schedule with its reductions at the end, and as `examples/<stem>_reduce.sched` places them (each
-    chunk's right after its last backward) where that file exists."""
+    chunk's right after its last backward) where that file exists; every reduction costs `reduce_cost(dp)`."""
     rows = []
     placements = []
     for stem, vpp in SCHEDULES:
@@ -60,28 +77,78 @@ def simulated(directory: Path) -> list[dict]:
         if example.exists():
             placements.append((stem, vpp, "after last backward", example))
     for stem, vpp, placement, path in placements:
-        for pp in (4, 8):
-            for dp in (2, 4):
-                result = check(Scenario(str(path), pp, 2 * pp, vpp, dp=dp))
-                if not result.valid:
-                    message = result.diagnostics[0].message
-                    rows.append({"schedule": stem, "placement": placement, "pp": pp, "dp": dp, "error": message})
-                    continue
-                ranks = result.execution.ranks
-                rows.append(
-                    {
-                        "schedule": stem,
-                        "vpp": vpp,
-                        "pp": pp,
-                        "dp": dp,
-                        "microbatches": 2 * pp,
-                        "makespan": result.execution.makespan,
-                        "collective": max(r.collective or 0.0 for r in ranks),
-                        "exposed_collective": max(r.exposed_collective or 0.0 for r in ranks),
-                        "placement": placement,
-                    }
-                )
+        for pp, dp in SIZES:
+            rows.append(_checked_row(path, stem, placement, pp, vpp, dp))
     return rows
+
+
+def _checked_row(path: Path, stem: str, placement: str, pp: int, vpp: int, dp: int) -> dict:
+    """`check --dp` of one file: its makespan and collective time, exposed and all, max over the ranks."""
+    result = check(Scenario(str(path), pp, 2 * pp, vpp, costs=reduce_cost(dp), dp=dp))
+    if not result.valid:
+        return {"schedule": stem, "placement": placement, "pp": pp, "dp": dp, "error": result.diagnostics[0].message}
+    ranks = result.execution.ranks
+    return {
+        "schedule": stem,
+        "vpp": vpp,
+        "pp": pp,
+        "dp": dp,
+        "microbatches": 2 * pp,
+        "makespan": result.execution.makespan,
+        "collective": max(r.collective or 0.0 for r in ranks),
+        "exposed_collective": max(r.exposed_collective or 0.0 for r in ranks),
+        "placement": placement,
+    }
+
+
+def synthesized(directory: Path, seconds: float) -> list[dict]:
+    """synth's schedule at each size (`ppdsl.synthesize(..., dp=D)`), its written file checked with `--dp D`."""
+    from ppdsl import synthesize
+
+    rows = []
+    for vpp, placement in SYNTH:
+        for pp, dp in SIZES:
+            print(f"synth: pp {pp} dp {dp} vpp {vpp} {placement}", file=sys.stderr, flush=True)
+            outcome = synthesize(
+                pp=pp,
+                microbatches=2 * pp,
+                vpp=vpp,
+                placement=placement,
+                dp=dp,
+                costs=reduce_cost(dp),
+                time_limit=seconds,
+            )
+            path = directory / f"synth-pp{pp}-dp{dp}-v{vpp}-{placement}.sched"
+            path.write_text(outcome.text)
+            rows.append(_checked_row(path, f"synth {placement}", "synth", pp, vpp, dp))
+    return rows
+
+
+def targets(rows: list[dict]) -> dict:
+    """Synth's exposed reduction time against the library's with the reductions at the end, at each size: at most
+    it everywhere (at the same chunks), and 30% less at pp 8 dp 4 with 2 chunks."""
+    end = [r for r in rows if r.get("placement") == "end" and "error" not in r]
+    cases, worst_pp8_dp4 = [], None
+    for row in rows:
+        if row.get("placement") != "synth" or "error" in row:
+            continue
+        for lib in end:
+            if (lib["pp"], lib["dp"], lib["vpp"]) != (row["pp"], row["dp"], row["vpp"]):
+                continue
+            cut = 1 - row["exposed_collective"] / lib["exposed_collective"] if lib["exposed_collective"] else 0.0
+            case = {"synth": row["schedule"], "library": lib["schedule"], "pp": row["pp"], "dp": row["dp"]}
+            case |= {"vpp": row["vpp"], "synth_exposed": row["exposed_collective"]}
+            case |= {"library_exposed": lib["exposed_collective"], "less": cut}
+            cases.append(case)
+            if (row["pp"], row["dp"], row["vpp"]) == (8, 4, 2):
+                worst_pp8_dp4 = cut if worst_pp8_dp4 is None else min(worst_pp8_dp4, cut)
+    at_most = all(c["synth_exposed"] <= c["library_exposed"] + 1e-9 for c in cases)
+    return {
+        "cases": cases,
+        "synth_at_most_library_end": bool(cases) and at_most,
+        "least_cut_pp8_dp4_vpp2": worst_pp8_dp4,
+        "cut_30pct_pp8_dp4": worst_pp8_dp4 is not None and worst_pp8_dp4 >= 0.3,
+    }
 
 
 def _run(schedule: Path, pp: int, dp: int, m: int, vpp: int, steps: int, run_dir: Path) -> tuple[Path, dict]:
@@ -150,19 +217,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-measure", action="store_true")
     parser.add_argument("--steps", type=int, help="steps per run, the first not timed (default 8, quick 4)")
+    parser.add_argument("--synth-seconds", type=float, default=4.0, help="each synth search's time limit")
     args = parser.parse_args(argv)
     steps = args.steps or (4 if args.quick else 8)
     with tempfile.TemporaryDirectory(prefix="bench_dp-") as tmp:
         directory = Path(tmp)
-        sim = simulated(directory)
+        sim = simulated(directory) + synthesized(directory, args.synth_seconds)
         meas = [] if args.no_measure else measured(directory, steps, args.quick)
-    print(f"{'schedule':16} {'reductions':20} {'pp':>3} {'dp':>3} {'makespan':>9} {'collective':>10} {'exposed':>8}")
+    print(
+        f"{'schedule':16} {'reductions':20} {'vpp':>3} {'pp':>3} {'dp':>3} {'makespan':>9} {'collective':>10} "
+        f"{'exposed':>8}"
+    )
     for row in sim:
         if "error" in row:
             print(f"{row['schedule']:16} {row['placement']:20} {row['pp']:>3} {row['dp']:>3}  refused: {row['error']}")
             continue
         print(
-            f"{row['schedule']:16} {row['placement']:20} {row['pp']:>3} {row['dp']:>3} {row['makespan']:>9.2f} "
+            f"{row['schedule']:16} {row['placement']:20} {row['vpp']:>3} {row['pp']:>3} {row['dp']:>3} "
+            f"{row['makespan']:>9.2f} "
             f"{row['collective']:>10.2f} {row['exposed_collective']:>8.2f}"
         )
     if meas:
@@ -177,8 +249,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['schedule']:16} {row['step_ms']:>8.1f} {row['step_ms_dp1_same_batch']:>8.1f} {reduce:>26} "
                 f"{row['max_relative_difference_vs_dp1']:>9.1e}"
             )
+    goals = targets(sim)
+    print()
+    for case in goals["cases"]:
+        print(
+            f"{case['synth']:16} vs {case['library']:16} pp {case['pp']} dp {case['dp']} vpp {case['vpp']}: exposed "
+            f"{case['synth_exposed']:.2f} vs {case['library_exposed']:.2f} ({case['less']:.0%} less)"
+        )
     ok = all(row["same_parameters"] for row in meas)
-    print(json.dumps({"simulated": sim, "measured": meas, "ok": ok}))
+    print(json.dumps({"simulated": sim, "measured": meas, "targets": goals, "ok": ok}))
     return 0 if ok else 1
 
 

@@ -46,8 +46,9 @@ How each engine holds to it:
   sends it, `synth.cpsat.transfers_never_queue`) and rule 5, so a CP-SAT schedule is re-timed by `execute` before
   anyone reads its makespan.
 
-Rule 7 is timed by `execute` only: synth's engines place no collective yet (a schedule with one is checked and
-timed, not searched).
+Rule 7 is timed by `execute` only: synth's engines search compute orders, and at dp above 1 its evaluator
+(`synth.schedule.with_reductions`) places each chunk's `reduce_grads` right after its last gradient job and
+times every candidate by `execute`, reductions and all (a `sync_shared` is checked and timed, not searched).
 
 Rule 6 is timed by `execute`, and every engine of synth takes it: `greedy` with memory actions times each job
 and copy with the same `CopyStreams`, each copy started as soon as its position in the order allows

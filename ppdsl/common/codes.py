@@ -115,7 +115,7 @@ _SUMMARIES = {
     "E092": "at dp > 1, a chunk's gradients are never reduced: its `reduce_grads` is missing from the rank's order",
     "E093": "a collective (`reduce_grads` of a chunk, `sync_shared`) runs twice in a step",
     "E094": "a collective runs before the gradients it reduces are complete (its chunk's last backward / backward_w)",
-    "E079": "`ppdsl synth --dp` above 1: synth does not place collective jobs (`reduce_grads`) yet",
+    "E079": "`ppdsl synth --dp` above 1 with `--memory-actions`: synth does not place both together yet",
     "E095": "a parameter several stages hold (a tied embedding and head) has a rank without `sync_shared`",
     "E074": "a deadlock through a collective: a member waits in it for a rank that waits for that member",
     "E096": "`ppdsl fmt` found no `.sched` file in the paths it was given",

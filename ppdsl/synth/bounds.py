@@ -6,6 +6,8 @@
    job must be a backward (no split backward: the gradient still has to go down to stage 0).
 2. The last micro-batch's round trip: the first stage cannot start its forward before it has run the others',
    then the forward chain through every stage and the backward chain back, and its W.
+At dp above 1 the optimizer also waits for the rank's reductions, and the one of the chunk whose gradient job
+ends the rank's work starts after it: rule 1 adds the least of the rank's reductions, rule 2 stage 0's.
 The bound is the larger; a schedule that reaches it is optimal.
 
 `memory_lower_bound` adds, per rank, what its memory limit costs it (with or without memory actions):
@@ -111,14 +113,17 @@ def lower_bound(p: Problem) -> float:
         # a rank may end with a W, which sends nothing; without a split its last job is a backward of its lowest
         # stage (a backward of a higher one would still have its micro-batch's lower-stage backward to run here)
         end = 0.0 if paths.split_ok else paths.tail[stages[0]]
-        # the rank's optimizer runs while that gradient goes down (a calibrated cost file times it)
-        best = max(best, paths.start(r) + paths.work(r) + max(end, p.optimizer_cost[r]))
+        # the rank's optimizer runs while that gradient goes down (a calibrated cost file times it); at dp above 1
+        # it waits for the reduction of the chunk whose gradient job ends the rank's work, which starts after it
+        last = min((p.reduce[s] for s in stages), default=0.0) if p.reduce else 0.0
+        best = max(best, paths.start(r) + paths.work(r) + max(end, last + p.optimizer_cost[r]))
 
     # the last micro-batch: stage 0 runs m forwards first, then the chain down, the chain back, and a W
     chain = sum(p.cost[FORWARD][s] for s in range(S)) + sum(paths.link(FORWARD, s) for s in range(S - 1))
     chain += sum(paths.gradient_job(s) for s in range(1, S)) + sum(paths.link(BACKWARD, s) for s in range(1, S))
     chain += paths.backward_work(0)  # stage 0's whole backward, or I and W
-    round_trip = (m - 1) * p.cost[FORWARD][0] + chain + p.optimizer_cost[p.rank_of[0]]
+    reduce = p.reduce[0] if p.reduce else 0.0  # (stage 0's reduction follows its last gradient job)
+    round_trip = (m - 1) * p.cost[FORWARD][0] + chain + reduce + p.optimizer_cost[p.rank_of[0]]
     return max(best, round_trip)
 
 

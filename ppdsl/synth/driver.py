@@ -61,6 +61,7 @@ def build(request: SynthRequest) -> Problem:
         memory_actions=bool(request.memory_actions),
         recompute_fraction=request.recompute_fraction,
         host_limit=request.host_limit,
+        dp=request.dp,
     )
     k, ticks = time_ticks(problem)
     if ticks == 0:  # (a zero cost is meaningful for some jobs: the optimizer's default; not for all of them)
@@ -188,6 +189,8 @@ def _steady_text(problem: Problem, result: SynthResult, request: SynthRequest) -
         return sched_text(problem, result.orders, header, steady=form, proven_up_to=proven_up_to)
 
     written = text(counts[-1])
+    if not _as_searched(next(checked_counts(written, request, result, [m])), result):
+        return None  # (a reduction the repeated form can only write after the block ends later than searched)
     proven = m
     for count, checked in zip(counts, checked_counts(written, request, result, counts), strict=False):
         if not checked.valid:
@@ -198,6 +201,13 @@ def _steady_text(problem: Problem, result: SynthResult, request: SynthRequest) -
     if proven != counts[-1]:
         written = text(proven)  # (only the `require` and the docstring change: the orders proven stay the same)
     return written, verify(written, request, result)
+
+
+def _as_searched(checked: CheckResult, result: SynthResult) -> bool:
+    """Does the checked file run as the search timed its orders (valid, the same makespan)?"""
+    if not checked.valid or checked.makespan is None:
+        return False
+    return abs(checked.makespan - result.makespan) <= EPS * max(1.0, result.makespan)
 
 
 def proven_counts(microbatches: int, stride: int) -> int:
@@ -277,7 +287,7 @@ def verify(
     m = microbatches or request.microbatches
     if checked is None:
         checked = checked_text(text, request, result, microbatches)
-    wrong_makespan = microbatches is None and abs(checked.makespan - result.makespan) > EPS * max(1.0, result.makespan)
+    wrong_makespan = microbatches is None and not _as_searched(checked, result)
     if not checked.valid or wrong_makespan:
         found = "; ".join(f"{d.code}: {d.message}" for d in checked.diagnostics) or f"makespan {checked.makespan}"
         found += "" if microbatches is None else f" at microbatches={m}"
@@ -360,6 +370,7 @@ def _header(
             "micro-batches (search again for another count, or use `--periodic`)."
         )
     check = f"ppdsl check {request.output} --pp {p.pp} -m {p.microbatches}" + (f" --vpp {p.vpp}" if p.vpp > 1 else "")
+    check += f" --dp {p.dp}" if p.dp > 1 else ""
     if not costs_fit_in_file(p) and request.cost_options:
         check += f" {request.cost_options}"
     if request.memory_options:

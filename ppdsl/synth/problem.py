@@ -45,6 +45,11 @@ placement {placement}
 memory backward_b frees {frees}
 {actions}order {{ optimizer }}
 """
+# With `--dp` above 1 the probe's order names `reduce_grads`, so its expansion has the collective's job type and
+# its cost at that degree as `check --dp` reads it (`cost reduce_grads`, or `comm reduce ...` over the ring); each
+# chunk's reduction is then placed by the search's evaluation (`schedule.with_reductions`), never by this order.
+_REDUCING = "order { for c in 0 .. vpp { reduce_grads(chunk = c) } optimizer }"
+REDUCE_NAME = "reduce_grads"
 # With `--memory-actions` the probe names the actions, so its expansion has their job types, costs and memory as
 # `check` reads them (`kinds.recompute_share`: a recomputed forward keeps its stage input, and the rest a partial
 # recompute leaves; a recompute costs its fraction of the forward).
@@ -87,6 +92,16 @@ class Problem:
     backward_b_frees: float = 0.5
     expansion: Expansion | None = field(default=None, repr=False)  # the probe's: what schedules are timed with
     recompute_fraction: float | None = None  # with memory actions: what a recompute rebuilds of a forward
+    dp: int = 1  # data-parallel replicas of each rank: above 1 each chunk's gradients are reduced (`reduce`)
+    # [stage]: what its `reduce_grads` costs on the collective stream; empty at dp 1 (no reduction is placed)
+    reduce: list[float] = field(default_factory=list)
+
+    @property
+    def reduce_type(self) -> int | None:
+        """The job type of `reduce_grads` in the probe's expansion; None when no reduction is placed."""
+        if not self.reduce or self.expansion is None:
+            return None
+        return self.expansion.type_names.index(REDUCE_NAME)
 
     @property
     def nstages(self) -> int:
@@ -145,9 +160,11 @@ def build_problem(
     memory_actions: bool = False,
     recompute_fraction: float = DEFAULT_RECOMPUTE_FRACTION,
     host_limit: float | None = None,
+    dp: int = 1,
 ) -> Problem:
     """The problem for these sizes and costs; raises DiagnosticError for impossible inputs. `cost_scale`
-    multiplies every job's cost (`ppdsl compare` measures a chunk as 1/vpp of a rank's work)."""
+    multiplies every job's cost (`ppdsl compare` measures a chunk as 1/vpp of a rank's work). At `dp` above 1 each
+    chunk's gradients are reduced over its replicas, timed as `check --dp` times a `reduce_grads`."""
     problems = []
     if placement not in PLACEMENTS:
         problems.append(Diagnostic("E007", f"unknown placement `{placement}`", help="use `looped` or `vshape`"))
@@ -181,14 +198,20 @@ def build_problem(
             max_jobs,
         )
     text = _probe_text(placement, backward_b_frees, memory_actions, recompute_fraction, host_limit)
+    if dp > 1:
+        text = text.replace("order { optimizer }", _REDUCING)
     probe = resolve_text(text, "<synth>")
     scenario = Scenario(
-        probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit, max_jobs=max_jobs
+        probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit, max_jobs=max_jobs, dp=dp
     )
     exp = scenario.expansion()
     if cost_scale != 1.0:
         exp = scale_costs(exp, cost_scale)
-    return problem_from_expansion(exp, placement, split, backward_b_frees, memory_actions)
+    problem = problem_from_expansion(exp, placement, split, backward_b_frees, memory_actions)
+    if dp > 1:
+        reduce = stage_table(problem, exp.type_names.index(REDUCE_NAME))
+        problem = replace(problem, dp=dp, reduce=reduce)
+    return problem
 
 
 def _probe_text(

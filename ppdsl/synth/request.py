@@ -131,7 +131,8 @@ class SynthRequest:
     # last: the fields before it are also given by position (`SynthRequest(pp, m, vpp, placement, costs, ...)`)
     dp: int = option(
         1,
-        "Data-parallel replicas of each rank (above 1: refused, E079: synth places no reduce_grads).",
+        "Data-parallel replicas of each rank: above 1 synth places each chunk's reduce_grads (not yet with "
+        "--memory-actions, E079).",
         within=SIZE_RANGE,
     )
 
@@ -165,14 +166,15 @@ class SynthRequest:
                     help="use `recompute`, `offload` or both: `--memory-actions recompute,offload`",
                 )
             )
-        if self.dp > 1:  # its result would be refused at that degree (E092): say so before searching
+        if self.dp > 1 and self.memory_actions:  # (the actions engine times no collective yet)
             problems.append(
                 Diagnostic(
                     "E079",
-                    f"synth does not place collective jobs yet: at --dp {self.dp} its schedule would reduce no "
-                    "gradients",
-                    help="search at --dp 1, add `reduce_grads` after each chunk's last backward, and check it with "
-                    f"`ppdsl check FILE --dp {self.dp}`",
+                    f"synth does not place reduce_grads with --memory-actions yet: at --dp {self.dp} it places "
+                    "either the reductions or the memory actions",
+                    help=f"search with --dp {self.dp} and no --memory-actions, or at --dp 1 with them, add "
+                    f"`reduce_grads` after each chunk's last backward, and check it with `ppdsl check FILE --dp "
+                    f"{self.dp}`",
                 )
             )
         if not (self.time_limit > 0 and math.isfinite(self.time_limit)):

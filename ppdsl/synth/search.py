@@ -46,6 +46,7 @@ from ppdsl.synth.improve import improve
 from ppdsl.synth.lns import lns
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import ACTION_NAMES, Problem, build_problem
+from ppdsl.synth.reductions import hide_reductions
 from ppdsl.synth.schedule import COMPUTE, Evaluation, Evaluator, Order, complete, preference, total_score
 from ppdsl.synth.seeds import library_seeds
 from ppdsl.synth.vfill import fill_seeds, staircase_policies
@@ -616,6 +617,7 @@ def synthesize(
         search.best = search.chosen[1]
     search.merge_backwards()
     orders, ev, origin = search.chosen[1] if search.chosen is not None else search.best
+    orders, ev = hide_reductions(problem, search.evaluator, orders, ev)  # (dp above 1: W's ahead of reductions)
     exact_model = cpsat.transfers_never_queue(problem)
     optimal = ev.makespan <= lower_bound(problem) + EPS or (
         status == "OPTIMAL" and exact_model and ev.makespan <= search.bound + EPS

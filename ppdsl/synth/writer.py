@@ -38,8 +38,8 @@ from ppdsl.plan.kinds import (
 )
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import Order
-from ppdsl.synth.steady import SteadyForm
+from ppdsl.synth.schedule import GRADIENTS, Order, with_reductions
+from ppdsl.synth.steady import RankSteady, SteadyForm
 
 NAMES = {t: k.name for t, k in enumerate(ALWAYS)}
 LETTERS = {t: k.letter for t, k in enumerate(ALWAYS)}
@@ -137,6 +137,8 @@ def declarations(problem: Problem, used: set[int], costs_in_file: bool) -> list[
                 lines.append(f"cost {NAMES[t]} = {_per_stage_expression(problem.cost[t])}")
         for name, values in _action_costs(problem, used):
             lines.append(f"cost {name} = {_per_stage_expression(values)}")
+        if problem.reduce_type is not None:  # (at the request's --dp: `check --dp` then times it as searched)
+            lines.append(f"cost {type_name(problem, problem.reduce_type)} = {_per_stage_expression(problem.reduce)}")
         if any(problem.optimizer_cost):  # (a calibrated cost file times it; the default is 0)
             lines.append(f"cost optimizer = {_per_stage_expression(problem.optimizer_cost, 'rank')}")
         latency, bandwidth = problem_links(problem)
@@ -168,6 +170,7 @@ def costs_fit_in_file(problem: Problem) -> bool:
     if problem.expansion is not None:
         every_type = set(range(len(problem.expansion.type_names)))
         tables += [values for _, values in _action_costs(problem, every_type)]
+    tables += [problem.reduce] if problem.reduce else []
     return all(_per_stage_expression(values) is not None for values in [*tables, problem.optimizer_cost])
 
 
@@ -252,11 +255,49 @@ def order_text(problem: Problem, orders: list[Order], steady: SteadyForm | None 
             lines.append(f"        repeat {_repeats_expression(steady, r)} {{")
             lines += _job_lines(problem, list(part.block), 12)
             lines.append("        }")
-            lines += _job_lines(problem, list(part.cooldown), 8)
+            lines += _job_lines(problem, _cooldown_with_reductions(problem, part), 8)
         lines.append("    }")
     lines.append("    optimizer")
     lines.append("}")
     return lines
+
+
+def _cooldown_with_reductions(problem: Problem, part: RankSteady) -> list[tuple[int, int]]:
+    """A rank's cool-down with each of its stages' `reduce_grads` after the stage's last gradient job there, or
+    first when that job is in the block's last repetition (the earliest point the repeated form can say: later
+    than the search timed it where the block goes on after that job; the driver then writes the fixed form)."""
+    cooldown = list(part.cooldown)
+    reduce = problem.reduce_type
+    if reduce is None:
+        return cooldown
+    stages = {s for _, s in part.block}
+    last = {s: i for i, (t, s) in enumerate(cooldown) if t in GRADIENTS}
+    out = [(reduce, s) for s in sorted(stages - set(last), key=lambda s: _last_in_block(part, s))]
+    for i, token in enumerate(cooldown):
+        out.append(token)
+        out += [(reduce, s) for s, at in last.items() if at == i]
+    return out
+
+
+def _last_in_block(part: RankSteady, stage: int) -> int:
+    return max(i for i, (t, s) in enumerate(part.block) if s == stage and t in GRADIENTS)
+
+
+def _periodic_reductions(problem: Problem, rounds: list[tuple[int, tuple[int, int]]]) -> dict[int, str]:
+    """round index -> the `reduce_grads` statement to write after it, guarded to the last period that runs the
+    stage's last gradient job (the one whose delay, then place in the period, is the greatest)."""
+    reduce = problem.reduce_type
+    if reduce is None:
+        return {}
+    last: dict[int, tuple[int, int]] = {}
+    for i, (d, (t, s)) in enumerate(rounds):
+        if t in GRADIENTS and (d, i) > last.get(s, (-1, -1)):
+            last[s] = (d, i)
+    out = {}
+    for s, (d, i) in last.items():
+        period = "microbatches - 1" if d == 0 else "microbatches" if d == 1 else f"microbatches + {d - 1}"
+        out[i] = f"if n == {period} {{ {_statement(problem, reduce, s)} }}"
+    return out
 
 
 def periodic_text(problem: Problem, block: Block) -> list[str]:
@@ -268,12 +309,15 @@ def periodic_text(problem: Problem, block: Block) -> list[str]:
         lines.append(f"    {'if' if r == 0 else 'elif'} rank == {r} {{")
         end = "microbatches" + (f" + {delay}" if delay else "")
         lines.append(f"        for n in 0 .. {end} {{")
-        for d, (t, s) in rounds:
+        reductions = _periodic_reductions(problem, rounds)
+        for i, (d, (t, s)) in enumerate(rounds):
             if d == 0:
                 lines.append(f"            if n < microbatches {{ {_statement(problem, t, s, 'n')} }}")
             else:
                 job = _statement(problem, t, s, f"n - {d}")
                 lines.append(f"            if n >= {d} and n - {d} < microbatches {{ {job} }}")
+            if i in reductions:
+                lines.append(f"            {reductions[i]}")
         lines.append("        }")
         lines.append("    }")
     lines.append("    optimizer")
@@ -286,7 +330,8 @@ def table_text(problem: Problem, orders: list[Order]) -> list[str]:
     for r, order in enumerate(orders):
         cells = []
         for t, s, mb in order:
-            cell = f"{LETTERS.get(t) or letter_of(type_name(problem, t))}{mb}"
+            name = type_name(problem, t)  # (a collective has no letter: its cell is its name, `reduce_grads0`)
+            cell = f"{LETTERS.get(t) or letter_of(name) or name}{mb}"
             cells.append(cell if problem.vpp == 1 else f"{cell}.c{problem.chunk_of[s]}")
         cells.append(NAMES[OPTIMIZER])
         head = f"    rank {r}:"
@@ -332,6 +377,7 @@ def sched_text(
 ) -> str:
     """The file; with `block`, the periodic form, which holds for any number of micro-batches; with `steady`, the
     orders' steady state, which holds at every count its `require` admits (`proven_up_to` the largest)."""
+    orders = with_reductions(problem, orders)  # (the search's orders are compute jobs: each chunk's reduction too)
     used = {t for order in orders for t, _, _ in order}
     costs_in_file = costs_fit_in_file(problem)
 

@@ -60,7 +60,8 @@ def test_run_takes_dp_as_a_request_field():
         RunRequest(dp=0)
 
 
-def test_synth_refuses_dp_above_1_before_it_searches(tmp_path):
+def test_synth_refuses_dp_above_1_with_memory_actions_before_it_searches(tmp_path):
     out = tmp_path / "found.sched"
-    result = runner.invoke(app, ["synth", "--pp", "4", "-m", "8", "--dp", "2", "--time-limit", "1", "-o", str(out)])
+    args = ["synth", "--pp", "4", "-m", "8", "--dp", "2", "--memory-actions", "recompute", "-o", str(out)]
+    result = runner.invoke(app, args)
     assert result.exit_code == 2 and "error[E079]" in result.stderr and not out.exists()
