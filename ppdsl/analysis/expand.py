@@ -449,8 +449,7 @@ def _limit_in_activations(expr: Expr, value: float | None, by: str = "--model me
     the limit is refused with the reason, not read as bytes (`memory limit = 2` was "limit of 2 B" on every rank)."""
     return Diagnostic(
         "E088",
-        f"the schedule's `memory limit` ({number_text(value)} on rank 0) counts activations, but {by} "
-        "memory in bytes",
+        f"the schedule's `memory limit` ({number_text(value)} on rank 0) counts activations, but {by} memory in bytes",
         expr.span,
         label=f"`{expr.text}`",
         help="give the limit in bytes on the command line (`--memory-limit 2GiB`, which replaces this one), or check "
