@@ -172,11 +172,8 @@ def test_a_profile_of_activation_bytes_takes_a_limit_in_bytes(tmp_path):
     out = tmp_path / "found.sched"
     out.write_text(found.text)
     runner = CliRunner()
-    checked = runner.invoke(
-        app,
-        ["check", str(out), "--pp", "2", "-m", "4", "--layers", path, "--memory-limit", f"{limit / MIB:.0f}MiB"]
-        + ["--format", "json"],
-    )
+    args = ["check", str(out), "--pp", "2", "-m", "4", "--layers", path, "--memory-limit", f"{limit / MIB:.0f}MiB"]
+    checked = runner.invoke(app, [*args, "--format", "json"])
     data = json.loads(checked.stdout)
     assert data["valid"] and data["makespan"] == pytest.approx(found.check.makespan)
     # a number without its unit is refused: the profile counts bytes
