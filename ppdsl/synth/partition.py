@@ -20,6 +20,7 @@ bytes (`activation_bytes`) the stages hold bytes and the limit is in bytes.
 
 from __future__ import annotations
 
+import re
 import shlex
 import tempfile
 from collections.abc import Callable
@@ -106,6 +107,8 @@ def carried(text: str, partition: Partition, profile_option: str = "") -> str:
                 lines[i] = f"{line} {profile_option}"
                 break
         text = "\n".join(lines)
+    # the bytes a profile's `activation_bytes` count are the profile's, not measured on a model
+    text = re.sub(r"\(bytes\s+measured\s+on\s+the\s+model\)", "(bytes of the layer profile)", text, count=1)
     counts = ", ".join(map(str, partition.counts))
     empty = " allow empty" if partition.allow_empty else ""
     note = "# the layers of each virtual stage (check with --layers: the stages' costs and memory follow)\n"
@@ -139,6 +142,8 @@ def synthesize_partitioned(request: SynthRequest, progress: Callable[[str], None
     profile, fixed = request.profile(), request.fixed_partition()
     assert profile is not None, "a request with a layer profile (synthesize_file routes only those here)"
     profile_option = f"--layers {shlex.quote(profile.path)}"
+    if profile.memory_unit == "bytes" and request.memory_limit is not None:  # (in activations the file holds it)
+        profile_option += f" --memory-limit {request.memory_limit:.0f}B"
     stages = request.pp * request.vpp
     tried_partitions = [fixed] if fixed is not None else candidates(profile, stages)
     share = request.time_limit / len(tried_partitions)

@@ -168,7 +168,9 @@ def test_a_profile_of_activation_bytes_takes_a_limit_in_bytes(tmp_path):
     work = stage_work(found.partition, 2, found.request.profile())
     assert work.memory_unit == "bytes" and sum(work.activation) == pytest.approx(64 * MIB + 6 * 128 * MIB + 512 * MIB)
     assert max(found.check.peak_activations) <= round(limit / MIB) * MIB + 1e-6
-    # the written file checks in bytes with the profile, as a user runs it
+    # the written file checks in bytes with the profile, as a user runs it, and its check command holds the limit
+    (command,) = [line for line in found.text.splitlines() if line.startswith("Check:")]
+    assert f"--memory-limit {round(limit / MIB) * MIB}B" in command and "bytes of the layer profile" in found.text
     out = tmp_path / "found.sched"
     out.write_text(found.text)
     runner = CliRunner()
