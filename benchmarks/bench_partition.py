@@ -72,8 +72,7 @@ def synth_at_peaks(profile, path: str, pp: int, m: int, anchors: list[dict], sec
     """`ppdsl synth --layers` with the partition free, at each anchor's peak (one search per distinct peak), against
     the best anchor within that peak."""
     from ppdsl.common.diagnostics import DiagnosticError
-    from ppdsl.synth import SynthRequest
-    from ppdsl.synth.partition import synthesize_partitioned
+    from ppdsl.synth import SynthRequest, synthesize_file
 
     runs = []
     for peak in sorted({a["peak"] for a in anchors}):
@@ -83,14 +82,20 @@ def synth_at_peaks(profile, path: str, pp: int, m: int, anchors: list[dict], sec
         makespan, partition, shape = None, "S114", ""
         for vpp, placement in SYNTH_SHAPES:  # one chunk, two looped, two V-shaped: the fastest within the peak
             request = SynthRequest(
-                pp=pp, microbatches=m, vpp=vpp, placement=placement, memory_limit=peak, time_limit=seconds
+                pp=pp,
+                microbatches=m,
+                vpp=vpp,
+                placement=placement,
+                memory_limit=peak,
+                time_limit=seconds,
+                layers=profile,  # the partition free: chosen with the order
             )
             try:
-                found = synthesize_partitioned(request, profile, f"--layers {path}")
+                found = synthesize_file(request)
             except DiagnosticError:
                 continue
-            if makespan is None or found.outcome.check.makespan < makespan - 1e-9:
-                makespan, partition = found.outcome.check.makespan, found.partition.text()
+            if makespan is None or found.check.makespan < makespan - 1e-9:
+                makespan, partition = found.check.makespan, found.partition.text()
                 shape = f"vpp {vpp} {placement}"
         run = {
             "memory_limit": peak,
@@ -108,6 +113,28 @@ def synth_at_peaks(profile, path: str, pp: int, m: int, anchors: list[dict], sec
             f"{anchor['makespan']:.2f}; {shape}, partition {partition}"
         )
     return runs
+
+
+def _synth_summary(cases: list[dict]) -> dict:
+    """Per profile: the median gain of synth over the best anchor within each peak (1 - synth / anchor), and the
+    seconds of its slowest run (every shape searched at one peak), per (pp, m) too."""
+    summary: dict[str, dict] = {}
+    for case in cases:
+        figures = summary.setdefault(case["profile"], {"gains": [], "seconds": {}})
+        for run in case["synth"]:
+            if run["makespan"] is not None:
+                figures["gains"].append(1 - run["makespan"] / run["anchor_makespan"])
+            key = f"pp{case['pp']}_m{case['microbatches']}"
+            figures["seconds"][key] = max(figures["seconds"].get(key, 0.0), run["seconds"])
+    return {
+        name: {
+            "median_gain": round(statistics.median(f["gains"]), 4) if f["gains"] else None,
+            "min_gain": round(min(f["gains"]), 4) if f["gains"] else None,
+            "max_seconds": max(f["seconds"].values(), default=0.0),
+            "max_seconds_by_size": f["seconds"],
+        }
+        for name, f in summary.items()
+    }
 
 
 def main() -> None:
@@ -172,6 +199,12 @@ def main() -> None:
             run for run in runs if run["makespan"] is not None and run["makespan"] <= run["anchor_makespan"] + 1e-6
         ]
         print(f"synth <= the anchor at its peak in {len(beaten)} of {len(runs)} runs")
+        synth_summary = _synth_summary(cases)
+        for name, figures in synth_summary.items():
+            print(
+                f"{name}: median gain of synth over the best anchor within its peak {figures['median_gain']:+.1%}, "
+                f"slowest run {figures['max_seconds']:g} s"
+            )
     summary = {
         "benchmark": "partition",
         "profiles": [p.stem for p in paths],
@@ -179,6 +212,10 @@ def main() -> None:
         "cases": cases,
         "median_dp_gain_over_even": statistics.median(all_gains) if all_gains else None,
     }
+    if args.synth:
+        summary["synth_wins"] = len(beaten)
+        summary["synth_runs"] = len(runs)
+        summary["synth_by_profile"] = synth_summary
     print(f"median makespan gain of the DP split over the even split: {summary['median_dp_gain_over_even']:.1%}")
     print(json.dumps(summary, separators=(",", ":")))
 

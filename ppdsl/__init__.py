@@ -225,8 +225,11 @@ def synthesize(
     `"recompute,offload"`), `recompute_fraction`, `host_limit`, `backward_b_frees`, `name`, `max_jobs`, ...), with
     the same defaults and checks. `.text` is the `.sched` file, already checked (`.check`); `.result` has the
     makespan, the lower bound, whether it is proven optimal, and how it was found. `periodic=True` writes a block
-    repeated every period, a file that holds for any number of micro-batches. Raises DiagnosticError (S114:
-    nothing fits the limit)."""
+    repeated every period, a file that holds for any number of micro-batches. `layers` (a layer profile's path, or
+    a `LayerProfile`) makes a model of uneven layers: the partition into stages is chosen with the order (`partition`,
+    `"9,10,9,6"` or a `Partition`, fixes it), the file carries it (`.partition`, `.partitions_tried`), and the limit
+    counts layer activations, or bytes (`"3GiB"`) when the profile gives `activation_bytes`. Raises DiagnosticError
+    (S114: nothing fits the limit)."""
     from ppdsl.analysis.costs import CostSpec
     from ppdsl.synth import synthesize_file  # (the package `ppdsl.synth`; this is `synthesize`)
     from ppdsl.synth.request import SynthRequest, api_keywords
@@ -243,11 +246,22 @@ def synthesize(
         check_batch_size(batch_size, microbatches)
         memory = model_memory(None if model == "builtin" else model, batch_size)
 
+    profile = options.get("layers")
+    if isinstance(profile, (str, Path)) and memory is None:  # (read first: its `activation_bytes` count bytes)
+        from ppdsl.analysis.layers import read_profile
+
+        profile = options["layers"] = read_profile(profile)
+
     def size(value: object, option: str) -> object:
-        """A size with its unit (`"2GiB"`) read as the flag reads it: bytes with a model, else refused (E088)."""
+        """A size with its unit (`"2GiB"`) read as the flag reads it: bytes with a model or a profile of
+        `activation_bytes`, else refused (E088)."""
         from ppdsl.common.units import parse_memory_limit
 
-        return parse_memory_limit(value, memory is not None, option) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        if profile is not None and memory is None:
+            return parse_memory_limit(value, profile.memory_unit == "bytes", option, profile.path)
+        return parse_memory_limit(value, memory is not None, option)
 
     if "host_limit" in options:
         options["host_limit"] = size(options["host_limit"], "--host-limit")

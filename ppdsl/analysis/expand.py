@@ -205,8 +205,11 @@ def _build(
         _apply_stage_work(stages, names, stage_of, cost, mem)
     latency, bandwidth = _comm_link(defn, env)
     limit = _rank_limits(defn, env, pp)
-    if memory is not None and memory.unit == "bytes" and defn.memory_limit and memory_limit is None:
-        raise DiagnosticError([_limit_in_activations(defn.memory_limit, limit[0])])
+    # what memory counts: a model's measured unit, else the profile's (its layers' `activation_bytes`: bytes)
+    memory_unit = memory.unit if memory is not None else stages.memory_unit if stages is not None else "activations"
+    if memory_unit == "bytes" and defn.memory_limit and memory_limit is None:
+        by = "--model measures" if memory is not None else "the layer profile's `activation_bytes` count"
+        raise DiagnosticError([_limit_in_activations(defn.memory_limit, limit[0], by)])
     host_limit = _host_limit(defn, env)
     copy = _copy_link(defn, env)
     rules = [
@@ -235,7 +238,7 @@ def _build(
         mem_delta=mem_delta,
         memory_limit=limit if memory_limit is None else [memory_limit] * pp,
         rules=rules,
-        memory_unit="activations" if memory is None else memory.unit,
+        memory_unit=memory_unit,
         memory_limit_given=memory_limit is not None,
         host_limit=host_limit,
         copy_duplex=bool(copy[2]),
@@ -442,18 +445,17 @@ def _bad_number(message: str, expr: Expr, expected: str, span: Span | None = Non
     )
 
 
-def _limit_in_activations(expr: Expr, value: float | None) -> Diagnostic:
+def _limit_in_activations(expr: Expr, value: float | None, by: str = "--model measures") -> Diagnostic:
     """A schedule's `memory limit` counts activations (a forward holds 1); a model's memory is measured in bytes,
     and no one factor turns one into the other (a stage's forward bytes differ by stage, chunk and batch size), so
     the limit is refused with the reason, not read as bytes (`memory limit = 2` was "limit of 2 B" on every rank)."""
     return Diagnostic(
         "E088",
-        f"the schedule's `memory limit` ({number_text(value)} on rank 0) counts activations, but --model measures "
-        "memory in bytes",
+        f"the schedule's `memory limit` ({number_text(value)} on rank 0) counts activations, but {by} memory in bytes",
         expr.span,
         label=f"`{expr.text}`",
         help="give the limit in bytes on the command line (`--memory-limit 2GiB`, which replaces this one), or check "
-        "without --model to count activations",
+        "without --model (or with a profile of layer activations) to count activations",
     )
 
 

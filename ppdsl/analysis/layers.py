@@ -11,7 +11,10 @@ parameter memory. Two JSON forms are read:
   `params`.
 
 Without memory fields a layer holds one unit of activation per micro-batch in flight, so a stage holds its layer
-count: the checker's activations become layers.
+count: the checker's activations become layers. `activation` is in those units (a layer's share, relative to one);
+`activation_bytes` (per layer, or per letter) is what one micro-batch in flight holds in bytes, as `ppdsl calibrate`
+measures it. One meaning per number: a profile gives one of the two, for every layer when it gives bytes, and with
+bytes the stages hold bytes (`LayerProfile.memory_unit`), so a memory limit is read in bytes (`--memory-limit 3GiB`).
 
 A **partition** is the number of layers on each virtual stage, in stage order (`9,10,9,6`; with chunks, one entry
 per virtual stage), or a Megatron-LM layout string (`"Et*3|(tt|)*29,m|L"`: `E` embedding, `t` transformer
@@ -36,12 +39,12 @@ MAX_VALUE = 1e15  # as a cost (`ppdsl.analysis.costs.MAX_COST`): sums over a mod
 MAX_LAYERS = 1 << 16  # layers of a profile or a partition: far more than any model has stages to hold
 OWN_FORM = '`{"layers": [{"name": "T", "forward": 1.7, "backward_b": 2.0, "backward_w": 1.1}]}`'
 COMPACT_FORM = '`{"pattern": "ETTL", "forward_ms": {"E": 3.5, ...}, "backward_ms": {...}, "weight_ms": {...}}`'
-LAYER_FIELDS = ("name", "forward", "backward_b", "backward_w", "activation", "params")
+LAYER_FIELDS = ("name", "forward", "backward_b", "backward_w", "activation", "activation_bytes", "params")
 OWN_KEYS = ("layers", "unit")
-COMPACT_KEYS = ("pattern", "forward_ms", "backward_ms", "weight_ms", "activation", "params", "unit")
+COMPACT_KEYS = ("pattern", "forward_ms", "backward_ms", "weight_ms", "activation", "activation_bytes", "params", "unit")
 # The per-letter tables of the compact form and the layer field each one fills.
 COMPACT_TABLES = {"forward_ms": "forward", "backward_ms": "backward_b", "weight_ms": "backward_w"}
-OPTIONAL_TABLES = ("activation", "params")
+OPTIONAL_TABLES = ("activation", "activation_bytes", "params")
 
 # Megatron-LM's layout letters (megatron.core.transformer.pipeline_parallel_layer_layout) and the profile kinds
 # each stands for: a profile's `T` is Megatron's transformer block `t`.
@@ -51,7 +54,8 @@ LAYOUT_HELP = 'write the layers of each stage as `9,10,9,6`, or a Megatron layou
 
 @dataclass(frozen=True)
 class Layer:
-    """One layer: its kind (a profile's letter, or its name), its three costs, and its memory (None: not given)."""
+    """One layer: its kind (a profile's letter, or its name), its three costs, and its memory (None: not given),
+    `activation` in the profile's memory unit (`LayerProfile.memory_unit`: units, or bytes)."""
 
     kind: str
     forward: float
@@ -73,6 +77,7 @@ class LayerProfile:
     layers: tuple[Layer, ...]
     path: str = "<profile>"
     unit: str = "ms"
+    memory_unit: str = "activations"  # or "bytes": its layers' `activation_bytes`
 
     @property
     def kinds(self) -> str:
@@ -109,6 +114,7 @@ class StageWork:
     activation: tuple[float, ...]
     profiled: bool
     unit: str = "ms"
+    memory_unit: str = "activations"  # what `activation` counts: layer activations, or bytes (the profile's)
 
     @property
     def stages(self) -> int:
@@ -226,12 +232,45 @@ def profile_from_text(text: str, path: str = "<profile>") -> LayerProfile:
         reader.problem("E100", "has no layers", help="list the model's layers in order")
     if not reader.problems and len(layers) > MAX_LAYERS:
         reader.problem("E100", f"has {len(layers)} layers, more than {MAX_LAYERS}", help="merge layers")
+    memory_unit = _memory_unit(reader, layers) if not reader.problems else "activations"
     if reader.problems:
         raise DiagnosticError(reader.problems[:20])
-    return LayerProfile(tuple(layers), path, unit)
+    return LayerProfile(tuple(layers), path, unit, memory_unit)
 
 
-def _own(reader: _Reader, data: dict) -> list[Layer]:
+def _both_units(reader: _Reader, what: str, start: int = 0) -> None:
+    reader.problem(
+        "E100",
+        f"gives {what}: an amount of memory has one unit",
+        '"activation"',
+        help="give every layer's activation in bytes (`activation_bytes`), or every one in units (`activation`)",
+        start=start,
+    )
+
+
+def _memory_unit(reader: _Reader, layers: list[tuple[Layer, bool]]) -> str:
+    """The unit of the layers' memory: "bytes" when they give `activation_bytes`, which then every layer must, and
+    none `activation` (a profile's numbers have one meaning); else "activations". `layers`: each layer and whether
+    its activation was given in bytes; they are replaced by the layers alone."""
+    in_bytes = [i for i, (_, b) in enumerate(layers) if b]
+    in_units = [i for i, (layer, b) in enumerate(layers) if not b and layer.activation is not None]
+    without = [i for i, (layer, _) in enumerate(layers) if layer.activation is None]
+    layers[:] = [layer for layer, _ in layers]
+    if not in_bytes:
+        return "activations"
+    if in_units:
+        _both_units(reader, f"`activation_bytes` and also `activation` (layer {in_units[0]})")
+    elif without:
+        reader.problem(
+            "E100",
+            f"gives `activation_bytes`, but not for layer {without[0]} (`{layers[without[0]].kind[:40]}`)",
+            '"activation_bytes"',
+            help="with bytes every layer needs its `activation_bytes` (0 for a layer that keeps nothing)",
+        )
+    return "bytes"
+
+
+def _own(reader: _Reader, data: dict) -> list[tuple[Layer, bool]]:
     reader.unknown_keys(data, OWN_KEYS, "", "a profile of layers")
     rows = data["layers"]
     if not isinstance(rows, list):
@@ -272,11 +311,17 @@ def _own(reader: _Reader, data: dict) -> list[Layer]:
         }
         if any(values[k] is None for k in ("forward", "backward_b", "backward_w")):
             continue
-        layers.append(Layer(name, **values))
+        in_bytes = values.pop("activation_bytes") is not None
+        if in_bytes and values["activation"] is not None:
+            _both_units(reader, f"layer {i} both `activation` and `activation_bytes`", where)
+            continue
+        if in_bytes:
+            values["activation"] = float(row["activation_bytes"])
+        layers.append((Layer(name, **values), in_bytes))
     return layers
 
 
-def _compact(reader: _Reader, data: dict) -> list[Layer]:
+def _compact(reader: _Reader, data: dict) -> list[tuple[Layer, bool]]:
     reader.unknown_keys(data, COMPACT_KEYS, "", "a pattern profile")
     pattern = data["pattern"]
     if not isinstance(pattern, str) or not pattern:
@@ -320,14 +365,21 @@ def _compact(reader: _Reader, data: dict) -> list[Layer]:
     if reader.problems:
         return []
     optional = {key: tables.get(key) or {} for key in OPTIONAL_TABLES}
+    in_bytes = optional["activation_bytes"]
+    if optional["activation"] and in_bytes:
+        _both_units(reader, "both `activation` and `activation_bytes`")
+        return []
     return [
-        Layer(
-            letter,
-            tables["forward_ms"][letter],
-            tables["backward_ms"][letter],
-            tables["weight_ms"][letter],
-            optional["activation"].get(letter),
-            optional["params"].get(letter),
+        (
+            Layer(
+                letter,
+                tables["forward_ms"][letter],
+                tables["backward_ms"][letter],
+                tables["weight_ms"][letter],
+                optional["activation"].get(letter, in_bytes.get(letter)),
+                optional["params"].get(letter),
+            ),
+            letter in in_bytes,
         )
         for letter in pattern
     ]
@@ -516,6 +568,7 @@ def stage_work(partition: Partition, stages: int, profile: LayerProfile | None, 
         tuple(held),
         profiled=profile is not None,
         unit=profile.unit if profile is not None else "",
+        memory_unit=profile.memory_unit if profile is not None else "activations",
     )
 
 

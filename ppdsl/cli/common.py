@@ -302,9 +302,29 @@ def partition_option(text: str | None) -> Partition | None:
     return None if text is None else diagnosed(parse_partition, text)
 
 
-def memory_size(text: str | None, measured: bool, option: str = "--memory-limit") -> float | None:
-    """A limit option in the unit memory is counted in: bytes with --model (`measured`), else activations."""
-    return diagnosed(parse_memory_limit, text, measured, option) if text is not None else None
+def memory_size(
+    text: str | None, measured: bool, option: str = "--memory-limit", profile: LayerProfile | None = None
+) -> float | None:
+    """A limit option in the unit memory is counted in: bytes with --model (`measured`) or with a layer profile
+    that gives `activation_bytes`, else activations."""
+    if text is None:
+        return None
+    if profile is not None and not measured:
+        return diagnosed(parse_memory_limit, text, profile.memory_unit == "bytes", option, profile.path)
+    return diagnosed(parse_memory_limit, text, measured, option)
+
+
+def profiled_memory_size(text: str | None, measured: bool, layers: Path | None) -> float | None:
+    """`--memory-limit` beside `--layers FILE`: in the profile's unit (bytes when it gives `activation_bytes`). A
+    profile that does not read leaves the limit to be read in activations: the scenario reports the profile's own
+    problems where the command reports them (`check --format json` too)."""
+    profile = None
+    if text is not None and layers is not None and not measured:
+        try:
+            profile = read_profile(layers)
+        except DiagnosticError:
+            profile = None
+    return memory_size(text, measured, profile=profile)
 
 
 def scenario(

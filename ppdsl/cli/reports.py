@@ -374,12 +374,10 @@ def compare_cmd(
     actions = parse_actions(memory_actions)
     if actions and not synth:
         usage_error("--memory-actions chooses what --synth may do", help="add --synth, or drop --memory-actions")
-    if synth and (layers is not None or partition is not None):  # its rows would time the stages evenly
-        usage_error(
-            "compare --synth does not search a partition of --layers yet",
-            help="run `ppdsl synth --layers FILE ...` beside it, or compare without --synth",
-        )
-    limit = memory_size(memory_limit, model is not None)
+    if partition is not None and layers is None:
+        usage_error("--partition places the layers of --layers", help="give the layer profile: --layers FILE")
+    profile = layer_profile(layers)  # (before the limit: a profile of `activation_bytes` counts it in bytes)
+    limit = memory_size(memory_limit, model is not None, profile=profile)
     memory = measured_memory(model, batch_size, microbatches)
     named, shipped = _schedules_to_compare(files, library, synth)
     spec = cost_spec(cost, costs)
@@ -395,7 +393,7 @@ def compare_cmd(
         rendezvous,
         memory,
         max_jobs=max_jobs,
-        layers=layer_profile(layers),
+        layers=profile,
         partition=partition_option(partition),
         dp=dp,
     )
@@ -494,15 +492,19 @@ def synthesized_rows(
     """The schedules `ppdsl synth` finds at the comparison's sizes, costs and memory limit: looped, and V-shaped
     where the chunks allow it; with `actions` (`--memory-actions`), recomputing or offloading where that is faster
     or needed. Without --vpp (each schedule at its smallest vpp, normalised per rank), a two-chunk V is searched
-    with each chunk costing half a rank's work and holding half its activations."""
+    with each chunk costing half a rank's work and holding half its activations. With a layer profile (--layers)
+    nothing is normalised (a stage costs and holds its layers): synth chooses the partition with the order, or
+    keeps --partition, as the library's rows each take their better split."""
     from ppdsl.synth import SynthRequest, synthesize_file
 
     shapes = [(1, "looped"), (2, "vshape")] if vpp is None else [(vpp, "looped")] + ([(vpp, "vshape")] * (vpp % 2 == 0))
     rows = []
+    profile = base.profile()
     for chunks, placement in shapes:
-        scale = 1.0 / chunks if vpp is None else 1.0
+        normalised = vpp is None and profile is None
+        scale = 1.0 / chunks if normalised else 1.0
         in_units = base.memory is None
-        chunk_limit = None if limit is None else (limit * chunks if vpp is None and in_units else limit)
+        chunk_limit = None if limit is None else (limit * chunks if normalised and in_units else limit)
         request = SynthRequest(
             base.pp,
             base.microbatches,
@@ -514,6 +516,8 @@ def synthesized_rows(
             time_limit=time_limit,
             cost_scale=scale,
             memory_actions=actions,
+            layers=profile,
+            partition=None if profile is None else base.partition,
         )
         label = f"synth ({'V' if placement == 'vshape' else placement}{', ' + '+'.join(actions) if actions else ''})"
         row = Row(label, "(ppdsl synth)", base.pp, chunks, base.microbatches, "invalid")
@@ -531,6 +535,7 @@ def synthesized_rows(
         row.peak_rank = max(check.ranks, key=lambda r: r.peak_activations).rank
         row.memory_unit = check.expansion.memory_unit
         row.over_limit = None if limit is None else row.peak_activations > limit + 1e-9
+        row.partition = None if outcome.partition is None else outcome.partition.text()
         rows.append(row)
     return rows
 

@@ -43,9 +43,9 @@ from ppdsl.cli.common import (
     fail,
     in_range,
     measured_memory,
-    memory_size,
     out,
     print_data,
+    profiled_memory_size,
     scenario,
     styled,
     usage_error,
@@ -83,7 +83,9 @@ def check_cmd(
     memory_limit: Annotated[
         str | None,
         typer.Option(
-            "--memory-limit", help="Per-rank limit: bytes with a unit (`2GiB`) with --model, else activations (`4`)."
+            "--memory-limit",
+            help="Per-rank limit: bytes with a unit (`2GiB`) with --model or a --layers profile of "
+            "`activation_bytes`, else activations (`4`).",
         ),
     ] = None,
     max_jobs: MaxJobs = DEFAULT_MAX_JOBS,
@@ -91,7 +93,7 @@ def check_cmd(
     partition: PartitionOption = None,
 ) -> None:
     """Prove a schedule complete, ordered and deadlock-free for these sizes; report bubble and memory."""
-    limit = memory_size(memory_limit, model is not None)
+    limit = profiled_memory_size(memory_limit, model is not None, layers)
     memory = measured_memory(model, batch_size, microbatches)
     chosen = scenario(
         file, pp, microbatches, vpp, param, cost, costs, rendezvous, memory, limit, max_jobs, layers, partition, dp
@@ -166,7 +168,7 @@ def print_stages(result: CheckResult) -> None:
             str(s.chunk),
             str(s.layers),
             f"{s.time:.4g}",
-            f"{s.activation:g}",
+            format_bytes(s.activation) if work.memory_unit == "bytes" else f"{s.activation:g}",
             "critical" if s.critical else "",
         )
     out.print(table)

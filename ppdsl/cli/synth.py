@@ -34,7 +34,6 @@ from ppdsl.cli.common import (
     Chunks,
     CostFile,
     CostPairs,
-    LayersOption,
     Micro,
     ModelOption,
     TextOrJson,
@@ -47,7 +46,6 @@ from ppdsl.cli.common import (
     measured_memory,
     memory_size,
     out,
-    partition_option,
     print_data,
     save_picture,
     styled,
@@ -69,19 +67,6 @@ COMPOSED = {
 # the command's own flags, after the request's
 OWN = [
     ("max_problem", MaxProblem, None),
-    ("layers", LayersOption, None),
-    (
-        "partition",
-        Annotated[
-            str | None,
-            typer.Option(
-                "--partition",
-                help="With --layers: fix the layers per virtual stage (`9,10,9,6` or a Megatron layout) instead of "
-                "choosing them.",
-            ),
-        ],
-        None,
-    ),
     ("fmt", Annotated[TextOrJson, typer.Option("--format", help="Report format.")], TextOrJson.text),
 ]
 
@@ -97,7 +82,6 @@ def _synth(**given: Any) -> None:
 
     cost, costs, model, batch_size = (given.pop(name) for name in ("cost", "costs", "model", "batch_size"))
     max_problem, fmt = given.pop("max_problem"), given.pop("fmt")
-    layers, partition = given.pop("layers"), given.pop("partition")
     pp, microbatches, output = given["pp"], given["microbatches"], given["output"]
     if given["periodic"] and given["exact"]:
         usage_error(
@@ -108,7 +92,9 @@ def _synth(**given: Any) -> None:
     spec = cost_spec(cost, costs)
     actions = parse_actions(given["memory_actions"])
     diagnosed(refuse_unused_action_costs, spec, actions)  # (before --model loads paddle)
-    limit = memory_size(given["memory_limit"], model is not None)
+    # (read first: a profile of `activation_bytes` counts the limit in bytes)
+    profile = layer_profile(given["layers"]) if model is None else given["layers"]
+    limit = memory_size(given["memory_limit"], model is not None, profile=profile)
     memory = measured_memory(model, batch_size, microbatches)
     diagnosed(check_output, output)  # a bad output is refused now, not after the search
     cost_options = " ".join(([f"--cost {shlex.quote(cost)}"] if cost else []) + ([f"--costs {costs}"] if costs else []))
@@ -127,41 +113,29 @@ def _synth(**given: Any) -> None:
         command=_command_line(),
         cost_options=cost_options,
         memory_actions=actions,
-        host_limit=memory_size(given["host_limit"], model is not None, "--host-limit"),
+        host_limit=memory_size(given["host_limit"], model is not None, "--host-limit", profile),
+        layers=profile,
     )
     request = SynthRequest(**values)
     quiet = fmt is TextOrJson.json or not err.is_terminal
-    if partition is not None and layers is None:
-        usage_error("synth --partition fixes a partition of --layers", help="give the layer profile: --layers FILE")
-    profile = layer_profile(layers)
-    chosen = None
     with err.status("searching", spinner="dots") if not quiet else _nothing():
         note = None if quiet else (lambda msg: err.log(msg))
-        if profile is None:
-            outcome = diagnosed(synthesize_file, request, note)
-        else:
-            from ppdsl.synth.partition import synthesize_partitioned
-
-            if model is not None:
-                usage_error("--model measures a model's own stages, not a partition of --layers", help="drop one")
-            layers_option = f"--layers {shlex.quote(str(layers))}"
-            found = diagnosed(
-                synthesize_partitioned, request, profile, layers_option, partition_option(partition), note
-            )
-            outcome, chosen = found.outcome, found
+        outcome = diagnosed(synthesize_file, request, note)
     emit(outcome.text, output)
-    rows = _library_rows(outcome, request, spec, profile, chosen.partition if chosen else None)
+    rows = _library_rows(outcome, request, spec)
     if fmt is TextOrJson.json:
         report = _report(outcome, rows, output)
-        if chosen is not None:
-            report["partition"] = list(chosen.partition.counts)
-            report["partitions_tried"] = [{"partition": list(p.counts), "makespan": m} for p, m in chosen.tried]
+        if outcome.partition is not None:
+            report["partition"] = list(outcome.partition.counts)
+            report["partitions_tried"] = [
+                {"partition": list(p.counts), "makespan": m} for p, m in outcome.partitions_tried
+            ]
         print_data(json.dumps(report, indent=2))
     else:
         _print(outcome, rows, output)
-        if chosen is not None:
-            tried = ", ".join(f"{p.text()}: {'-' if m is None else f'{m:g}'}" for p, m in chosen.tried)
-            out.print(f"partition {chosen.partition.text()} (tried {tried})", markup=False)
+        if outcome.partition is not None:
+            tried = ", ".join(f"{p.text()}: {'-' if m is None else f'{m:g}'}" for p, m in outcome.partitions_tried)
+            out.print(f"partition {outcome.partition.text()} (tried {tried})", markup=False)
 
 
 def command_parameters() -> list[inspect.Parameter]:
@@ -243,9 +217,9 @@ class _nothing:
         return False
 
 
-def _library_rows(outcome, request, spec, profile=None, partition=None):
-    """The library's schedules measured at the same sizes and costs (and partition of the profile's layers), with
-    whether they fit the limit."""
+def _library_rows(outcome, request, spec):
+    """The library's schedules measured at the same sizes and costs (and partition of the profile's layers, the
+    one synth chose), with whether they fit the limit."""
     from ppdsl.reports.compare import compare
 
     base = Scenario(
@@ -256,8 +230,8 @@ def _library_rows(outcome, request, spec, profile=None, partition=None):
         None,
         spec,
         memory=request.memory,
-        layers=profile,
-        partition=partition,
+        layers=request.profile(),
+        partition=outcome.partition,
     )
     try:
         rows = compare(library_files(), base, memory_limit=request.memory_limit, skip_broken=True)

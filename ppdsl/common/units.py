@@ -45,13 +45,16 @@ def parse_size(text: str) -> float:
     return size
 
 
-def parse_memory_limit(text: str, measured: bool, option: str = "--memory-limit") -> float:
+def parse_memory_limit(text: str, measured: bool, option: str = "--memory-limit", profile: str = "") -> float:
     """A memory limit from the command line, in the unit memory is counted in: bytes when a model is measured
-    (`--model`: the text must carry its unit, `2GiB` or `4096B`), activations otherwise (a bare number). A limit in
-    the other unit is refused (E088), not read as a number of this one: `2GiB` would be 2147483648 activations, a
-    bare `2` under --model 2 bytes."""
+    (`--model`) or a layer profile gives its layers' `activation_bytes` (`measured`: the text must carry its unit,
+    `2GiB` or `4096B`), activations otherwise (a bare number). A limit in the other unit is refused (E088), not
+    read as a number of this one: `2GiB` would be 2147483648 activations, a bare `2` under --model 2 bytes.
+    `profile`: the layer profile that says which (its path), when no model is measured."""
     size = parse_size(text)
     unit = _SIZE.match(text).group(2)
+    if profile:
+        return _profile_limit(text, size, unit, measured, option, profile)
     if unit and not measured:
         raise DiagnosticError(
             [
@@ -71,6 +74,35 @@ def parse_memory_limit(text: str, measured: bool, option: str = "--memory-limit"
                     "E088",
                     f"`{option} {shortened(text)}` has no unit, but with --model memory is measured in bytes",
                     help=f"write the unit: `{option} {shortened(text)}B`, or e.g. `2GiB`, `512MiB`",
+                )
+            ]
+        )
+    return size
+
+
+def _profile_limit(text: str, size: float, unit: str, in_bytes: bool, option: str, profile: str) -> float:
+    """`parse_memory_limit` under a layer profile, which counts bytes when it gives `activation_bytes`."""
+    if unit and not in_bytes:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E088",
+                    f"`{option} {shortened(text)}` is a size in bytes, but the layer profile `{shortened(profile)}` "
+                    "gives no `activation_bytes`: memory is counted in layer activations (a layer holds 1, or its "
+                    "`activation`)",
+                    help=f"give every layer's `activation_bytes` in the profile (`ppdsl calibrate --layers` measures "
+                    f"them), or the limit in layer activations (`{option} 40`)",
+                )
+            ]
+        )
+    if not unit and in_bytes:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E088",
+                    f"`{option} {shortened(text)}` has no unit, but the layer profile `{shortened(profile)}` counts "
+                    "its layers' activations in bytes",
+                    help=f"write the unit: `{option} {shortened(text)}B`, or e.g. `3GiB`, `512MiB`",
                 )
             ]
         )

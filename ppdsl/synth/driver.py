@@ -2,7 +2,8 @@
 as costs that cannot be counted or a limit below what any schedule holds), searched (search.py), written as
 `.sched` text (writer.py) and proven by the checker with the same costs and memory before it is returned; a
 measured model's values in transit between jobs, which the engines do not count, are made room for by searching
-again at a lower limit.
+again at a lower limit. A request with a layer profile (`layers`) goes through `ppdsl.synth.partition`, which
+chooses the partition and searches each candidate's stages here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from ppdsl.analysis.check import CheckResult, check
 from ppdsl.analysis.costs import CostSpec
+from ppdsl.analysis.layers import Partition
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
@@ -38,6 +40,9 @@ class SynthOutcome:
     check: CheckResult  # the checker's verdict on `text`, with the same costs
     request: SynthRequest
     notes: list[str] = field(default_factory=list)
+    # with a layer profile: the partition the file carries, and each one tried with its makespan (None: none fit)
+    partition: Partition | None = None
+    partitions_tried: list[tuple[Partition, float | None]] = field(default_factory=list)
 
 
 def build(request: SynthRequest) -> Problem:
@@ -139,7 +144,15 @@ def action_costs(request: SynthRequest) -> CostSpec | None:
 def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | None = None) -> SynthOutcome:
     """Search, write the `.sched` text, and check it; raises DiagnosticError for bad requests. Bytes measured on a
     model are measured once for the search (on the probe's program) and again for the check (on the written
-    file's, as `ppdsl check --model` measures)."""
+    file's, as `ppdsl check --model` measures). With a layer profile (`request.layers`) the partition is chosen
+    (or fixed, `request.partition`) with the order: `ppdsl.synth.partition`."""
+    if request.layers is not None:
+        problems = request.problems()  # (the profile read and the partition checked before any search)
+        if problems:
+            raise DiagnosticError(problems)
+        from ppdsl.synth.partition import synthesize_partitioned  # (it searches each candidate through here)
+
+        return synthesize_partitioned(request, progress)
     checked_request = request
     if request.memory is not None and not isinstance(request.memory, MemoryModel):
         request = replace(request, memory=measure_probe(request))

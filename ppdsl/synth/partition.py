@@ -1,4 +1,5 @@
-"""`ppdsl synth --layers FILE`: the partition of an uneven model's layers chosen together with the order.
+"""`ppdsl synth --layers FILE` (`SynthRequest.layers`): the partition of an uneven model's layers chosen together
+with the order; `synthesize_file` routes a request with a profile here.
 
 The search itself (`synthesize_file`) knows stages, not layers: a partition becomes what it searches with, each
 stage's costs (a cost file's `stages`, the sums of its layers' times) and its activations (a memory model in
@@ -13,14 +14,17 @@ a share of the time limit:
 
 The fastest within the memory limit wins (ties: the smaller peak), and the file written carries its partition
 (`partition = [...]`): it is checked again as `ppdsl check FILE --layers PROFILE` reads it, which must agree with
-the search. `--partition` fixes the partition instead.
+the search. `--partition` (`SynthRequest.partition`) fixes the partition instead. With a profile of activation
+bytes (`activation_bytes`) the stages hold bytes and the limit is in bytes.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ppdsl.analysis.check import check
@@ -29,20 +33,12 @@ from ppdsl.analysis.layers import LayerProfile, Partition, StageWork, even_parti
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.synth import SynthOutcome, SynthRequest, synthesize_file
+from ppdsl.synth.driver import SynthOutcome, synthesize_file
+from ppdsl.synth.request import SynthRequest
 from ppdsl.synth.search import Infeasible
 
 MAX_CANDIDATES = 4  # partitions searched when it is free: the DP's, the even one, two moves of the DP's
 EPS = 1e-6
-
-
-@dataclass
-class PartitionOutcome:
-    """The chosen partition's search and its file (with the partition), and what every candidate reached."""
-
-    outcome: SynthOutcome  # its `text` carries the partition; its `check` is the file checked with the profile
-    partition: Partition
-    tried: list[tuple[Partition, float | None]]  # each candidate and its makespan (None: nothing within the limit)
 
 
 def candidates(profile: LayerProfile, stages: int) -> list[Partition]:
@@ -69,7 +65,8 @@ def candidates(profile: LayerProfile, stages: int) -> list[Partition]:
 def stage_request(request: SynthRequest, work: StageWork, backward_b_frees: float) -> SynthRequest:
     """The request with a partition's stages as costs and activations: the partition's times as a cost file's
     per-stage costs under the request's own (`--costs` stages and `--cost` pairs still win), and a memory model in
-    activations in which a stage's forward holds its layers' activation (backward_b frees its share of it)."""
+    the profile's unit (layer activations, or bytes) in which a stage's forward holds its layers' activation
+    (backward_b frees its share of it). The request it makes has no profile: its stages are searched as they are."""
     stages = {
         str(s): {
             "forward": work.forward[s],
@@ -95,9 +92,9 @@ def stage_request(request: SynthRequest, work: StageWork, backward_b_frees: floa
             }
             for s, a in enumerate(work.activation)
         },
-        unit="activations",
+        unit=work.memory_unit,
     )
-    return replace(request, costs=CostSpec(given.pairs, file), memory=memory)
+    return replace(request, costs=CostSpec(given.pairs, file), memory=memory, layers=None, partition=None)
 
 
 def carried(text: str, partition: Partition, profile_option: str = "") -> str:
@@ -110,6 +107,8 @@ def carried(text: str, partition: Partition, profile_option: str = "") -> str:
                 lines[i] = f"{line} {profile_option}"
                 break
         text = "\n".join(lines)
+    # the bytes a profile's `activation_bytes` count are the profile's, not measured on a model
+    text = re.sub(r"\(bytes\s+measured\s+on\s+the\s+model\)", "(bytes of the layer profile)", text, count=1)
     counts = ", ".join(map(str, partition.counts))
     empty = " allow empty" if partition.allow_empty else ""
     note = "# the layers of each virtual stage (check with --layers: the stages' costs and memory follow)\n"
@@ -134,17 +133,17 @@ def checked_with_profile(text: str, request: SynthRequest, profile: LayerProfile
         return check(scenario)
 
 
-def synthesize_partitioned(
-    request: SynthRequest,
-    profile: LayerProfile,
-    profile_option: str,
-    fixed: Partition | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> PartitionOutcome:
-    """The fastest schedule and partition found within the request's memory limit (in layer activations), its
-    file carrying the partition and proven by the check with the profile. `profile_option`: how the command line
-    names the profile (`--layers FILE`, for the file's docstring). Raises DiagnosticError: a partition that does
+def synthesize_partitioned(request: SynthRequest, progress: Callable[[str], None] | None = None) -> SynthOutcome:
+    """The fastest schedule and partition found within the request's memory limit (in the profile's unit: layer
+    activations, or bytes), its file carrying the partition and proven by the check with the profile; the outcome
+    says the partition and every one tried. The profile is `request.layers` (the file's docstring names it as
+    `--layers PATH`), the partition `request.partition` when fixed. Raises DiagnosticError: a partition that does
     not fit (E104 / E105), no candidate within the limit (S114), a file that does not check as searched (E042)."""
+    profile, fixed = request.profile(), request.fixed_partition()
+    assert profile is not None, "a request with a layer profile (synthesize_file routes only those here)"
+    profile_option = f"--layers {shlex.quote(profile.path)}"
+    if profile.memory_unit == "bytes" and request.memory_limit is not None:  # (in activations the file holds it)
+        profile_option += f" --memory-limit {request.memory_limit:.0f}B"
     stages = request.pp * request.vpp
     tried_partitions = [fixed] if fixed is not None else candidates(profile, stages)
     share = request.time_limit / len(tried_partitions)
@@ -199,8 +198,8 @@ def synthesize_partitioned(
                 )
             ]
         )
-    chosen = replace(outcome, text=text, check=proof, request=replace(outcome.request, costs=user_costs))
-    return PartitionOutcome(chosen, partition, tried)
+    asked = replace(outcome.request, costs=user_costs, memory=None, layers=profile, partition=request.partition)
+    return replace(outcome, text=text, check=proof, request=asked, partition=partition, partitions_tried=tried)
 
 
-__all__ = ["PartitionOutcome", "candidates", "carried", "stage_request", "synthesize_partitioned"]
+__all__ = ["candidates", "carried", "stage_request", "synthesize_partitioned"]

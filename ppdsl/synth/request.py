@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from ppdsl.analysis.costs import CostSpec
 from ppdsl.analysis.expand import DEFAULT_MAX_JOBS
+from ppdsl.analysis.layers import LayerProfile, Partition, parse_partition, read_profile
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
-from ppdsl.common.diagnostics import Diagnostic
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.common.sizes import MAX_JOBS_RANGE, SEED_RANGE, SIZE_RANGE, TIME_LIMIT_RANGE, WORKERS_RANGE
 from ppdsl.common.text import escaped
 from ppdsl.plan.kinds import DEFAULT_RECOMPUTE_FRACTION, OFFLOAD_NAME, RECOMPUTE_NAME
@@ -84,6 +86,20 @@ class SynthRequest:
     )
     memory: MemoryModel | MeasureMemory | None = None  # bytes on a model (the CLI's --model); None: activations
     memory_options: str = ""  # how to measure it again on the command line (`--model M --batch-size B`)
+    # a model of layers: its profile (a path, or one read), whose partition into stages is searched with the order
+    # (`option` returns a field, not a shared default: RUF009 does not know it)
+    layers: LayerProfile | str | Path | None = option(  # noqa: RUF009
+        None,
+        "Layer profile (JSON): each layer's forward, backward_b and backward_w time, optionally its activation; "
+        "the stages' costs and memory come from it and the partition.",
+        cli_type=Path | None,
+    )
+    # text as the flag is written (`9,10,9,6` or a Megatron layout), or one read
+    partition: Partition | str | None = option(  # noqa: RUF009
+        None,
+        "With --layers: fix the layers per virtual stage (`9,10,9,6` or a Megatron layout) instead of choosing them.",
+        cli_type=str | None,
+    )
     split: str = option(
         "auto", "auto (the search chooses), yes (I + W) or no (whole B).", flag="--split-backward", choices=SPLIT_MODES
     )
@@ -177,11 +193,50 @@ class SynthRequest:
                     f"{self.dp}`",
                 )
             )
+        problems += self._layer_problems()
         if not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             problems.append(
                 Diagnostic("E007", f"the time limit must be a positive number of seconds, got {self.time_limit}")
             )
         return problems or self._range_problems()
+
+    def profile(self) -> LayerProfile | None:
+        """The layer profile (`layers`, a path read under the file reader's rules). Raises DiagnosticError
+        (E100-E102, located in the file; `problems()` reports them)."""
+        if self.layers is None or isinstance(self.layers, LayerProfile):
+            return self.layers
+        return read_profile(self.layers)
+
+    def fixed_partition(self) -> Partition | None:
+        """The partition asked for (`partition`, text read as --partition reads it: E103), None when it is free."""
+        return parse_partition(self.partition) if isinstance(self.partition, str) else self.partition
+
+    def _layer_problems(self) -> list[Diagnostic]:
+        """A profile or a partition that does not read, a partition without a profile to split, a model measured
+        beside a profile (its stages are its own, not a partition of these layers)."""
+        problems = []
+        for read in (self.profile, self.fixed_partition):
+            try:
+                read()
+            except DiagnosticError as err:
+                problems += err.diagnostics
+        if self.partition is not None and self.layers is None:
+            problems.append(
+                Diagnostic(
+                    "E007",
+                    "synth --partition fixes a partition of --layers",
+                    help="give the layer profile: --layers FILE (`layers=` in `ppdsl.synthesize`)",
+                )
+            )
+        if self.layers is not None and self.memory is not None:
+            problems.append(
+                Diagnostic(
+                    "E007",
+                    "--model measures a model's own stages, not a partition of --layers",
+                    help="drop one (a profile's layers may give their `activation_bytes`)",
+                )
+            )
+        return problems
 
     def _range_problems(self) -> list[Diagnostic]:
         """The options' ranges (`within`), as the command line checks them when its flags are parsed."""

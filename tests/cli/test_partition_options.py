@@ -120,8 +120,12 @@ def test_compare_ranks_schedules_on_the_profile(profile):
     rows = {r["schedule"]: r for r in json.loads(fixed.stdout)["rows"]}
     assert rows["1F1B"]["status"] == "ok" and rows["Interleaved1F1B"]["status"] == "rejected"
     assert rows["1F1B"]["partition"] == "4,4"
-    refused = runner.invoke(app, ["compare", "1f1b", "--pp", "2", "-m", "4", "--layers", profile, "--synth"])
-    assert refused.exit_code == 2 and "--synth" in refused.stderr
+    # --synth searches the partition too (tests/cli/test_compare_synth_layers.py): its rows say the one it chose
+    args = ["compare", "1f1b", "--pp", "2", "-m", "4", "--layers", profile, "--synth", "--time-limit", "1"]
+    searched = runner.invoke(app, [*args, "--format", "json"])
+    assert searched.exit_code == 0, searched.stderr
+    synth = [r for r in json.loads(searched.stdout)["rows"] if r["schedule"].startswith("synth")]
+    assert synth and all(r["status"] == "ok" and r["partition"] for r in synth)
 
 
 def test_compare_keeps_the_faster_of_the_even_and_the_dp_split(profile):
