@@ -2,10 +2,11 @@
 
 1. **Simulated** (the checker's execution model, `check(Scenario(..., dp=D))`): for 1F1B, ZB-H1 and interleaved
    1F1B (vpp 2) with every chunk's `reduce_grads` at the end of the order (right before the optimizer, where a
-   schedule that only adds them puts them), and as `examples/<stem>_reduce.sched` places them (right after each
-   chunk's last backward), at pp 4 and 8, dp 2 and 4 (micro-batches 2 x pp; a reduction costs the ring
-   all-reduce's share of a chunk's gradients, `reduce_cost`: 3 at dp 2, 4.5 at dp 4): the makespan and each rank's
-   exposed (not overlapped) collective time, max over the ranks (`RankStats.exposed_collective`); and beside them
+   schedule that only adds them puts them), and as the library file itself places them (right after each chunk's last
+   backward, where Paddle's VPP pass and PyTorch's REDUCE_GRAD put them), at pp 4 and 8, dp 2 and 4 (micro-batches 2
+   x pp; a reduction costs the ring all-reduce's share of a chunk's gradients, `reduce_cost`: 3 at dp 2, 4.5 at dp
+   4): the makespan and each rank's exposed (not overlapped) collective time, max over the ranks
+   (`RankStats.exposed_collective`); and beside them
    synth's schedules (`ppdsl.synthesize(..., dp=D)`, the same costs, looped at 1 and 2 chunks and the V at 2),
    which place each chunk's reduction right after its last gradient job and search orders by the makespan with
    them, so that the orders finish a chunk's gradients early and its reduction runs under the other chunks'
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -58,8 +60,10 @@ def reduce_cost(dp: int) -> dict[str, float]:
 
 
 def with_reductions(stem: str, directory: Path) -> Path:
-    """The library schedule with each chunk's `reduce_grads` right before its optimizer."""
+    """The library schedule with its own `reduce_grads` taken out and each chunk's put right before its
+    optimizer."""
     text = (library_dir() / f"{stem}.sched").read_text()
+    text = re.sub(r"^\s*reduce_grads\b.*\n", "", text, flags=re.MULTILINE)  # an `if` left empty is valid
     text = text.replace("\n    optimizer\n", "\n    for c in 0 .. vpp { reduce_grads(chunk = c) }\n    optimizer\n")
     path = directory / f"{stem}_reduce.sched"
     path.write_text(text)
@@ -67,15 +71,13 @@ def with_reductions(stem: str, directory: Path) -> Path:
 
 
 def simulated(directory: Path) -> list[dict]:
-    """Each schedule with its reductions at the end, and as `examples/<stem>_reduce.sched` places them (each
-    chunk's right after its last backward) where that file exists; every reduction costs `reduce_cost(dp)`."""
+    """Each schedule with its reductions at the end, and as the library file places them (each chunk's right
+    after its last backward); every reduction costs `reduce_cost(dp)`."""
     rows = []
     placements = []
     for stem, vpp in SCHEDULES:
         placements.append((stem, vpp, "end", with_reductions(stem, directory)))
-        example = ROOT / "examples" / f"{stem}_reduce.sched"
-        if example.exists():
-            placements.append((stem, vpp, "after last backward", example))
+        placements.append((stem, vpp, "after last backward", library_dir() / f"{stem}.sched"))
     for stem, vpp, placement, path in placements:
         for pp, dp in SIZES:
             rows.append(_checked_row(path, stem, placement, pp, vpp, dp))
