@@ -162,19 +162,16 @@ def run(request: RunRequest, observer: RunObserver | None = None) -> RunReport:
     if not request.clustered and request.one_process_problems():
         raise DiagnosticError(request.one_process_problems())
     path = find_schedule(str(request.schedule))
-    scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params, dp=request.dp)
-    declared = scenario.definition().partition
-    if declared is not None:  # a file's partition is refused as `--partition` is (`RunRequest.problems`)
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E007",
-                    "`ppdsl run` cannot split the model by the file's partition yet: it would train the even split",
-                    declared.span,
-                    help="check, compare, trace and plot the partition; run a copy of the file without it",
-                )
-            ]
-        )
+    scenario = Scenario(
+        str(path),
+        request.pp,
+        request.microbatches,
+        request.vpp,
+        request.params,
+        dp=request.dp,
+        layers=request.layers,
+        partition=request.partition,  # else the file's: the plan carries the one in force to every rank
+    )
     result = check(scenario, record_visits=True)  # the merged order goes into the plan specification
     if not result.valid:
         raise DiagnosticError(result.diagnostics)
