@@ -44,6 +44,7 @@ class ModelContext:
     # layers per stage (`ppdsl run --partition`, the plan's `partition`): `pipeline` places by it, over `split`
     partition: tuple[int, ...] | None = None
     pipelined: bool = False  # `pipeline` placed the model (a partition can place nothing else)
+    layer_stages: tuple[int, ...] | None = None  # `pipeline`'s placement: the stage of each layer, head included
     _tracer: object = None
     _stage: int | None = None
 
@@ -127,6 +128,7 @@ class ModelContext:
                 parameter_count(head),
                 split,
             )
+        self.layer_stages = (0, *stages, self.num_stages - 1)
         with self.stage(0):
             h = self.call(embedding, *inputs, name="embedding")
         for i, (block, s) in enumerate(zip(blocks, stages, strict=True)):

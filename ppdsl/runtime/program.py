@@ -36,6 +36,8 @@ class TrainingProgram:
     # a parameter several stages use (a tied embedding and head): its name -> its copies' names, one per stage,
     # kept in step by the schedule's `sync_shared` (ppdsl/runtime/shared.py)
     shared: dict[str, list[str]] = field(default_factory=dict)
+    # the stage of each layer (embedding, blocks, head) as `ctx.pipeline` placed them; None: placed by hand
+    layer_stages: tuple[int, ...] | None = None
 
     def run_startup(self, paddle, scope, place=None) -> None:
         """Initialise `scope`: the startup program, then the values of eagerly built layers (`ModelContext.initial`)."""
@@ -125,6 +127,7 @@ def build_training_program(
         accumulate,
         dict(ctx.initial),
         shared,
+        layer_stages=ctx.layer_stages,
     )
 
 
