@@ -70,4 +70,5 @@ def expansion_spec(exp: Expansion, merged: tuple[tuple[int, int], ...] | None = 
         orders=tuple(tuple(map(exp.decode, jobs)) for jobs in exp.jobs),
         merged=merged,
         rules=rules,
+        partition=None if exp.stage_work is None else exp.stage_work.partition.counts,
     )

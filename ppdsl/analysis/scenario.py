@@ -38,7 +38,6 @@ from ppdsl.analysis.layers import (
     stage_work,
 )
 from ppdsl.analysis.memory import MeasureMemory, MemoryModel
-from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.language.ir import ScheduleDef
 from ppdsl.language.library import find_schedule
 from ppdsl.language.resolve import load
@@ -102,20 +101,9 @@ class Scenario:
         costs = self.costs if isinstance(self.costs, CostSpec) else None
         memory = self.memory
         work = self.stage_work()
-        if work is not None and memory is not None:
-            raise DiagnosticError(
-                [
-                    Diagnostic(
-                        "E007",
-                        "`--model` measures the model as its own stages split it, not as a partition of layers",
-                        work.partition.span,
-                        help="leave out --model (a partition's activations come from its layer profile), or the "
-                        "partition",
-                    )
-                ]
-            )
         if memory is not None and not isinstance(memory, MemoryModel):
-            # measured on the program as these orders cut it: their expansion in activations comes first
+            # measured on the program as these orders cut it (and the partition splits it: the runtime places the
+            # model's layers by it, ppdsl/runtime/memory.py): their expansion in activations comes first
             memory = memory(self.with_(memory=None, memory_limit=None).expansion())
         return expand(
             self.definition(),

@@ -595,14 +595,26 @@ def calibrate_cmd(
         "costs.json"
     ),
     fmt: Annotated[TextOrJson, typer.Option("--format", help="text or json report.")] = TextOrJson.text,
+    layers: Annotated[
+        Path | None,
+        typer.Option(
+            "--layers", help="Also write a layer profile (JSON, what `--layers FILE` reads) of the profiled model."
+        ),
+    ] = None,
 ) -> None:
     """Turn measured job timings into simulator costs (`--costs FILE`), and compare a simulation with them."""
-    from ppdsl.reports.calibrate import against_simulation, calibrate
+    from ppdsl.analysis.layers import profile_from_text
+    from ppdsl.common.files import write_output
+    from ppdsl.reports.calibrate import against_simulation, calibrate, layer_profile
     from ppdsl.reports.trace import read_trace
 
     measured = diagnosed(read_trace, profile)
     costs = diagnosed(calibrate, measured)
     comparison = diagnosed(against_simulation, measured, costs)
+    if layers is not None:
+        layer_text = json.dumps(diagnosed(layer_profile, measured, costs), indent=1) + "\n"
+        diagnosed(profile_from_text, layer_text, str(layers))  # what `--layers` will read: never a file it refuses
+        diagnosed(write_output, layers, layer_text)
     emit(json.dumps(costs, indent=1), output)
     out = report_console(output)  # `-o -`: the cost file takes stdout, the report goes to stderr
     report = {"costs": costs["costs"], "output": str(output)}

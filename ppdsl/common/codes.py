@@ -134,7 +134,8 @@ _SUMMARIES = {
     "E101": "a layer profile gives a cost or a memory amount that is not a finite number from 0 to 1e15",
     "E102": "a layer profile's `pattern` has a letter its per-letter times do not give",
     "E103": "a partition (`--partition`, a `partition` statement) is neither layer counts nor a Megatron layout",
-    "E104": "a partition does not fit: not one entry per virtual stage, not the profile's layer count or kinds",
+    "E104": "a partition does not fit: not one entry per virtual stage, not the profile's (or `run`'s model's) layer "
+    "count or kinds, or a model `run` cannot split (placed by hand)",
     "E105": "a stage of the partition holds no layer, and the partition does not say `allow empty`",
     "E106": "a partition cannot be written as a Megatron layout (no partition, a placement other than looped, "
     "layers other than embedding, transformer and loss)",

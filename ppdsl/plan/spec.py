@@ -103,6 +103,9 @@ class PlanSpec:
     orders: tuple[tuple[JobTuple, ...], ...]  # [rank] -> its jobs, in order
     merged: tuple[tuple[int, int], ...] | None  # (rank, step) of every job, all ranks in one valid order
     rules: tuple[RuleSpec, ...]
+    # layers per virtual stage in stage order, the embedding and the head counted (`--partition` or the file's
+    # `partition`); None: the model splits itself (its `ctx.pipeline(split=...)`)
+    partition: tuple[int, ...] | None = None
 
     # ------------------------------------------------------------ reading
 
@@ -188,6 +191,7 @@ class PlanSpec:
             "orders": [[list(job) for job in order] for order in self.orders],
             "merged": None if self.merged is None else [list(key) for key in self.merged],
             "rules": [rule.as_dict() for rule in self.rules],
+            "partition": None if self.partition is None else list(self.partition),
         }
         return json.dumps(data, separators=(",", ":"))
 
@@ -365,6 +369,13 @@ def _spec_of(data) -> PlanSpec:
                 tuple(attrs.items()),
             )
         )
+    partition = data.get("partition")
+    if partition is not None and (
+        not isinstance(partition, list)
+        or len(partition) != nstages
+        or any(type(n) is not int or n < 0 for n in partition)
+    ):
+        raise _Bad(f"`partition` is not {nstages} layer counts (integers from 0)")
     params = _field(data, "params", dict)
     if not all(isinstance(v, (bool, int, float)) for v in params.values()):
         raise _Bad("`params` holds a value that is not a number, true or false")
@@ -381,6 +392,7 @@ def _spec_of(data) -> PlanSpec:
         orders=jobs,
         merged=merged,
         rules=tuple(rules),
+        partition=None if partition is None else tuple(partition),
     )
 
 

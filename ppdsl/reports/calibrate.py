@@ -127,3 +127,57 @@ def against_simulation(profile: Profile, costs: dict) -> Comparison | None:
         simulated_makespan_seconds=sim.makespan,
         steps=steps,
     )
+
+
+# The job types whose times make a layer's three costs: a whole `backward` counts as its input gradient (a schedule
+# that splits the backward, a zero-bubble one, measures `backward_w` apart).
+LAYER_TIMES = {"forward": ("forward",), "backward_b": ("backward_b", "backward"), "backward_w": ("backward_w",)}
+
+
+def layer_profile(profile: Profile, costs: dict) -> dict:
+    """A layer profile in ppdsl's own form (what `--layers FILE` reads, `ppdsl.analysis.layers`), in milliseconds,
+    from a profile `ppdsl run --profile` wrote of an `nn.Layer` model: each stage's mean job times (`costs`, of
+    `calibrate`) and its activation bytes per micro-batch, divided evenly over the layers the stage held. Every
+    layer of a stage gets the same figures, so a stage that holds the embedding or the head with blocks spreads
+    their cost over its blocks. E009: a profile without its layers' placement (a model placed by hand, or an
+    older ppdsl), or with a stage whose times are missing."""
+    meta = profile.meta
+    counts, activation = meta.get("layers_per_stage"), meta.get("activation_bytes_per_stage")
+    if not (_counts(counts) and isinstance(activation, list) and len(activation) == len(counts)):
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E009",
+                    "the profile does not say which layers each stage held (`otherData.layers_per_stage` and "
+                    "`activation_bytes_per_stage`), so it cannot be divided into layers",
+                    help="profile a model built with `ctx.pipeline` (the built-in GPT is one): `ppdsl run FILE "
+                    "--profile trace.json`, then `ppdsl calibrate trace.json --layers layers.json`",
+                )
+            ]
+        )
+    layers = []
+    for stage, n in enumerate(counts):
+        measured = costs["stages"].get(str(stage), {})
+        times = {}
+        for field, types in LAYER_TIMES.items():
+            found = [measured[t] for t in types if t in measured]
+            if field != "backward_w" and not found:
+                raise DiagnosticError(
+                    [
+                        Diagnostic(
+                            "E009",
+                            f"the profile has no `{types[0]}` job of stage {stage}: its layers' times are unknown",
+                            help="profile every stage: `ppdsl run FILE --profile trace.json` on one process",
+                        )
+                    ]
+                )
+            times[field] = found[0] * 1e3 / n if found else 0.0
+        for i in range(n):
+            first, last = stage == 0 and i == 0, stage == len(counts) - 1 and i == n - 1
+            kind = "E" if first else "L" if last else "T"
+            layers.append({"name": kind, **times, "activation": activation[stage] / n})
+    return {"unit": "ms", "layers": layers}
+
+
+def _counts(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(type(n) is int and 1 <= n <= MAX_SIZE for n in value)

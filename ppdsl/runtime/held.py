@@ -138,3 +138,25 @@ def held_bytes(
     peak = [max((s[r] for s in samples), default=0) for r in range(pp)]
     host_peak = [max((s[r] for s in host_samples), default=0) for r in range(pp)]
     return HeldMemory(samples, peak, host_peak, host_samples)
+
+
+def scope_bytes(scopes: Iterable) -> int:
+    """Bytes of the initialized dense tensors in `scopes` (numel x itemsize): what a rank process's micro-batch
+    scopes hold between two jobs, measured (`worker.py`'s `held_peak_bytes`; parameters live in the root scope, not
+    here). The executor's collector frees on its own thread, so a figure can include a buffer a moment from free."""
+    import numpy as np
+
+    total = 0
+    for scope in scopes:
+        for name in scope.local_var_names():
+            try:
+                tensor = scope.find_var(name).get_tensor()
+            except (RuntimeError, ValueError):  # not a dense tensor (a reader, a list of tensors)
+                continue
+            if tensor._is_initialized():
+                dtype = str(tensor._dtype()).replace("paddle.", "").lower()
+                total += tensor._numel() * _ITEMSIZE.get(dtype, np.dtype("float32").itemsize)
+    return total
+
+
+_ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "bool": 1, "uint8": 1}

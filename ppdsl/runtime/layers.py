@@ -231,6 +231,39 @@ def block_stages(num_stages: int, embedding_size: int, block_sizes: Sequence[int
     return stages
 
 
+def partition_stages(partition: Sequence[int], num_blocks: int) -> list[int]:
+    """The stage of every block under a partition (layers per stage in stage order, the embedding the first layer
+    and the head the last, as `ppdsl.analysis.layers` counts them). E104: a partition of another number of layers,
+    or one that leaves the embedding's first stage or the head's last stage empty."""
+    counts, layers = list(partition), num_blocks + 2
+    text = ",".join(map(str, counts))
+    if sum(counts) != layers:
+        raise DiagnosticError(
+            [
+                Diagnostic(
+                    "E104",
+                    f"the partition `{text[:60]}` places {sum(counts)} layers, but the model has {layers}: the "
+                    f"embedding, {count(num_blocks, 'block')} and the head",
+                    help=f"give counts that add up to {layers} (every layer, the embedding and the head included)",
+                )
+            ]
+        )
+    for stage, what in ((0, "the embedding"), (len(counts) - 1, "the head")):
+        if counts[stage] == 0:
+            raise DiagnosticError(
+                [
+                    Diagnostic(
+                        "E104",
+                        f"the partition `{text[:60]}` leaves stage {stage} empty, where the runtime places {what}",
+                        help="give the first and the last stage at least one layer each",
+                    )
+                ]
+            )
+    # layer i + 1 is block i: the stage whose range of layers holds it
+    bounds = [sum(counts[: k + 1]) for k in range(len(counts))]
+    return [next(k for k, end in enumerate(bounds) if i + 1 < end) for i in range(num_blocks)]
+
+
 def _uniform_stages(num_blocks: int, num_stages: int) -> list[int]:
     """The `uniform` split: block i on stage i * S // N, as many blocks on each stage as can be."""
     return [i * num_stages // num_blocks for i in range(num_blocks)]

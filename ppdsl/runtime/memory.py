@@ -161,6 +161,7 @@ def measure_stages(exp: Expansion, model_spec: str | None, batch_size: int) -> d
         num_stages=exp.nstages,
         microbatches=exp.microbatches,
         lr=0.01,
+        partition=None if exp.stage_work is None else exp.stage_work.partition.counts,  # as the run splits it
     )
     # the job programs alone: no check has run yet (this measures for one), so no order of all ranks' jobs is known,
     # and none is needed to read what each program keeps

@@ -41,6 +41,10 @@ class ModelContext:
     inputs: dict[str, tuple[list[int], str]] = field(default_factory=dict)
     # values of parameters that come from eagerly built layers, set after the startup program (see layers.py)
     initial: dict[str, np.ndarray] = field(default_factory=dict)
+    # layers per stage (`ppdsl run --partition`, the plan's `partition`): `pipeline` places by it, over `split`
+    partition: tuple[int, ...] | None = None
+    pipelined: bool = False  # `pipeline` placed the model (a partition can place nothing else)
+    layer_stages: tuple[int, ...] | None = None  # `pipeline`'s placement: the stage of each layer, head included
     _tracer: object = None
     _stage: int | None = None
 
@@ -104,20 +108,27 @@ class ModelContext:
         each block (one tensor in, one out) on its stage, `head(h, *head_inputs)` (the loss) on the last stage.
 
         `split`: "uniform" spreads the blocks by count, "params" by parameter count (the embedding's and head's
-        counted on their stages), or a list of the blocks where stages 1 .. S-1 start. Returns the head's output.
+        counted on their stages), or a list of the blocks where stages 1 .. S-1 start; a run's partition
+        (`ctx.partition`, layers per stage with the embedding and the head counted) replaces it. Returns the head's
+        output.
         A head holding the embedding's weight (tied) gets a copy of it on its stage (`shared`), kept in step by
         the schedule's `sync_shared` (ppdsl/runtime/shared.py).
         """
-        from ppdsl.runtime.layers import block_stages, parameter_count
+        from ppdsl.runtime.layers import block_stages, parameter_count, partition_stages
 
         blocks = list(blocks)
-        stages = block_stages(
-            self.num_stages,
-            parameter_count(embedding),
-            [parameter_count(b) for b in blocks],
-            parameter_count(head),
-            split,
-        )
+        self.pipelined = True
+        if self.partition is not None:
+            stages = partition_stages(self.partition, len(blocks))
+        else:
+            stages = block_stages(
+                self.num_stages,
+                parameter_count(embedding),
+                [parameter_count(b) for b in blocks],
+                parameter_count(head),
+                split,
+            )
+        self.layer_stages = (0, *stages, self.num_stages - 1)
         with self.stage(0):
             h = self.call(embedding, *inputs, name="embedding")
         for i, (block, s) in enumerate(zip(blocks, stages, strict=True)):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
 from ppdsl.runtime.model import Model, ModelContext, build_loss
 
 FORWARD_ROLE, BACKWARD_ROLE, OPTIMIZE_ROLE = 0, 1, 2
@@ -35,6 +36,8 @@ class TrainingProgram:
     # a parameter several stages use (a tied embedding and head): its name -> its copies' names, one per stage,
     # kept in step by the schedule's `sync_shared` (ppdsl/runtime/shared.py)
     shared: dict[str, list[str]] = field(default_factory=dict)
+    # the stage of each layer (embedding, blocks, head) as `ctx.pipeline` placed them; None: placed by hand
+    layer_stages: tuple[int, ...] | None = None
 
     def run_startup(self, paddle, scope, place=None) -> None:
         """Initialise `scope`: the startup program, then the values of eagerly built layers (`ModelContext.initial`)."""
@@ -65,9 +68,11 @@ def build_training_program(
     seed: int = 0,
     accumulate: bool = True,
     train: bool = True,
+    partition: tuple[int, ...] | None = None,
 ) -> TrainingProgram:
     """Build forward + backward + optimizer. `accumulate=False` gives the plain full-batch reference program,
-    `train=False` the forward alone (to evaluate losses)."""
+    `train=False` the forward alone (to evaluate losses). `partition`: layers per stage, which `ctx.pipeline`
+    places the model by (E104 for a model that places its ops by hand: nothing to move)."""
     from paddle.base.framework import pir_chunk_id_guard, pir_op_role_guard
 
     main, startup = paddle.static.Program(), paddle.static.Program()
@@ -78,10 +83,12 @@ def build_training_program(
     # gets) draws its mask from Paddle's global generator, which the program seed does not reach, and so do the
     # seed ops of a recompute (runtime/recompute.py); unseeded, two runs with one --seed trained differently
     paddle.seed(seed)
-    ctx = ModelContext(paddle, micro_batch_size, num_stages, seed)
+    ctx = ModelContext(paddle, micro_batch_size, num_stages, seed, partition=partition)
     with paddle.static.program_guard(main, startup):
         with pir_op_role_guard(FORWARD_ROLE):
             loss = build_loss(model, ctx)  # the contract checked: E046-E048 name the model function
+            if partition is not None and not ctx.pipelined:
+                raise _unpartitioned(model.name, partition)
             with pir_chunk_id_guard(loss.get_defining_op().chunk_id):
                 # a name, so the loss can be found again in the job program that computes it
                 paddle._C_ops.set_persistable_value(loss, LOSS_NAME)
@@ -120,6 +127,21 @@ def build_training_program(
         accumulate,
         dict(ctx.initial),
         shared,
+        layer_stages=ctx.layer_stages,
+    )
+
+
+def _unpartitioned(model: str, partition: tuple[int, ...]) -> DiagnosticError:
+    return DiagnosticError(
+        [
+            Diagnostic(
+                "E104",
+                f"the partition `{','.join(map(str, partition))[:60]}` cannot place the model `{model}`: it puts its "
+                "ops on stages by hand (`ctx.stage`), not through `ctx.pipeline`",
+                help="build the model as an `nn.Layer` stack placed by `ctx.pipeline(embedding, blocks, head, ...)` "
+                "(the built-in GPT is one), or run without a partition",
+            )
+        ]
     )
 
 

@@ -125,7 +125,12 @@ class RunRequest:
     dry_run: bool = option(False, "With --nproc-per-node: print the command and every rank's jobs.")
     rendezvous_timeout: float = option(60.0, "Seconds for every rank of this node to meet its peers.")
     partition: str | None = option(
-        None, "Layers per virtual stage (`9,10,9,6`): read and checked, but the runtime does not split by it yet."
+        None,
+        "Layers per virtual stage (`9,10,9,6`, embedding and head counted) or a Megatron layout: the model's "
+        "`ctx.pipeline` stack split by it (default: the file's `partition`, else the model's own split).",
+    )
+    layers: Path | None = option(
+        None, "Layer profile (JSON) the check times the partition's stages by (default: every layer alike)."
     )
 
     def __post_init__(self) -> None:
@@ -169,16 +174,6 @@ class RunRequest:
             problems.append(Diagnostic("E007", f"--save-every must not be negative, got {self.save_every}"))
         if self.save_every and self.save_dir is None:
             problems.append(Diagnostic("E007", "--save-every needs --save-dir"))
-        if self.partition is not None:  # issue 28, item 4: said, rather than an even split trained silently
-            problems.append(
-                Diagnostic(
-                    "E007",
-                    f"`ppdsl run` cannot split the model by the partition `{self.partition[:60]}` yet: it would "
-                    "train the even split",
-                    help="check, compare, trace and plot the partition (`ppdsl check FILE --partition ...`); run "
-                    "without it",
-                )
-            )
         if self.profile_steps < 1:
             problems.append(Diagnostic("E007", f"--profile-steps must be at least 1, got {self.profile_steps}"))
         if not (math.isfinite(self.comm_timeout) and 0 < self.comm_timeout <= MAX_COMM_TIMEOUT):

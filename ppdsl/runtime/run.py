@@ -162,19 +162,16 @@ def run(request: RunRequest, observer: RunObserver | None = None) -> RunReport:
     if not request.clustered and request.one_process_problems():
         raise DiagnosticError(request.one_process_problems())
     path = find_schedule(str(request.schedule))
-    scenario = Scenario(str(path), request.pp, request.microbatches, request.vpp, request.params, dp=request.dp)
-    declared = scenario.definition().partition
-    if declared is not None:  # a file's partition is refused as `--partition` is (`RunRequest.problems`)
-        raise DiagnosticError(
-            [
-                Diagnostic(
-                    "E007",
-                    "`ppdsl run` cannot split the model by the file's partition yet: it would train the even split",
-                    declared.span,
-                    help="check, compare, trace and plot the partition; run a copy of the file without it",
-                )
-            ]
-        )
+    scenario = Scenario(
+        str(path),
+        request.pp,
+        request.microbatches,
+        request.vpp,
+        request.params,
+        dp=request.dp,
+        layers=request.layers,
+        partition=request.partition,  # else the file's: the plan carries the one in force to every rank
+    )
     result = check(scenario, record_visits=True)  # the merged order goes into the plan specification
     if not result.valid:
         raise DiagnosticError(result.diagnostics)
@@ -333,12 +330,14 @@ def _train_one_process(context: _Context, model, resume) -> RunReport:
     if request.summary_json is not None:
         _write(report.to_json(), request.summary_json)
     if request.profile is not None:
-        _write_profile(context, run)
+        _write_profile(context, run, trainer)
     return report
 
 
-def _write_profile(context: _Context, run) -> None:
-    """The measured jobs as a Chrome trace (seconds), with what `ppdsl calibrate` needs to simulate the same."""
+def _write_profile(context: _Context, run, trainer) -> None:
+    """The measured jobs as a Chrome trace (seconds), with what `ppdsl calibrate` needs to simulate the same, and
+    (an `nn.Layer` model placed by `ctx.pipeline`) its layers per stage and each stage's activation bytes per
+    micro-batch, from which `ppdsl calibrate --layers` writes a layer profile."""
     from ppdsl.reports.trace import jobs_trace, trace_text
 
     request, exp = context.request, context.exp
@@ -353,9 +352,29 @@ def _write_profile(context: _Context, run) -> None:
         "steps": min(request.profile_steps, request.steps),
         "wall_seconds": run.profiled_seconds,
         "emulated_on_one_process": True,
+        **_layer_figures(trainer),
     }
     trace = jobs_trace(run.profile or [], exp.pp, 1e6, meta, held_bytes=_held_track(run))
     _write(trace_text(trace), request.profile)
+
+
+def _layer_figures(trainer) -> dict[str, Any]:
+    """`layers_per_stage` (the model's placement, embedding and head counted) and `activation_bytes_per_stage`
+    (what one micro-batch's forward keeps for its backward on each stage: `memory.stage_memory` of the plan's job
+    programs), or nothing for a model placed by hand."""
+    from ppdsl.plan.jobs import program_name
+    from ppdsl.runtime.memory import stage_memory
+
+    placed = trainer.program.layer_stages
+    if placed is None:
+        return {}
+    stages = trainer.program.num_stages
+    built = trainer.built
+    measured = stage_memory({program_name(built.keys[n]): p for n, p in built.programs.items() if n in built.keys})
+    return {
+        "layers_per_stage": [placed.count(s) for s in range(stages)],
+        "activation_bytes_per_stage": [measured[s].saved_for_backward if s in measured else 0 for s in range(stages)],
+    }
 
 
 def _held_track(run) -> list[tuple[int, float, int]]:

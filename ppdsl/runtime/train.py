@@ -64,6 +64,7 @@ class PipelineTrainer:
             lr=self.config.lr,
             optimizer=self.config.optimizer,
             seed=self.config.seed,
+            partition=self.spec.partition,
         )
         refuse_shared_in_one_process(self.program)
         self.built = build_plan(self.program.main, self.program.startup, self.spec)

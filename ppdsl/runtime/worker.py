@@ -29,6 +29,7 @@ import numpy as np
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, to_json
 from ppdsl.common.files import open_atomic, write_atomic
 from ppdsl.plan.kinds import SYNC_SHARED_NAME
+from ppdsl.runtime.held import scope_bytes
 from ppdsl.runtime.launch_spec import LaunchSpec, load_bound_model, load_plan, read_launch_spec
 
 
@@ -158,6 +159,7 @@ class RankProcess:
             lr=config.lr,
             optimizer=config.optimizer,
             seed=config.seed,
+            partition=plan.partition,
         )
         self.built = build_plan(self.program.main, self.program.startup, plan, rank=self.stage_rank, p2p=p2p)
         my_stages = set(plan.stage_of[self.stage_rank])
@@ -184,6 +186,7 @@ class RankProcess:
         self.wire: dict[str, list] = {}
         self.handed: dict[str, list[float]] = {}
         self.timeline: list[list[tuple[float, ...]]] = []
+        self.held_peak = 0
         # the transport speaks the plan's ranks: a link's group is named by the pipeline ranks of its two ends
         timed = {d: _TimedGroup(g, d, self.wire, ranks=sorted(d)) for d, g in self.groups.items()}
         self.transport = Transport(self.stage_rank, timed, channels, self.built.flow.shapes, self.request.comm_timeout)
@@ -335,6 +338,7 @@ class RankProcess:
         self.transport = None
         # the per-job instrumentation belongs to the CPU transport; the executor runs the whole plan here
         self.jobs, self.timeline, self.wire, self.handed = [], [], {}, {}
+        self.held_peak = 0
 
     def _step_gpu(self, step: int) -> list[float]:
         batch = {k: v for k, v in self.batch(step).items() if k in self.feeds}
@@ -410,6 +414,8 @@ class RankProcess:
                 self.handed.setdefault(f"{msg.src}->{msg.dst}", []).extend([time.perf_counter()] * len(msg.items))
                 self.transport.send(msg, [stash[item] for item in msg.items])
             marks.append((t_start, t_ready, t_run, t_ran, time.perf_counter()))
+            if step == self.request.steps - 1:  # the last step's job boundaries: what the scopes hold
+                self.held_peak = max(self.held_peak, scope_bytes(self.mb_scopes))
         return [losses[mb] for mb in sorted(losses)]
 
     def _learning_rate(self) -> float:
@@ -466,6 +472,8 @@ class RankProcess:
             "comm_seconds": self.transport.comm_seconds if self.transport else 0.0,
             "bytes_sent": self.transport.bytes_sent if self.transport else 0,
             "jobs": len(self.jobs),
+            # the most the micro-batch scopes held at a job boundary of the last step (held.scope_bytes)
+            "held_peak_bytes": self.held_peak,
             # instrumentation, perf_counter seconds (one clock for all processes of a machine): per step, per job
             # (start, inputs ready, run start, run end, end); per link "src->dst", per tensor: gloo send / recv
             # (start, end, bytes) as this rank saw it, and when this rank handed each tensor to its sender thread

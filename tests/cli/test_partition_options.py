@@ -148,20 +148,24 @@ def test_compare_keeps_the_faster_of_the_even_and_the_dp_split(profile):
     assert "partition" not in plain.stdout.splitlines()[0]  # a model without layers reads as it did
 
 
-def test_run_refuses_a_partition_rather_than_train_the_even_split(tmp_path):
-    with pytest.raises(DiagnosticError) as err:
-        RunRequest(pp=2, microbatches=4, partition="3,1")
-    assert [d.code for d in err.value.diagnostics] == ["E007"] and "partition" in err.value.diagnostics[0].message
-    result = runner.invoke(app, ["run", "1f1b", "--pp", "2", "-m", "4", "--partition", "3,1"])
-    assert result.exit_code == 2 and "error[E007]" in result.stderr
+def test_runs_partition_reaches_the_plan_the_ranks_build_from(tmp_path):
+    """`run --partition` and a file's `partition` travel in the plan specification (plan.json, bound by its
+    sha256 in a launch), the command line's over the file's; the training itself: tests/runtime/test_run_partition.py."""
+    from ppdsl.analysis.check import check
+    from ppdsl.analysis.plan_spec import plan_spec
+    from ppdsl.analysis.scenario import Scenario
+    from ppdsl.plan.spec import PlanSpec
 
-
-def test_run_refuses_a_files_partition(tmp_path):
-    import ppdsl
-
+    request = RunRequest(pp=2, microbatches=4, partition="2,4")
+    assert RunRequest.from_spec(request.to_spec()).partition == "2,4"
     path = tmp_path / "split.sched"
     path.write_text("partition = [3, 1]\norder { forward * microbatches backward * microbatches optimizer }\n")
+    declared = plan_spec(check(Scenario(str(path), 2, 4), record_visits=True))
+    given = plan_spec(check(Scenario(str(path), 2, 4, partition="1,3"), record_visits=True))
+    assert declared.partition == (3, 1) and given.partition == (1, 3)
+    assert PlanSpec.from_json(given.to_json()).partition == (1, 3)
+    assert plan_spec(check(Scenario("1f1b", 2, 4), record_visits=True)).partition is None
+    broken = json.loads(given.to_json()) | {"partition": [1, -3]}
     with pytest.raises(DiagnosticError) as err:
-        ppdsl.run(str(path), pp=2, microbatches=4, steps=1)
-    (diag,) = err.value.diagnostics
-    assert diag.code == "E007" and diag.span.line == 1
+        PlanSpec.from_json(json.dumps(broken))
+    assert [d.code for d in err.value.diagnostics] == ["E091"]
