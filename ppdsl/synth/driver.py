@@ -23,6 +23,7 @@ from ppdsl.common.units import format_bytes
 from ppdsl.plan.kinds import OFFLOAD_NAME, action_names, copies, is_action
 from ppdsl.synth.bounds import memory_lower_bound
 from ppdsl.synth.cpsat import MAX_TICKS, time_ticks
+from ppdsl.synth.partition import synthesize_partitioned
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem, build_problem, measured_problem_memory, searched_limits
 from ppdsl.synth.request import SynthRequest
@@ -150,9 +151,7 @@ def synthesize_file(request: SynthRequest, progress: Callable[[str], None] | Non
         problems = request.problems()  # (the profile read and the partition checked before any search)
         if problems:
             raise DiagnosticError(problems)
-        from ppdsl.synth.partition import synthesize_partitioned  # (it searches each candidate through here)
-
-        return synthesize_partitioned(request, progress)
+        return synthesize_partitioned(request, synthesize_file, progress)
     checked_request = request
     if request.memory is not None and not isinstance(request.memory, MemoryModel):
         request = replace(request, memory=measure_probe(request))

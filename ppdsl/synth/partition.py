@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from ppdsl.analysis.check import check
 from ppdsl.analysis.costs import CostSpec
@@ -33,9 +34,10 @@ from ppdsl.analysis.layers import LayerProfile, Partition, StageWork, even_parti
 from ppdsl.analysis.memory import MemoryModel
 from ppdsl.analysis.scenario import Scenario
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError
-from ppdsl.synth.driver import SynthOutcome, synthesize_file
 from ppdsl.synth.request import SynthRequest
 from ppdsl.synth.search import Infeasible
+
+Outcome = TypeVar("Outcome")  # the driver's SynthOutcome
 
 MAX_CANDIDATES = 4  # partitions searched when it is free: the DP's, the even one, two moves of the DP's
 EPS = 1e-6
@@ -133,12 +135,18 @@ def checked_with_profile(text: str, request: SynthRequest, profile: LayerProfile
         return check(scenario)
 
 
-def synthesize_partitioned(request: SynthRequest, progress: Callable[[str], None] | None = None) -> SynthOutcome:
+def synthesize_partitioned(
+    request: SynthRequest,
+    search: Callable[[SynthRequest], Outcome],
+    progress: Callable[[str], None] | None = None,
+) -> Outcome:
     """The fastest schedule and partition found within the request's memory limit (in the profile's unit: layer
     activations, or bytes), its file carrying the partition and proven by the check with the profile; the outcome
     says the partition and every one tried. The profile is `request.layers` (the file's docstring names it as
     `--layers PATH`), the partition `request.partition` when fixed. Raises DiagnosticError: a partition that does
-    not fit (E104 / E105), no candidate within the limit (S114), a file that does not check as searched (E042)."""
+    not fit (E104 / E105), no candidate within the limit (S114), a file that does not check as searched (E042).
+    `search` is the driver's `synthesize_file`, which searches each candidate's stages (passed in: the driver routes
+    requests with a profile here, so this module must not import it back)."""
     profile, fixed = request.profile(), request.fixed_partition()
     assert profile is not None, "a request with a layer profile (synthesize_file routes only those here)"
     profile_option = f"--layers {shlex.quote(profile.path)}"
@@ -149,7 +157,7 @@ def synthesize_partitioned(request: SynthRequest, progress: Callable[[str], None
     share = request.time_limit / len(tried_partitions)
     user_costs = request.costs
     options = " ".join(x for x in (profile_option, request.cost_options) if x)
-    best: tuple[float, float, SynthOutcome, Partition] | None = None
+    best: tuple[float, float, Outcome, Partition] | None = None
     tried: list[tuple[Partition, float | None]] = []
     failures: list[DiagnosticError] = []
     for partition in tried_partitions:
@@ -158,7 +166,7 @@ def synthesize_partitioned(request: SynthRequest, progress: Callable[[str], None
             replace(request, time_limit=share, cost_options=options), work, request.backward_b_frees
         )
         try:
-            outcome = synthesize_file(searched)
+            outcome = search(searched)
         except (Infeasible, DiagnosticError) as err:
             if isinstance(err, DiagnosticError) and not all(d.code == "S114" for d in err.diagnostics):
                 raise
