@@ -334,7 +334,9 @@ def _header(
     name = request.name or f"synth-pp{p.pp}-m{p.microbatches}-v{p.vpp}"
     costs = []
     for label, t in (("forward", 0), ("backward", 1), ("backward_b", 2), ("backward_w", 3)):
-        values = sorted(set(p.cost[t]))
+        # a summary for the reader: 12 digits, as sums of a profile's layer costs carry float noise (4.17169999...)
+        # the file's own `cost` lines keep every digit
+        values = sorted({float(f"{x:.12g}") for x in p.cost[t]})
         costs.append(f"{label} {'/'.join(map(number, values))}")
     latency, bandwidth = problem_links(p)
     links = f"latency {number(latency)}" + (f", bandwidth {number(bandwidth)}" if bandwidth else "")
