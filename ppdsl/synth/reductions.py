@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ppdsl.plan.kinds import BACKWARD_B, BACKWARD_W
 from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import GRADIENTS, Evaluation, Evaluator, Order, preference
+from ppdsl.synth.schedule import Evaluation, Evaluator, Order, last_gradients, preference
 
 MAX_EVALUATIONS = 1500  # the pass's budget: each is one execution of the whole schedule
 MAX_SPAN = 16  # how far before a stage's last W its trailing W's may be moved (positions)
@@ -51,9 +51,8 @@ def _moves(order: Order) -> list[Order]:
     if not order:
         return []
     last_stage = order[-1][1]
-    last = {s: i for i, (t, s, _) in enumerate(order) if t in GRADIENTS}
     out = []
-    for s, i in last.items():
+    for s, i in last_gradients(order).items():
         if s == last_stage or order[i][0] != BACKWARD_W:
             continue
         for j in range(max(0, i - MAX_SPAN), i):
@@ -61,6 +60,7 @@ def _moves(order: Order) -> list[Order]:
             own = {(BACKWARD_B, s, order[k][2]) for k in moved}
             if any(tuple(job) in own for job in order[j : i + 1]):
                 continue  # (a W would go before its own backward_b)
-            rest = [job for k, job in enumerate(order[j:], j) if k not in set(moved)]
+            taken = set(moved)
+            rest = [job for k, job in enumerate(order[j:], j) if k not in taken]
             out.append([*order[:j], *(order[k] for k in moved), *rest])
     return out

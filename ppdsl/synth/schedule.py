@@ -6,6 +6,7 @@ into an `Expansion`, so a synthesized schedule's makespan is by construction the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.execution import execute
@@ -20,6 +21,12 @@ COMPUTE = (FORWARD, BACKWARD, BACKWARD_B, BACKWARD_W)
 GRADIENTS = tuple(t for t, k in enumerate(ALWAYS) if k.name in kind(REDUCE_NAME).reduces)
 # one rank's jobs in order; a plain (type, stage, micro-batch) tuple equals its `Job`, so hot loops build tuples
 Order = list[Job]
+
+
+def last_gradients(jobs: Sequence[tuple[int, ...]]) -> dict[int, int]:
+    """stage -> the position of its last gradient job (`GRADIENTS`) among `jobs`, each (type, stage, ...): where a
+    stage's `reduce_grads` may start."""
+    return {job[1]: i for i, job in enumerate(jobs) if job[0] in GRADIENTS}
 
 
 @dataclass
@@ -49,8 +56,7 @@ def with_reductions(problem: Problem, orders: list[Order]) -> list[Order]:
         return orders
     out = []
     for order in orders:
-        last = {s: i for i, (t, s, _) in enumerate(order) if t in GRADIENTS}
-        after = {i: s for s, i in last.items()}
+        after = {i: s for s, i in last_gradients(order).items()}
         placed: Order = []
         for i, job in enumerate(order):
             placed.append(job)

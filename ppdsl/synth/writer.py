@@ -38,7 +38,7 @@ from ppdsl.plan.kinds import (
 )
 from ppdsl.synth.periodic import Block
 from ppdsl.synth.problem import Problem
-from ppdsl.synth.schedule import GRADIENTS, Order, with_reductions
+from ppdsl.synth.schedule import GRADIENTS, Order, last_gradients, with_reductions
 from ppdsl.synth.steady import RankSteady, SteadyForm
 
 NAMES = {t: k.name for t, k in enumerate(ALWAYS)}
@@ -271,16 +271,13 @@ def _cooldown_with_reductions(problem: Problem, part: RankSteady) -> list[tuple[
     if reduce is None:
         return cooldown
     stages = {s for _, s in part.block}
-    last = {s: i for i, (t, s) in enumerate(cooldown) if t in GRADIENTS}
-    out = [(reduce, s) for s in sorted(stages - set(last), key=lambda s: _last_in_block(part, s))]
+    last = last_gradients(cooldown)
+    in_block = last_gradients(part.block)
+    out = [(reduce, s) for s in sorted(stages - set(last), key=in_block.__getitem__)]
     for i, token in enumerate(cooldown):
         out.append(token)
         out += [(reduce, s) for s, at in last.items() if at == i]
     return out
-
-
-def _last_in_block(part: RankSteady, stage: int) -> int:
-    return max(i for i, (t, s) in enumerate(part.block) if s == stage and t in GRADIENTS)
 
 
 def _periodic_reductions(problem: Problem, rounds: list[tuple[int, tuple[int, int]]]) -> dict[int, str]:
