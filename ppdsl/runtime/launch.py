@@ -31,6 +31,7 @@ import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import new_owned_directory, next_owned_number
+from ppdsl.common.regular_files import NotRegular, TooLarge, read_regular
 from ppdsl.common.text import ascii_number, shortened
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.launch_spec import FAILURE_MODES, FailureSpec, LaunchSpec, write_launch
@@ -49,6 +50,8 @@ LAUNCHER = (
     "import runpy, sys; sys.path[:1] = filter(None, sys.path[:1]); "
     'runpy.run_module("paddle.distributed.launch", run_name="__main__", alter_sys=True)'
 )
+
+RANK_DIAGNOSTICS_CAP = 1 << 20  # bytes of a rank's `rank<r>.diagnostics.json`: a few diagnostics, far less
 
 
 def check_master_port(opts: RunRequest) -> None:
@@ -366,9 +369,10 @@ def failure_diagnostics(
     if events and events[0][3]:
         rank = events[0][1]
         found = run_dir / f"rank{rank}.diagnostics.json"
-        try:
-            diagnostics = [_diagnostic_of(d) for d in json.loads(found.read_text())]
-        except (OSError, ValueError, TypeError, KeyError):
+        try:  # (through the bounded reader: a rank's few diagnostics, never a planted FIFO or a huge file)
+            data, _ = read_regular(found, RANK_DIAGNOSTICS_CAP)
+            diagnostics = [_diagnostic_of(d) for d in json.loads(data)]
+        except (OSError, ValueError, TypeError, KeyError, NotRegular, TooLarge):
             diagnostics = []
         if diagnostics:
             note = f"rank {rank} refused to train; the launcher stopped the other ranks (details in {run_dir / 'log'})"

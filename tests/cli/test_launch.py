@@ -16,7 +16,13 @@ from typer.testing import CliRunner
 
 from ppdsl.cli import app
 from ppdsl.common.diagnostics import Diagnostic, to_json
-from ppdsl.runtime.launch import end_launcher, failure_diagnostic, failure_diagnostics, stop_requests
+from ppdsl.runtime.launch import (
+    RANK_DIAGNOSTICS_CAP,
+    end_launcher,
+    failure_diagnostic,
+    failure_diagnostics,
+    stop_requests,
+)
 from ppdsl.runtime.lifeline import RankStatus
 
 runner = CliRunner()
@@ -264,3 +270,20 @@ def test_a_rank_that_refused_with_a_diagnostic_is_reported_by_that_diagnostic_no
     _rank(tmp_path, 0, returncode=-9, at=101.0)
     (first,) = failure_diagnostics(tmp_path, range(2), statuses | {0: RankStatus.read(tmp_path / "rank0.status")}, 1)
     assert first.code == "E040" and first.message.startswith("rank 0 died")
+
+
+def test_a_rank_diagnostics_file_that_is_not_a_small_regular_file_is_not_read(tmp_path):
+    """The launcher reads `rank<r>.diagnostics.json` through the bounded reader: a FIFO planted there (which a
+    plain read would block on) or a file over the cap is ignored, and the failure is reported as E040."""
+    _rank(tmp_path, 1, at=100.0, error="[E095] parameter `w` is shared by stages 0, 1")
+    _rank(tmp_path, 0, returncode=-15, stopped_by=15, at=101.0)
+    statuses = {r: RankStatus.read(tmp_path / f"rank{r}.status") for r in range(2)}
+    found = tmp_path / "rank1.diagnostics.json"
+    os.mkfifo(found)
+    (fifo,) = failure_diagnostics(tmp_path, range(2), statuses, 1)
+    assert fifo.code == "E040"
+    found.unlink()
+    refusal = Diagnostic("E095", "parameter `w` is shared by stages 0, 1", help="add `sync_shared`")
+    found.write_text(to_json([refusal]) + " " * RANK_DIAGNOSTICS_CAP)
+    (large,) = failure_diagnostics(tmp_path, range(2), statuses, 1)
+    assert large.code == "E040"
