@@ -1,6 +1,7 @@
 """`ppdsl synth` against every hand-written schedule and the zero-bubble authors' own searches, at equal memory.
 
     python benchmarks/bench_synth.py [--zb-repo PATH] [--time-limit S] [--quick]
+        [--pp N ...] [--counts pp 2pp 3pp 4pp pp+1 2pp+1] [--references all|library|zero-bubble]
 
 1. Pareto dominance. For pp in 2, 3, 4, 6, 8, microbatches in pp, 2pp, 3pp, 4pp and the odd pp + 1, 2pp + 1,
    three cost profiles (uniform F = I = W; I 1.5x and W 0.7x with link latency 0.1; the last stage 1.5x) and
@@ -76,6 +77,16 @@ class Profile:
         heavy = [1.0] * (nstages - 1) + [self.last_stage]
         return [f * x for x in heavy], [b * x for x in heavy], [w * x for x in heavy]
 
+
+# the grid's micro-batch counts, by name (`--counts`)
+COUNTS: dict[str, Callable[[int], int]] = {
+    "pp": lambda pp: pp,
+    "2pp": lambda pp: 2 * pp,
+    "3pp": lambda pp: 3 * pp,
+    "4pp": lambda pp: 4 * pp,
+    "pp+1": lambda pp: pp + 1,
+    "2pp+1": lambda pp: 2 * pp + 1,
+}
 
 PROFILES = [
     Profile("uniform", UNIFORM),
@@ -167,10 +178,11 @@ def zero_bubble_references(repo, profile: Profile, pp: int, m: int, vpp: int, pl
 
 
 def pareto(args, folder: Path) -> list[Row]:
+    counts = args.counts or list(COUNTS)
     sizes = (
         [(2, 2), (2, 4), (4, 4), (4, 8)]
         if args.quick
-        else [(pp, m) for pp in (2, 3, 4, 6, 8) for m in sorted({pp, 2 * pp, 3 * pp, 4 * pp, pp + 1, 2 * pp + 1})]
+        else [(pp, m) for pp in (2, 3, 4, 6, 8) for m in sorted({COUNTS[c](pp) for c in counts})]
     )  # fmt: skip (m = 3pp and odd m too: the zero-bubble searches are not only compared on the easy counts)
     if args.pp:
         sizes = [(pp, m) for pp, m in sizes if pp in args.pp]
@@ -181,8 +193,8 @@ def pareto(args, folder: Path) -> list[Row]:
         for pp, m in sizes:
             for vpp, placement in shapes:
                 spec = profile.spec(pp * vpp, folder)
-                refs = list(library_references(pp, m, vpp, placement, spec))
-                if zbr.available(args.zb_repo):
+                refs = list(library_references(pp, m, vpp, placement, spec)) if args.references != "zero-bubble" else []
+                if zbr.available(args.zb_repo) and args.references != "library":
                     refs += list(zero_bubble_references(args.zb_repo, profile, pp, m, vpp, placement, spec))
                 shape = "1 chunk" if vpp == 1 else "V, 2 chunks"
                 for name, makespan, peak in refs:
@@ -262,6 +274,10 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=10.0, help="synth's --time-limit per search")
     parser.add_argument("--quick", action="store_true", help="a few sizes only")
     parser.add_argument("--pp", type=int, nargs="*", help="only these pipeline degrees of the grid")
+    parser.add_argument("--counts", nargs="*", choices=list(COUNTS), help="only these micro-batch counts")
+    parser.add_argument(
+        "--references", choices=("all", "library", "zero-bubble"), default="all", help="which schedules to compare with"
+    )
     parser.add_argument("--skip-exact", action="store_true")
     parser.add_argument("--skip-speed", action="store_true")
     args = parser.parse_args()
