@@ -26,12 +26,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import new_owned_directory, next_owned_number
-from ppdsl.common.regular_files import NotRegular, TooLarge, read_regular
+from ppdsl.common.regular_files import NotRegular, TooLarge, open_regular, read_capped, read_regular
 from ppdsl.common.text import ascii_number, shortened
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.launch_spec import FAILURE_MODES, FailureSpec, LaunchSpec, write_launch
@@ -52,6 +53,8 @@ LAUNCHER = (
 )
 
 RANK_DIAGNOSTICS_CAP = 1 << 20  # bytes of a rank's `rank<r>.diagnostics.json`: a few diagnostics, far less
+RANK_ERROR_CAP = 1 << 16  # bytes of a rank's error file the launcher reads: its message comes first
+RANK_REPORT_CAP = 1 << 26  # bytes of `rank<r>.json`: losses and step times, a few hundred bytes a step
 
 
 def check_master_port(opts: RunRequest) -> None:
@@ -208,15 +211,42 @@ def run_cluster(
     errors = [r for r in local if (run_dir / f"rank{r}.error").exists()]
     if returncode != 0 or errors:
         raise DiagnosticError(failure_diagnostics(run_dir, local, statuses, returncode))
-    reports = [json.loads((run_dir / f"rank{r}.json").read_text()) for r in local]
+    reports = []
+    for r in local:
+        with rank_output(run_dir / f"rank{r}.json", RANK_REPORT_CAP) as f:
+            reports.append(json.loads(read_capped(f, RANK_REPORT_CAP)))
     params: dict[str, np.ndarray] = {}
     for r in local:
-        with np.load(run_dir / f"rank{r}.npz") as data:
+        with rank_output(run_dir / f"rank{r}.npz") as f, np.load(f) as data:
             params.update({k: data[k] for k in data.files})
     losses = _step_losses(reports)
     steps = max(len(rep["step_seconds"]) for rep in reports)
     slowest = [max(rep["step_seconds"][i] for rep in reports if i < len(rep["step_seconds"])) for i in range(steps)]
     return ClusterResult(losses, slowest, {rep["rank"]: rep["comm_seconds"] for rep in reports}, params, reports)
+
+
+def rank_output(path: Path, cap: int | None = None) -> BinaryIO:
+    """A file a rank wrote back, open, through the bounded reader: a planted FIFO never hangs the launcher, and
+    with `cap` a file over `cap` bytes is refused before it is read; E040 when it is not a regular file, too
+    large, or unreadable."""
+    try:
+        f, info = open_regular(path)
+    except (NotRegular, OSError, ValueError) as err:
+        why = "is not a regular file" if isinstance(err, NotRegular) else f"cannot be read ({err})"
+    else:
+        if cap is None or info.st_size <= cap:
+            return f
+        f.close()
+        why = f"is larger than {cap} bytes"
+    raise DiagnosticError(
+        [
+            Diagnostic(
+                "E040",
+                f"the ranks ended, but {path} {why}",
+                help=f"a rank writes it when it ends; see {path.parent / 'log'}, and run again in a new run dir",
+            )
+        ]
+    )
 
 
 def _step_losses(reports: list[dict]) -> list[list[float]]:
@@ -398,7 +428,7 @@ def _failure_events(run_dir: Path, local: range, statuses: dict[int, RankStatus 
         status, error = statuses[r], run_dir / f"rank{r}.error"
         when = status.time if status is not None else math.inf
         if error.exists():
-            first = error.read_text(errors="replace").split("\n\n")[0].strip()
+            first = _error_summary(error)
             failures.append((when, r, first, (run_dir / f"rank{r}.diagnostics.json").exists()))
         elif status is None or status.state != "ended":
             causes.append((math.inf, r, f"rank {r} ended without a report (its guard process was killed)", False))
@@ -409,6 +439,18 @@ def _failure_events(run_dir: Path, local: range, statuses: dict[int, RankStatus 
             how = f"killed by signal {-code}, {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
             causes.append((when, r, f"rank {r} died ({how}) {_at_step(status)}", False))
     return sorted(causes) + sorted(failures), stopped
+
+
+def _error_summary(error: Path) -> str:
+    """The first paragraph of a rank's error file (its message; the traceback follows), read through the bounded
+    reader: at most RANK_ERROR_CAP bytes of its start, never a planted FIFO."""
+    try:
+        f, _ = open_regular(error)
+        with f:
+            text = f.read(RANK_ERROR_CAP).decode(errors="replace")
+    except (NotRegular, OSError, ValueError):
+        return f"rank {error.stem.removeprefix('rank')} failed ({error} could not be read)"
+    return text.split("\n\n")[0].strip()
 
 
 def failure_diagnostic(

@@ -15,12 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from ppdsl.cli import app
-from ppdsl.common.diagnostics import Diagnostic, to_json
+from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, to_json
 from ppdsl.runtime.launch import (
     RANK_DIAGNOSTICS_CAP,
+    RANK_ERROR_CAP,
+    RANK_REPORT_CAP,
     end_launcher,
     failure_diagnostic,
     failure_diagnostics,
+    rank_output,
     stop_requests,
 )
 from ppdsl.runtime.lifeline import RankStatus
@@ -287,3 +290,35 @@ def test_a_rank_diagnostics_file_that_is_not_a_small_regular_file_is_not_read(tm
     found.write_text(to_json([refusal]) + " " * RANK_DIAGNOSTICS_CAP)
     (large,) = failure_diagnostics(tmp_path, range(2), statuses, 1)
     assert large.code == "E040"
+
+
+def test_a_rank_error_file_that_is_a_fifo_or_huge_is_read_bounded(tmp_path):
+    """Before: the launcher read `rank<r>.error` whole with `read_text`, so a FIFO planted there hung it and a
+    huge file was read into memory. Now the bounded reader: a FIFO is named as unreadable, a huge file is read
+    from its start only (its message comes first)."""
+    _rank(tmp_path, 0, returncode=-15, stopped_by=15, at=101.0)
+    _rank(tmp_path, 1, at=100.0)
+    os.mkfifo(tmp_path / "rank1.error")
+    statuses = {r: RankStatus.read(tmp_path / f"rank{r}.status") for r in range(2)}
+    fifo = failure_diagnostic(tmp_path, range(2), statuses, 1)
+    assert fifo.code == "E040" and "rank1.error could not be read" in fifo.message
+    (tmp_path / "rank1.error").unlink()
+    (tmp_path / "rank1.error").write_text("rank 1 failed: out of memory\n\n" + "x" * (4 * RANK_ERROR_CAP))
+    huge = failure_diagnostic(tmp_path, range(2), statuses, 1)
+    assert huge.message.startswith("rank 1 failed: out of memory")
+
+
+@pytest.mark.parametrize("name", ["rank0.json", "rank0.npz"])
+def test_a_rank_result_that_is_not_a_regular_file_is_e040_not_a_hang(tmp_path, name):
+    """The results a rank writes back (`rank<r>.json`, `rank<r>.npz`) are opened through the bounded reader: a
+    FIFO there (a plain `read_text` / `np.load` blocks on it) is E040 naming the file; a report over its cap too."""
+    os.mkfifo(tmp_path / name)
+    with pytest.raises(DiagnosticError) as err:
+        rank_output(tmp_path / name, RANK_REPORT_CAP if name.endswith(".json") else None).close()
+    (diag,) = err.value.diagnostics
+    assert diag.code == "E040" and name in diag.message and "not a regular file" in diag.message
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(RANK_REPORT_CAP + 1)
+    with pytest.raises(DiagnosticError, match="larger than"):
+        rank_output(big, RANK_REPORT_CAP)
