@@ -61,9 +61,15 @@ def compile_cmd(
     from ppdsl.analysis.check import check
     from ppdsl.codegen.generate import generate_plan_module, module_stem
 
-    sized = pp is not None or microbatches is not None or vpp is not None or bool(param)
+    sized = pp is not None or microbatches is not None or vpp is not None or bool(param) or dp != 1
     if (literal or sized) and (pp is None or microbatches is None):
-        what = "`--literal` compiles for given sizes" if literal else "sizes and parameters are checked together"
+        what = (
+            "`--literal` compiles for given sizes"
+            if literal
+            else "`--dp` is checked with the sizes (the plan module is the same at every degree)"
+            if dp != 1
+            else "sizes and parameters are checked together"
+        )
         usage_error(f"{what}: pass `--pp P -m M` (and `--vpp V` for more than one chunk)")
     spec = scenario(file, pp or 1, microbatches or 1, vpp or 1, param, max_jobs=max_jobs, dp=dp)
     defn = diagnosed(spec.definition)

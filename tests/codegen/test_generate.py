@@ -474,6 +474,9 @@ def test_compile_usage_errors(tmp_path, monkeypatch):
     result = invoke("compile", "1f1b", "--literal")
     assert result.exit_code == 2 and "error[E007]: `--literal` compiles for given sizes" in result.stderr
     assert invoke("compile", "1f1b", "--pp", "4").exit_code == 2
+    # before: `--dp 2` without sizes was dropped without a word (the module is the same at every degree)
+    dp_alone = invoke("compile", "1f1b", "--dp", "2")
+    assert dp_alone.exit_code == 2 and "error[E007]: `--dp` is checked with the sizes" in dp_alone.stderr
     assert list(tmp_path.iterdir()) == []
 
 
