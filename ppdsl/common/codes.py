@@ -102,7 +102,7 @@ _SUMMARIES = {
     "E061": "a checkpoint file is damaged: not a regular file, not a checkpoint archive, or bad metadata or arrays",
     "E062": "the ranks' checkpoints are not all at one step",
     "E063": "another run is saving checkpoints into the same --save-dir",
-    "E064": "a model placed by hand (`ctx.stage`, a program's chunk ids) leaves pipeline stages without ops",
+    "E064": "pipeline stages hold no op of the model (placed by hand, or a partition that allows empty stages)",
     "E065": "blocks, loops or an expression nested deeper than the language allows",
     "E066": "includes nested too deeply, or too many or too large in all",
     "E067": "an include names something that is not a `.sched` file (a device, a FIFO, a directory, another kind)",

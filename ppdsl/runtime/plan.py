@@ -176,7 +176,7 @@ def job_programs(
     complete_roles(work)
     placed = op_stages(work)
     if whole_model:  # Paddle's pipeline pass hands one rank's program, which holds only that rank's stages
-        check_every_stage_has_ops(work, placed, spec.nstages)
+        check_every_stage_has_ops(work, placed, spec.nstages, spec.partition)
     stamp_stages(work, placed)
     if p2p is not None:  # the GPU path: ranks exchange values through send_v2 / recv_v2 in the programs
         insert_p2p(work, op_stages(work), rank_of_stage, p2p)
@@ -236,13 +236,27 @@ def check_backward_splits(ops, kinds: list[str]) -> None:
         )
 
 
-def check_every_stage_has_ops(main, stages: list[int], nstages: int) -> None:
+def check_every_stage_has_ops(main, stages: list[int], nstages: int, partition: tuple[int, ...] | None = None) -> None:
     """E064 unless every pipeline stage holds forward ops: a model placed by hand (`ctx.stage`, or a program of
     one's own with chunk ids) that leaves a stage empty would train with ranks that only pass values on, without a
-    word (`ctx.pipeline` refuses such a split, E039)."""
+    word (`ctx.pipeline` refuses such a split, E039). With a `partition` (layers per stage) that gives a stage no
+    layer, the partition is what to change: the checker accepts it (`allow empty`), the runtime cannot yet run a
+    stage that only passes values on."""
     held = {s for op, s in zip(main.global_block().ops, stages, strict=True) if op.op_role == 0 and s >= 0}
     empty = [s for s in range(nstages) if s not in held]
     if held and empty:
+        if partition is not None and any(partition[s] == 0 for s in empty if s < len(partition)):
+            layout = ",".join(map(str, partition))
+            fix = (
+                f"the partition {layout} gives {numbered('stage', empty)} no layer: the checker accepts it "
+                "(`allow empty`), but the runtime cannot yet run a stage that only passes values on; give every "
+                "stage a layer (`--partition`, the file's `partition`), or run with fewer stages (--pp, --vpp)"
+            )
+        else:
+            fix = (
+                "place ops on every stage (`with ctx.stage(s):` for s in 0 .. ctx.num_stages - 1, e.g. layer i on "
+                "`ctx.layer_stage(i, layers)`), or run with fewer stages (--pp, --vpp)"
+            )
         raise DiagnosticError(
             [
                 Diagnostic(
@@ -250,8 +264,7 @@ def check_every_stage_has_ops(main, stages: list[int], nstages: int) -> None:
                     f"{numbered('stage', empty)} of {nstages} {'holds' if len(empty) == 1 else 'hold'} no op of "
                     f"the model: every op it builds is on "
                     f"{numbered('stage', sorted(held))}",
-                    help="place ops on every stage (`with ctx.stage(s):` for s in 0 .. ctx.num_stages - 1, e.g. "
-                    "layer i on `ctx.layer_stage(i, layers)`), or run with fewer stages (--pp, --vpp)",
+                    help=fix,
                 )
             ]
         )

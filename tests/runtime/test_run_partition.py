@@ -59,6 +59,22 @@ def test_a_partition_that_does_not_fit_the_model_is_a_diagnostic():
     assert result.exit_code == 2 and "error[E104]" in result.stderr and "Traceback" not in result.output
 
 
+def test_an_empty_stage_the_file_allows_is_refused_by_the_runtime_naming_the_partition(tmp_path):
+    """The checker accepts a stage without layers when the file says `allow empty`; the runtime cannot yet run a
+    stage that only passes values on (E064). Before: its help sent the user to `ctx.stage`, which they never
+    wrote; now it names the partition as what to change."""
+    sched = tmp_path / "gap.sched"
+    sched.write_text(
+        'schedule "gap"\npartition = [2, 0, 2, 2] allow empty\n'
+        "order { forward * microbatches backward * microbatches optimizer }\n"
+    )
+    with pytest.raises(DiagnosticError) as refused:
+        ppdsl.run(str(sched), pp=4, microbatches=4, batch_size=8, steps=1)
+    (diag,) = refused.value.diagnostics
+    assert diag.code == "E064" and diag.message.startswith("stage 1 of 4 holds no op")
+    assert "the partition 2,0,2,2 gives stage 1 no layer" in diag.help and "ctx.stage" not in diag.help
+
+
 @pytest.mark.e2e
 def test_one_process_per_rank_trains_the_same_parameters_under_a_partition(tmp_path):
 

@@ -23,7 +23,9 @@ EXPLANATION = Explanation(
     "ctx.stage(s):`, or a program of your own whose ops carry chunk ids) and leaves a stage out would train "
     "with ranks that only pass values on, their share of the work on another rank. `ctx.pipeline` refuses "
     "such a split (E039); a hand-placed model is refused the same way, naming the empty stages. Spread the "
-    "layers over `ctx.num_stages` (`ctx.layer_stage(i, layers)`), or run fewer stages.",
+    "layers over `ctx.num_stages` (`ctx.layer_stage(i, layers)`), or run fewer stages. A partition that gives a "
+    "stage no layer (`partition = [...] allow empty`, which the checker accepts) is refused here too: the runtime "
+    "cannot yet run a stage that only passes values on, so give every stage a layer.",
     cmd(
         "ppdsl run 1f1b --pp 4 -m 4 --batch-size 4 --steps 1 --model ends:build",
         files=(ENDS_ONLY,),
