@@ -43,12 +43,14 @@ from ppdsl.synth.request import RECOMPUTE as RECOMPUTE
 _PROBE = """schedule "synth"
 placement {placement}
 memory backward_b frees {frees}
-{actions}order {{ optimizer }}
+{actions}{order}
 """
+_ORDER = "order { optimizer }\n"  # the probe's own order: the search places every job, the checker's tables are all
+# that is read of it
 # With `--dp` above 1 the probe's order names `reduce_grads`, so its expansion has the collective's job type and
 # its cost at that degree as `check --dp` reads it (`cost reduce_grads`, or `comm reduce ...` over the ring); each
 # chunk's reduction is then placed by the search's evaluation (`schedule.with_reductions`), never by this order.
-_REDUCING = "order { for c in 0 .. vpp { reduce_grads(chunk = c) } optimizer }"
+_REDUCING = "order { for c in 0 .. vpp { reduce_grads(chunk = c) } optimizer }\n"
 REDUCE_NAME = "reduce_grads"
 # With `--memory-actions` the probe names the actions, so its expansion has their job types, costs and memory as
 # `check` reads them (`kinds.recompute_share`: a recomputed forward keeps its stage input, and the rest a partial
@@ -197,9 +199,8 @@ def build_problem(
             recompute_fraction,
             max_jobs,
         )
-    text = _probe_text(placement, backward_b_frees, memory_actions, recompute_fraction, host_limit)
-    if dp > 1:
-        text = text.replace("order { optimizer }", _REDUCING)
+    order = _REDUCING if dp > 1 else _ORDER
+    text = _probe_text(placement, backward_b_frees, memory_actions, recompute_fraction, host_limit, order)
     probe = resolve_text(text, "<synth>")
     scenario = Scenario(
         probe, pp, microbatches, vpp, None, costs, memory=memory, memory_limit=memory_limit, max_jobs=max_jobs, dp=dp
@@ -215,14 +216,19 @@ def build_problem(
 
 
 def _probe_text(
-    placement: str, backward_b_frees: float, memory_actions: bool, recompute_fraction: float, host_limit: float | None
+    placement: str,
+    backward_b_frees: float,
+    memory_actions: bool,
+    recompute_fraction: float,
+    host_limit: float | None,
+    order: str = _ORDER,
 ) -> str:
     actions = ""
     if memory_actions:
         actions = _ACTIONS.format(fraction=repr(float(recompute_fraction)))
         if host_limit is not None:
             actions += _HOST.format(limit=repr(float(host_limit)))
-    return _PROBE.format(placement=placement, frees=repr(float(backward_b_frees)), actions=actions)
+    return _PROBE.format(placement=placement, frees=repr(float(backward_b_frees)), actions=actions, order=order)
 
 
 def measured_problem_memory(
@@ -242,7 +248,6 @@ def measured_problem_memory(
     measured), else backward_b and backward_w (`backward` frees what its forward allocated either way, and the
     split's rows are what a synthesized I / W is checked with). Measure once and pass the model to every
     `build_problem` of one search: each measurement builds the model's program."""
-    probe = _probe_text(placement, backward_b_frees, memory_actions, recompute_fraction, None)
     chunk = "chunk = vpp - 1 - k, mb = n"
     backward = f"backward({chunk})" if split == "no" else f"backward_b({chunk}) backward_w({chunk})"
     offload = before = ""
@@ -251,7 +256,7 @@ def measured_problem_memory(
         again = f"reload({chunk}) recompute({chunk})"
         before = _ACTION_JOBS.format(jobs=again)
     order = _MEASURING_ORDER.format(offload=offload, before=before, backward=backward)
-    text = probe.replace("order { optimizer }\n", order)
+    text = _probe_text(placement, backward_b_frees, memory_actions, recompute_fraction, None, order)
     return memory(Scenario(resolve_text(text, "<synth>"), pp, microbatches, vpp, max_jobs=max_jobs).expansion())
 
 
