@@ -167,12 +167,15 @@ def expand(
 
     stage_of = _placement(defn, env, pp, vpp)
     jobs, sites = _run_orders(defn, env, pp, vpp, microbatches)
+    lone: list[list[tuple[int, int, int]]] = []
     if dp == 1:
-        jobs, sites = _without_lone_reductions(defn, jobs, sites)
+        jobs, sites, lone = _without_lone_reductions(defn, jobs, sites)
     total = sum(map(len, jobs))
     if total > max_jobs:
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
-    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit, stages, dp)
+    return replace(
+        _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit, stages, dp), lone_reductions=lone
+    )
 
 
 def _build(
@@ -574,20 +577,28 @@ def lone_reduction_types(defn: ScheduleDef) -> set[int]:
 
 def _without_lone_reductions(
     defn: ScheduleDef, jobs: list[list[int]], sites: list[list[int]]
-) -> tuple[list[list[int]], list[list[int]]]:
+) -> tuple[list[list[int]], list[list[int]], list[list[tuple[int, int, int]]]]:
     """The orders at dp 1: without their `reduce_grads` jobs (no job, no cost, no picture, no runtime job), so a
-    schedule that places its reductions runs at dp 1 exactly as the same schedule without them. `sync_shared` stays:
-    its group is the ranks holding a shared parameter, which are several at any dp."""
+    schedule that places its reductions runs at dp 1 exactly as the same schedule without them; and, per rank, the
+    (code, step, site) of each one left out, `step` the kept job it stood before (`Expansion.lone_reductions`).
+    `sync_shared` stays: its group is the ranks holding a shared parameter, which are several at any dp."""
     lone = lone_reduction_types(defn)
     if not lone:
-        return jobs, sites
+        return jobs, sites, []
     ntypes = len(defn.job_types)  # a code's type is its remainder by the type count (`pack_code`)
-    kept_jobs, kept_sites = [], []
+    kept_jobs, kept_sites, left_out = [], [], []
     for codes, where in zip(jobs, sites, strict=True):
-        keep = [i for i, code in enumerate(codes) if code % ntypes not in lone]
-        kept_jobs.append([codes[i] for i in keep])
-        kept_sites.append([where[i] for i in keep])
-    return kept_jobs, kept_sites
+        kept, kept_where, dropped = [], [], []
+        for code, site in zip(codes, where, strict=True):
+            if code % ntypes in lone:
+                dropped.append((code, len(kept), site))
+            else:
+                kept.append(code)
+                kept_where.append(site)
+        kept_jobs.append(kept)
+        kept_sites.append(kept_where)
+        left_out.append(dropped)
+    return kept_jobs, kept_sites, left_out
 
 
 def _failure_kind(err: _OrderFailure, cap: int) -> str:

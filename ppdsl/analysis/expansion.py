@@ -12,7 +12,7 @@ one (`ppdsl.analysis.expand.scale_costs`, or `dataclasses.replace` for other job
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ppdsl.analysis.layers import StageWork
 from ppdsl.language.ir import ScheduleDef, StreamRule
@@ -48,6 +48,10 @@ class Expansion:
     # the cost and memory tables already hold; None: the schedule's own costs and one activation a job
     stage_work: StageWork | None = None
     dp: int = 1  # data-parallel replicas of each rank: they run its order and join its `reduce_grads`
+    # [rank] -> (code, step, site) of each `reduce_grads` the order places that dp 1 leaves out (a reduction over
+    # one replica is no work), `step` the job it stood before: where the file puts them is still checked (E093,
+    # E094), so a misplaced one is found at dp 1, not first on a cluster at dp 2
+    lone_reductions: list[list[tuple[int, int, int]]] = field(default_factory=list)
 
     @property
     def ntypes(self) -> int:
@@ -65,6 +69,11 @@ class Expansion:
     def codec(self) -> JobCodec:
         """How this expansion's job codes pack (type, chunk, micro-batch)."""
         return JobCodec(len(self.defn.job_types), self.vpp)
+
+    def with_orders(self, jobs: list[list[int]], sites: list[list[int]]) -> Expansion:
+        """A copy with other orders (the original left alone): the tables are the same, and the reductions dp 1 left
+        out of the file's order are no longer where these orders put anything (`lone_reductions`: none)."""
+        return replace(self, jobs=jobs, sites=sites, lone_reductions=[])
 
     def decode(self, code: int) -> tuple[int, int, int]:
         """(type index, chunk, micro-batch) of a packed job code."""

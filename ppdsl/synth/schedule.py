@@ -7,7 +7,7 @@ into an `Expansion`, so a synthesized schedule's makespan is by construction the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ppdsl.analysis.execution import execute
 from ppdsl.analysis.expansion import Expansion
@@ -108,7 +108,7 @@ class Evaluator:
         """The orders as an expansion of the probe schedule (its costs, links and memory)."""
         exp = self.base
         jobs = self.pack(orders)
-        return replace(exp, jobs=jobs, sites=[[0] * len(j) for j in jobs])
+        return exp.with_orders(jobs, [[0] * len(j) for j in jobs])
 
     def evaluate(self, orders: list[Order]) -> Evaluation:
         """The orders timed as `check` times them, with the problem's reductions placed (`with_reductions`):

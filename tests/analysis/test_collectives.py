@@ -140,6 +140,29 @@ def test_a_reduction_before_the_chunks_last_backward_is_e094():
     assert "chunk 0" in d.message and "`B3.c0`" in d.message and d.span.line == 9
 
 
+@pytest.mark.parametrize("dp", [1, 2])
+def test_a_misplaced_reduction_is_found_at_dp_1_where_it_is_no_work(dp):
+    """Before: at dp 1 the expansion left every `reduce_grads` out (a reduction over one replica is no work) and
+    the checks never saw where the file put them, so a reduction placed before the chunk's last backward, or twice,
+    proved valid at dp 1 and failed first at dp 2. Now its place is checked at every degree, on the same line."""
+    early = TWO_CHUNKS.format(early="", late="").replace("    reduce_grads(chunk = 0)\n    optimizer", "    optimizer")
+    early = early.replace(
+        "    backward(chunk = 0) * microbatches\n",
+        "    backward(chunk = 0) * (microbatches - 1)\n    reduce_grads(chunk = 0)\n    backward(chunk = 0)\n"
+        "    reduce_grads(chunk = 1)\n",
+    )
+    result = run(early, vpp=2, dp=dp)
+    assert codes(result) == ["E094"] and result.diagnostics[0].span.line == 9
+    assert ("no work at dp 1" in result.diagnostics[0].label) == (dp == 1)
+    twice = run(ONE_F_ONE_B.replace("{reduce}", "reduce_grads\n    reduce_grads"), dp=dp)
+    assert codes(twice) == ["E093"] and twice.diagnostics[0].span.line == 10
+    placed = run(ONE_F_ONE_B.replace("{reduce}", "reduce_grads"), dp=dp)
+    assert placed.valid and placed.diagnostics == []
+    if dp == 1:  # still no job at dp 1: the order runs as the same schedule without its reduction
+        without = run(ONE_F_ONE_B.replace("{reduce}", ""), dp=1)
+        assert placed.expansion.jobs == without.expansion.jobs and placed.makespan == without.makespan
+
+
 SHARED = """
 schedule "shared"
 job send_backward : backward after backward sends

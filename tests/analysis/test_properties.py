@@ -322,7 +322,7 @@ def edited(exp: Expansion, rank: int, jobs: list[int], sites: list[int]) -> Expa
     all_jobs = [list(row) for row in exp.jobs]
     all_sites = [list(row) for row in exp.sites]
     all_jobs[rank], all_sites[rank] = jobs, sites
-    return dataclasses.replace(exp, jobs=all_jobs, sites=all_sites)
+    return exp.with_orders(all_jobs, all_sites)
 
 
 def moved(exp: Expansion, rank: int, src: int, dst: int) -> Expansion:

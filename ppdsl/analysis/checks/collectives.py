@@ -5,7 +5,9 @@ that chunk's last backward / backward_w on the rank (its row's `reduces`), a `sy
 one. Each runs once a step: a chunk's second `reduce_grads` (the counter gives it micro-batch 1) is a second
 reduction its replicas would have to join too. With data-parallel replicas (`--dp` above 1) every chunk's gradients
 must be reduced, or the replicas step apart: a chunk of a rank without its `reduce_grads` is reported where the
-chunk's gradients are complete, with what to add there. Which ranks meet in a collective and whether they can (the
+chunk's gradients are complete, with what to add there. At dp 1 a `reduce_grads` is no work and the expansion
+leaves it out, but where the file puts it is checked all the same (`RankJobs.placed`): a misplaced one is found
+before a run at dp 2 finds it. Which ranks meet in a collective and whether they can (the
 rendezvous) is the execution's (`ppdsl.analysis.execution`, E074)."""
 
 from __future__ import annotations
@@ -102,15 +104,17 @@ def missing_reduction(view: RankJobs, out: Findings) -> None:
 def collective_twice(view: RankJobs, out: Findings) -> None:
     """E093: a chunk's `reduce_grads`, or a rank's once-a-step collective, a second time in the step (the counter
     gives the second one micro-batch 1)."""
-    exp, pos, rank = view.exp, view.pos, view.rank
+    exp, rank = view.exp, view.rank
     base, m = exp.codec.base, exp.microbatches
     for t, k in _collective_types(exp):
         for c in range(exp.vpp if k.members is Members.REPLICAS else 1):
-            first = pos[base(c, 0) + t]
+            first = view.placed(base(c, 0) + t)
             for mb in range(1, m):
-                again = pos[base(c, mb) + t]
-                if again >= 0:
-                    out.add(_render_twice, view.site(again), rank, key=c, name=k.name, chunk=c, step=again, first=first)
+                again = view.placed(base(c, mb) + t)
+                if again is not None:
+                    at, site = again
+                    before = _step_words(first[0], note=False) if first is not None else "?"
+                    out.add(_render_twice, site, rank, key=c, name=k.name, chunk=c, step=_step_words(at), first=before)
 
 
 @rank_check("E094", _render_early)
@@ -123,20 +127,28 @@ def collective_early(view: RankJobs, out: Findings) -> None:
         per_chunk = k.members is Members.REPLICAS
         grads = _gradient_types(exp, k.name)
         for c in range(exp.vpp if per_chunk else 1):
-            first = view.pos[base(c, 0) + t]
+            placed = view.placed(base(c, 0) + t)
             last = _last_gradient(view, grads, (c,) if per_chunk else range(exp.vpp))
-            if 0 <= first < last:
+            if placed is not None and placed[0] < last:
                 out.add(
                     _render_early,
-                    view.site(first),
+                    placed[1],
                     rank,
                     key=c,
                     name=k.name,
                     chunk=c,
-                    step=first,
+                    step=_step_words(placed[0]),
                     after=last,
                     last=exp.label(exp.jobs[rank][last]),
                 )
+
+
+def _step_words(position: float, note: bool = True) -> str:
+    """A job's step for a label: `3`, or for a reduction dp 1 leaves out (half a step before the job it stood
+    before) the step it stands at, with `note`: that it is no work there."""
+    if position == int(position):
+        return str(int(position))
+    return f"{int(position + 0.5)}{' (no work at dp 1, a collective above it)' if note else ''}"
 
 
 def _gradient_types(exp: Expansion, name: str) -> list[int]:

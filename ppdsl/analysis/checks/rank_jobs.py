@@ -21,6 +21,9 @@ class RankJobs:
     pos: list[int]
     outside: list[int]
     repeats: list[tuple[int, int]]
+    # code -> (step, site) of each `reduce_grads` dp 1 leaves out (`Expansion.lone_reductions`), step the job it
+    # stood before
+    lone: dict[int, tuple[int, int]]
 
     def site(self, step: int) -> int:
         """The statement (site id) that emitted the job at `step`."""
@@ -31,6 +34,17 @@ class RankJobs:
         """Where the order ends: the statement of the rank's last job (the order itself if it has none)."""
         sites = self.exp.sites[self.rank]
         return sites[-1] if sites else 0
+
+    def placed(self, code: int) -> tuple[float, int] | None:
+        """(position, site) of job `code` in the order the file wrote: its step, or for a reduction dp 1 leaves
+        out, half a step before the job it stood before; None when the order has no such job."""
+        step = self.pos[code] if code < len(self.pos) else -1
+        if step >= 0:
+            return float(step), self.site(step)
+        if code in self.lone:
+            before, site = self.lone[code]
+            return before - 0.5, site
+        return None
 
     def steps(self, t: int) -> list[int]:
         """The step of job type `t` of every (chunk, micro-batch), in code order (-1: never runs): a slice of `pos`,
@@ -77,7 +91,10 @@ def index_rank(exp: Expansion, rank: int, aux: list[int]) -> RankJobs:
             repeats.append((i, pos[code]))
         else:
             pos[code] = i
-    return RankJobs(exp, rank, aux, pos, outside, repeats)
+    lone: dict[int, tuple[int, int]] = {}
+    for code, before, site in exp.lone_reductions[rank] if exp.lone_reductions else ():
+        lone.setdefault(code, (before, site))  # (a second one of the same code: E093 reads the first)
+    return RankJobs(exp, rank, aux, pos, outside, repeats, lone)
 
 
 def used_types(exp: Expansion) -> set[int]:

@@ -3,8 +3,6 @@ orders and on perturbations of the library's memory-action schedules."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,7 +65,7 @@ def _library(stem: str, pp: int, m: int, vpp: int) -> Expansion:
 def _edited(exp: Expansion, rank: int, jobs: list[int], sites: list[int]) -> Expansion:
     rows, site_rows = [list(r) for r in exp.jobs], [list(r) for r in exp.sites]
     rows[rank], site_rows[rank] = jobs, sites
-    return dataclasses.replace(exp, jobs=rows, sites=site_rows)
+    return exp.with_orders(rows, site_rows)
 
 
 def _action_steps(exp: Expansion) -> list[tuple[int, int]]:
