@@ -173,9 +173,7 @@ def expand(
     total = sum(map(len, jobs))
     if total > max_jobs:
         raise DiagnosticError([_too_many_jobs(f"the order of `{defn.name}` runs", total, max_jobs)])
-    return replace(
-        _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit, stages, dp), lone_reductions=lone
-    )
+    return _build(defn, env, stage_of, jobs, sites, costs, memory, memory_limit, stages, dp, lone)
 
 
 def _build(
@@ -189,6 +187,7 @@ def _build(
     memory_limit: float | None = None,
     stages: StageWork | None = None,
     dp: int = 1,
+    lone_reductions: list[list[tuple[int, int, int]]] | None = None,
 ) -> Expansion:
     """The expansion of these orders: the schedule's tables evaluated at `env`, the inputs from outside over
     them. (The schedule's own memory and limit are evaluated even when replaced: a declaration that fails at
@@ -248,6 +247,7 @@ def _build(
         mem_received=None if memory is None else memory.received_table(names, stage_of),
         stage_work=stages,
         dp=dp,
+        lone_reductions=lone_reductions or [],
     )
 
 
