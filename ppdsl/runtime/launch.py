@@ -32,7 +32,7 @@ import numpy as np
 
 from ppdsl.common.diagnostics import Diagnostic, DiagnosticError, Span
 from ppdsl.common.files import new_owned_directory, next_owned_number
-from ppdsl.common.regular_files import NotRegular, TooLarge, open_regular, read_capped, read_regular
+from ppdsl.common.regular_files import NotRegular, TooLarge, open_regular, read_regular
 from ppdsl.common.text import ascii_number, shortened
 from ppdsl.plan.spec import PlanSpec
 from ppdsl.runtime.launch_spec import FAILURE_MODES, FailureSpec, LaunchSpec, write_launch
@@ -211,10 +211,7 @@ def run_cluster(
     errors = [r for r in local if (run_dir / f"rank{r}.error").exists()]
     if returncode != 0 or errors:
         raise DiagnosticError(failure_diagnostics(run_dir, local, statuses, returncode))
-    reports = []
-    for r in local:
-        with rank_output(run_dir / f"rank{r}.json", RANK_REPORT_CAP) as f:
-            reports.append(json.loads(read_capped(f, RANK_REPORT_CAP)))
+    reports = [json.loads(rank_report(run_dir / f"rank{r}.json")) for r in local]
     params: dict[str, np.ndarray] = {}
     for r in local:
         with rank_output(run_dir / f"rank{r}.npz") as f, np.load(f) as data:
@@ -225,20 +222,34 @@ def run_cluster(
     return ClusterResult(losses, slowest, {rep["rank"]: rep["comm_seconds"] for rep in reports}, params, reports)
 
 
-def rank_output(path: Path, cap: int | None = None) -> BinaryIO:
-    """A file a rank wrote back, open, through the bounded reader: a planted FIFO never hangs the launcher, and
-    with `cap` a file over `cap` bytes is refused before it is read; E040 when it is not a regular file, too
-    large, or unreadable."""
+def rank_report(path: Path) -> bytes:
+    """The bytes of a rank's `rank<r>.json`, through the bounded reader (at most RANK_REPORT_CAP); E040 naming the
+    file when it is not a regular file, too large, or unreadable."""
     try:
-        f, info = open_regular(path)
+        data, _ = read_regular(path, RANK_REPORT_CAP)
+    except (NotRegular, TooLarge, OSError, ValueError) as err:
+        raise _unreadable_output(path, err) from None
+    return data
+
+
+def rank_output(path: Path) -> BinaryIO:
+    """A file a rank wrote back (`rank<r>.npz`), open, through the bounded reader: a planted FIFO never hangs the
+    launcher; E040 naming the file when it is not a regular file or unreadable."""
+    try:
+        f, _ = open_regular(path)
     except (NotRegular, OSError, ValueError) as err:
-        why = "is not a regular file" if isinstance(err, NotRegular) else f"cannot be read ({err})"
+        raise _unreadable_output(path, err) from None
+    return f
+
+
+def _unreadable_output(path: Path, err: Exception) -> DiagnosticError:
+    if isinstance(err, NotRegular):
+        why = "is not a regular file"
+    elif isinstance(err, TooLarge):
+        why = f"is larger than {RANK_REPORT_CAP} bytes"
     else:
-        if cap is None or info.st_size <= cap:
-            return f
-        f.close()
-        why = f"is larger than {cap} bytes"
-    raise DiagnosticError(
+        why = f"cannot be read ({err})"
+    return DiagnosticError(
         [
             Diagnostic(
                 "E040",

@@ -24,6 +24,7 @@ from ppdsl.runtime.launch import (
     failure_diagnostic,
     failure_diagnostics,
     rank_output,
+    rank_report,
     stop_requests,
 )
 from ppdsl.runtime.lifeline import RankStatus
@@ -314,11 +315,14 @@ def test_a_rank_result_that_is_not_a_regular_file_is_e040_not_a_hang(tmp_path, n
     FIFO there (a plain `read_text` / `np.load` blocks on it) is E040 naming the file; a report over its cap too."""
     os.mkfifo(tmp_path / name)
     with pytest.raises(DiagnosticError) as err:
-        rank_output(tmp_path / name, RANK_REPORT_CAP if name.endswith(".json") else None).close()
+        if name.endswith(".json"):
+            rank_report(tmp_path / name)
+        else:
+            rank_output(tmp_path / name).close()
     (diag,) = err.value.diagnostics
     assert diag.code == "E040" and name in diag.message and "not a regular file" in diag.message
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
         f.truncate(RANK_REPORT_CAP + 1)
     with pytest.raises(DiagnosticError, match="larger than"):
-        rank_output(big, RANK_REPORT_CAP)
+        rank_report(big)
