@@ -45,8 +45,8 @@ placement {placement}
 memory backward_b frees {frees}
 {actions}{order}
 """
-_ORDER = "order { optimizer }\n"  # the probe's own order: the search places every job, the checker's tables are all
-# that is read of it
+# the probe's own order: the search places every job itself, and only the probe's tables are read
+_ORDER = "order { optimizer }\n"
 # With `--dp` above 1 the probe's order names `reduce_grads`, so its expansion has the collective's job type and
 # its cost at that degree as `check --dp` reads it (`cost reduce_grads`, or `comm reduce ...` over the ring); each
 # chunk's reduction is then placed by the search's evaluation (`schedule.with_reductions`), never by this order.
