@@ -43,7 +43,7 @@ from ppdsl.synth.cpsat import NotModelled
 from ppdsl.synth.exact_actions import drop_needless_actions, model_is_exact, solve_with_actions
 from ppdsl.synth.greedy import RANK_KNOBS, Policy, list_schedule
 from ppdsl.synth.improve import improve
-from ppdsl.synth.lns import lns
+from ppdsl.synth.lns import cool_down, lns
 from ppdsl.synth.periodic import Block, periodic_schedules
 from ppdsl.synth.problem import ACTION_NAMES, Problem, build_problem
 from ppdsl.synth.reductions import hide_reductions
@@ -504,19 +504,25 @@ class Search:
         return "windows"
 
     def windows(self, seconds: float) -> None:
-        """Large-neighbourhood search over windows of the best schedule (`lns`), for about `seconds`."""
+        """Large-neighbourhood search over windows of the best schedule for about `seconds`: its cool-down first
+        (`cool_down`), then sliding windows (`lns`)."""
         if self.best is None or self.reached_bound() or not cpsat.available():
             return
         orders, _, origin = self.best
+        window = lns_window(self.problem.pp)
+        cooled = 0.0
+        if self.jobs > CP_SAT_WHOLE_MAX_JOBS:  # (smaller: CP-SAT on the whole problem follows, its end included)
+            orders, _, cooled = cool_down(self.evaluator, orders, seconds, window, self.seed, self.budget.capped)
         found_orders, found, spent = lns(
             self.evaluator,
             orders,
-            seconds,
-            window=lns_window(self.problem.pp),
+            seconds - cooled,
+            window=window,
             target=self.bound,
             seed=self.seed,
             out_of_time=self.budget.capped,
         )
+        spent += cooled
         self.budget.spend(spent * WORK_PER_SECOND)
         self.offer(found_orders, found, origin + " + CP-SAT windows")
         self.step("CP-SAT over windows", f"{spent:.1f} s of work")
