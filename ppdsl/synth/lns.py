@@ -36,6 +36,12 @@ COOL_DOWN_GROWTH = 4  # `cool_down`'s window: at most this many times the first
 DEPTH = 10  # jobs per rank a window aims at: more ranks than fit are split into groups of neighbouring ranks
 
 
+def window_work(model, total: int) -> float:
+    """What one solved window costs, in seconds of work: CP-SAT's deterministic time, evaluating the result (a
+    schedule of `total` jobs) and building the model (per free job)."""
+    return SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * len(model.free)
+
+
 def potential(ctx: Context, sets: list[set[int]], size: int) -> dict[tuple[int, int], int]:
     """(group, first job) -> how much idle time before critical jobs (those whose start plus tail is the
     makespan) the window holds: what it could take off the makespan at most."""
@@ -140,13 +146,13 @@ def cool_down(
     ctx = Context(statics, current, cur_ev)
     spent = SECONDS_PER_JOB * total
     size = min(window, total)
+    every_rank = set(range(evaluator.problem.pp))
     while spent < budget and not out_of_time():
-        starts = sorted(x for row in ctx.start for x in row)
-        t_lo = starts[-size] / statics.k if size < len(starts) else float("-inf")
+        t_lo, _ = window_span(ctx, every_rank, total - size, size)  # (open at the end)
         model = WindowModel(ctx, *ctx.cut(t_lo, float("inf")))
         free = len(model.free)
         found, status = model.solve(min(per_window * (free / window) ** 2, budget - spent), seed=seed)
-        spent += SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * free
+        spent += window_work(model, total)
         if found is not None:
             ev = evaluator.evaluate(found)
             spent += SECONDS_PER_JOB * total
@@ -212,7 +218,7 @@ def lns(
             model = window_model(ctx, first, last)
             free = len(model.free)
             found, status = model.solve(per_window * (free / window) ** 2, seed=seed)
-            spent += SECONDS_PER_DET * model.spent + SECONDS_PER_JOB * total + SECONDS_PER_FREE_JOB * free
+            spent += window_work(model, total)
             if found is None:
                 continue
             ev = evaluator.evaluate(found)
